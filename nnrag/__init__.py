@@ -1,0 +1,101 @@
+"""nnrag: turn PyTorch repositories into a searchable, executable library of neural-network blocks.
+
+The public API. Importing this package is cheap: torch, LibCST, chromadb and LangChain are
+imported only by the functions that need them.
+
+    >>> import nnrag
+    >>> report = nnrag.index(["dist:timm"])          # doctest: +SKIP
+    >>> [b.path for b in nnrag.blocks("BlurPool*")]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Sequence
+
+from ._version import __version__
+from .errors import ConfigError, IndexStoreError, NnragError, NotFoundError, SourceError
+from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .retrieval.catalog import Block, SourceInfo, Stats
+    from .retrieval.indexer import IndexReport, ProgressFn
+    from .retrieval.sources import SourceSpec
+
+PathLike = str | os.PathLike[str]
+
+
+def resolve_sources(sources: Sequence["str | SourceSpec"] = (), corpus: PathLike | None = None) -> list["SourceSpec"]:
+    """Source specifications from strings, a corpus file, or the embedded default corpus."""
+    from .retrieval.corpus import load_corpus
+    from .retrieval.sources import SourceSpec, default_corpus, parse_source
+
+    specs = [s if isinstance(s, SourceSpec) else parse_source(s) for s in sources]
+    if corpus is not None:
+        specs.extend(load_corpus(corpus))
+    return specs or default_corpus()
+
+
+def index(
+    sources: Sequence["str | SourceSpec"] = (),
+    *,
+    corpus: PathLike | None = None,
+    home: PathLike | None = None,
+    workers: int | None = None,
+    progress: "ProgressFn | None" = None,
+) -> "IndexReport":
+    """Index sources (default: the torch-ecosystem distributions installed beside nnrag)."""
+    from .retrieval.indexer import index_sources
+
+    return index_sources(Workspace.resolve(home), resolve_sources(sources, corpus), workers=workers, progress=progress)
+
+
+def blocks(
+    pattern: str | None = None,
+    *,
+    source: str | None = None,
+    category: str | None = None,
+    home: PathLike | None = None,
+) -> list["Block"]:
+    """Discovered blocks; ``pattern`` is an fnmatch on the class name or ``source/Name``."""
+    from .retrieval.catalog import list_blocks
+
+    return list_blocks(Workspace.resolve(home), pattern, source=source, category=category)
+
+
+def sources(*, home: PathLike | None = None) -> list["SourceInfo"]:
+    """The sources in the index."""
+    from .retrieval.catalog import list_sources
+
+    return list_sources(Workspace.resolve(home))
+
+
+def forget(name: str, *, home: PathLike | None = None) -> None:
+    """Remove a source and everything indexed from it."""
+    from .retrieval.catalog import forget_source
+
+    forget_source(Workspace.resolve(home), name)
+
+
+def stats(*, home: PathLike | None = None) -> "Stats":
+    """Counts per source and category, and file failures by reason."""
+    from .retrieval.catalog import index_stats
+
+    return index_stats(Workspace.resolve(home))
+
+
+__all__ = [
+    "__version__",
+    "Workspace",
+    "NnragError",
+    "ConfigError",
+    "SourceError",
+    "IndexStoreError",
+    "NotFoundError",
+    "resolve_sources",
+    "index",
+    "blocks",
+    "sources",
+    "forget",
+    "stats",
+]

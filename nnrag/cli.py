@@ -1,0 +1,219 @@
+"""The ``nnrag`` command line: a thin Typer layer over the public API that renders with Rich."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import nnrag
+from nnrag.errors import NnragError
+
+app = typer.Typer(
+    name="nnrag",
+    help="Turn PyTorch repositories into a searchable, executable library of neural-network blocks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# Piped output keeps whole table cells rather than Rich's 80-column fallback.
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True)
+
+HomeOpt = Annotated[
+    Optional[Path],
+    typer.Option("--home", help="nnrag home (default: $NNRAG_HOME, else ~/.nnrag).", show_default=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details.")]
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=err, show_time=False, show_path=False)],
+        force=True,
+    )
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except NnragError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Any]:
+    """A progress callback for the library, rendered as a Rich bar on stderr."""
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            key = phase.split(" ", 1)[0]
+            if key not in tasks:
+                tasks[key] = bar.add_task(phase, total=total)
+            bar.update(tasks[key], description=phase, completed=done, total=total)
+
+        yield update
+
+
+@app.command()
+def index(
+    sources: Annotated[
+        Optional[list[str]],
+        typer.Argument(help="Sources: PATH, git+URL[@ref], dist:NAME, pypi:NAME==VER. Default: the embedded corpus."),
+    ] = None,
+    corpus: Annotated[Optional[Path], typer.Option("--corpus", help="Corpus file (TOML, or nn-rag repo JSON).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Parser processes (default: CPU count).")] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Index sources incrementally and discover their blocks."""
+    _setup_logging(verbose)
+    with _errors(), _progress(not as_json or err.is_terminal) as progress:
+        report = nnrag.index(sources or [], corpus=corpus, home=home, workers=workers, progress=progress)
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        table = Table(title="Indexed sources", title_justify="left")
+        for col in ("source", "version", "files", "lines", "parsed", "unchanged", "removed", "failed", "blocks"):
+            table.add_column(col, justify="left" if col in ("source", "version") else "right")
+        for s in report.sources:
+            version = s.version or (s.commit[:12] if s.commit else "")
+            table.add_row(
+                s.name, version, *(f"{v:,}" for v in (s.files, s.lines, s.parsed, s.unchanged, s.removed, s.failed, s.blocks))
+            )
+        out.print(table)
+        for s in report.sources:
+            if s.note:
+                out.print(f"[dim]{s.name}: {s.note}[/]")
+        if report.failures:
+            out.print("Files not parsed, by reason: " + ", ".join(f"{k} {v}" for k, v in report.failures.items()))
+        out.print(
+            f"{report.files:,} files, {report.lines:,} lines, {report.blocks:,} blocks "
+            f"in {report.seconds:.2f} s ({report.workers} workers)"
+        )
+    if report.interrupted:
+        err.print("[yellow]interrupted:[/] committed work is kept; run the same command again to resume")
+        raise typer.Exit(130)
+
+
+@app.command()
+def blocks(
+    pattern: Annotated[Optional[str], typer.Argument(help="fnmatch on the class name or source/Name, e.g. 'BlurPool*'.")] = None,
+    source: Annotated[Optional[str], typer.Option("--source", help="Only this source.")] = None,
+    category: Annotated[Optional[str], typer.Option("--category", help="Only this category.")] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List discovered blocks."""
+    _setup_logging(False)
+    with _errors():
+        found = nnrag.blocks(pattern, source=source, category=category, home=home)
+    if as_json:
+        _print_json([b.to_dict() for b in found])
+        return
+    if not found:
+        err.print("no blocks match" + (f" {pattern!r}" if pattern else ""))
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("name", "source", "category", "location"):
+        table.add_column(col)
+    for b in found:
+        table.add_row(b.name, b.source, b.category, f"{b.path}:{b.line}")
+    out.print(table)
+    out.print(f"[dim]{len(found)} blocks[/]")
+
+
+@app.command()
+def stats(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """Counts per source and category, and file failures by reason."""
+    _setup_logging(False)
+    with _errors():
+        s = nnrag.stats(home=home)
+    if as_json:
+        _print_json(s.to_dict())
+        return
+    table = Table(title="Sources", title_justify="left")
+    for col in ("source", "version", "files", "lines", "failed", "blocks", "top categories"):
+        table.add_column(col, justify="right" if col in ("files", "lines", "failed", "blocks") else "left")
+    for name, info in s.sources.items():
+        cats = info["categories"]
+        top = ", ".join(f"{k} {v}" for k, v in list(cats.items())[:4])  # type: ignore[union-attr]
+        table.add_row(name, str(info["version"] or ""), f"{info['files']:,}", f"{info['lines']:,}", str(info["failed"]), str(info["blocks"]), top)
+    out.print(table)
+    cat_table = Table(title="Blocks by category", title_justify="left")
+    cat_table.add_column("category")
+    cat_table.add_column("blocks", justify="right")
+    for k, v in s.categories.items():
+        cat_table.add_row(k, str(v))
+    out.print(cat_table)
+    if s.failures:
+        out.print("Files not parsed, by reason: " + ", ".join(f"{k} {v}" for k, v in s.failures.items()))
+    out.print(
+        f"{s.files:,} files, {s.lines:,} lines, {s.classes:,} classes, {s.blocks:,} blocks; "
+        f"{s.modules_not_blocks} Module subclasses without a concrete forward or abstract; "
+        f"{s.unresolved_bases} classes with a base that cannot be resolved"
+    )
+
+
+@app.command("sources")
+def sources_cmd(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
+    """List the sources in the index."""
+    _setup_logging(False)
+    with _errors():
+        found = nnrag.sources(home=home)
+    if as_json:
+        _print_json([s.__dict__ for s in found])
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("name", "spec", "version", "priority", "files", "blocks", "state"):
+        table.add_column(col)
+    for s in found:
+        table.add_row(s.name, s.spec, s.version or (s.commit or "")[:12], str(s.priority), str(s.files), str(s.blocks), s.state)
+    out.print(table)
+
+
+@app.command()
+def forget(name: Annotated[str, typer.Argument(help="Source name, as `nnrag sources` lists it.")], home: HomeOpt = None) -> None:
+    """Remove a source and everything indexed from it."""
+    _setup_logging(False)
+    with _errors():
+        nnrag.forget(name, home=home)
+    out.print(f"forgot {name}")
+
+
+@app.command()
+def version() -> None:
+    """Print the nnrag version."""
+    out.print(nnrag.__version__)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Evaluations and benchmarks that print figures (never timed unit tests)."""

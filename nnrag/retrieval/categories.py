@@ -1,0 +1,82 @@
+"""A first guess at what kind of block a class is, from its name, bases, module and docstring.
+
+The guess is a keyword heuristic and says so: it orders and filters listings, it is not a claim.
+Rules are tried in order; the first whose pattern matches wins. The name (split into words) and
+the direct bases are strongest, then the module path, then the docstring's first sentence.
+"""
+
+from __future__ import annotations
+
+import re
+
+CATEGORIES = (
+    "loss",
+    "attention",
+    "normalization",
+    "pooling",
+    "activation",
+    "graph layer",
+    "transformer block",
+    "convolution",
+    "architecture",
+    "embedding",
+    "recurrent",
+    "utility",
+)
+
+_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (cat, re.compile(pat, re.IGNORECASE))
+    for cat, pat in (
+        ("loss", r"loss|criterion|divergence$"),
+        ("graph layer", r"messagepassing|\bg(?:cn|at|in|ine|raph)conv|graphconv|sageconv|chebconv|edgeconv|gatv2|\bgnn\b|graph"),
+        ("attention", r"attention|attn|\bmhsa\b|\bmha\b|selfatt|crossatt|squeeze.?excit|\bse(?:module|layer|block)?\b|\beca\b|\bcbam\b|\bgather.?excite|nonlocal"),
+        ("normalization", r"norm(?:alization|alize)?\b|norm\d|batchnorm|layernorm|groupnorm|instancenorm|rmsnorm|\bbn\b|frozenbn|whiten"),
+        ("pooling", r"pool|downsampl|\bblur"),
+        ("activation", r"\b(?:relu\d*|gelu|silu|swish|mish|sigmoid|tanh|softmax|softmin|softplus|softsign|elu|selu|celu|prelu|rrelu|hardswish|hardsigmoid|hardtanh|hardshrink|softshrink|tanhshrink|glu|swiglu|geglu|logsigmoid|threshold|quickgelu|star\s?relu|act(?:ivation)?)\b"),
+        ("transformer block", r"transformer|encoder.?layer|decoder.?layer|\bvit.?block|\bblock\b.*\b(?:attn|attention)|\bmlp.?mixer|mixer.?block|swin|\bformer\b"),
+        ("embedding", r"embed|positional|\bpos.?enc|patch.?embed|token"),
+        ("recurrent", r"\b(?:rnn|lstm|gru)\b|recurrent"),
+        ("convolution", r"conv|\bcnn\b|depthwise|pointwise|separable|\bdw\b"),
+        ("architecture", r"net\b|\bnet\d|resnet|resnext|vgg|alexnet|inception|mobilenet|efficientnet|densenet|regnet|convnext|vision.?transformer|\bvit\b|\bdeit\b|\bbeit\b|\bswin\b|squeezenet|shufflenet|googlenet|mnasnet|\bmodel\b|backbone|classifier|detector|segment|\byolo|\bfcn\b|deeplab|unet"),
+    )
+)
+
+# Bases whose category is certain when they appear in the chain.
+_BASE_HINTS: tuple[tuple[str, str], ...] = (
+    ("torch.nn.modules.loss", "loss"),
+    ("_Loss", "loss"),
+    ("_NormBase", "normalization"),
+    ("_BatchNorm", "normalization"),
+    ("_ConvNd", "convolution"),
+    ("MessagePassing", "graph layer"),
+    ("_MaxPoolNd", "pooling"),
+    ("_AvgPoolNd", "pooling"),
+    ("RNNBase", "recurrent"),
+    ("MultiheadAttention", "attention"),
+)
+
+
+def split_words(name: str) -> str:
+    """``BlurPool2d`` -> ``Blur Pool 2d``; ``SEModule`` -> ``SE Module``; snake_case likewise."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|_+", " ", name)
+    return re.sub(r"\s+", " ", spaced).strip()
+
+
+def guess_category(name: str, chain: tuple[str, ...] | list[str], module: str, docstring: str | None) -> str:
+    for base in chain[1:]:
+        for hint, category in _BASE_HINTS:
+            if hint in base:
+                return category
+    words = split_words(name)
+    for texts in ((words,), (" ".join(split_words(b.rsplit(".", 1)[-1]) for b in chain[1:2]),)):
+        for text in texts:
+            for category, pattern in _RULES:
+                if pattern.search(text):
+                    return category
+    module_words = " ".join(split_words(p) for p in module.split(".")[-2:])
+    first_sentence = (docstring or "").split(".")[0][:200]
+    for text in (module_words, first_sentence):
+        for category, pattern in _RULES:
+            if pattern.search(text):
+                return category
+    return "utility"

@@ -1,0 +1,39 @@
+"""The nnrag home: the one directory under which everything nnrag writes lives.
+
+Resolution order: an explicit ``home`` argument (``--home`` on the CLI), then ``$NNRAG_HOME``,
+then ``~/.nnrag``. Two homes share nothing, so two indexes never interfere.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+HOME_ENV = "NNRAG_HOME"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Paths inside one nnrag home."""
+
+    home: Path
+
+    @classmethod
+    def resolve(cls, home: str | os.PathLike[str] | None = None) -> "Workspace":
+        if home is None:
+            home = os.environ.get(HOME_ENV) or Path.home() / ".nnrag"
+        return cls(Path(home).expanduser().resolve())
+
+    @property
+    def index_path(self) -> Path:
+        return self.home / "index.sqlite3"
+
+    @property
+    def cache_dir(self) -> Path:
+        """Downloaded or cloned corpus sources (git clones, unpacked wheels)."""
+        return self.home / "cache"
+
+    def ensure(self) -> "Workspace":
+        self.home.mkdir(parents=True, exist_ok=True)
+        return self
