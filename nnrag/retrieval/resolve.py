@@ -110,10 +110,16 @@ class Resolver:
                 return m
         return candidates[0]
 
-    def exported(self, mod: ModuleInfo) -> list[str]:
+    def exported(self, mod: ModuleInfo, _seen: frozenset[int] = frozenset()) -> set[str]:
+        """Names ``from mod import *`` binds: ``__all__``, else every public name, star-imported ones too."""
         if mod.all_names is not None:
-            return mod.all_names
-        return [n for n in mod.namespace if not n.startswith("_")]
+            return set(mod.all_names)
+        names = {n for n in mod.namespace if not n.startswith("_")}
+        for star in mod.stars:
+            target = self.module(star, mod.source_id)
+            if target is not None and target.file_id not in _seen and target is not mod:
+                names |= {n for n in self.exported(target, _seen | {mod.file_id}) if not n.startswith("_")}
+        return names
 
     # -- names ---------------------------------------------------------------------------
     def resolve_name(self, mod: ModuleInfo, name: str, depth: int = 0) -> Ref:
@@ -221,33 +227,35 @@ def load_modules(conn: sqlite3.Connection) -> list[ModuleInfo]:
             ranks[fid][name] = rank
             modules[fid].namespace[name] = binding
 
+    # No ORDER BY: the rank tuple ends with the line number, so row order does not matter.
     for row in conn.execute(
         "SELECT file_id, qualname, kind, lineno, end_lineno, cond, bases, keywords, target, forward, methods,"
-        " abstract, docstring FROM definitions ORDER BY file_id, lineno"
+        " abstract, docstring FROM definitions"
     ):
-        fid = row[0]
-        mod = modules.get(fid)
+        mod = modules.get(row[0])
         if mod is None:
             continue
-        d = DefInfo(
-            qualname=row[1],
-            kind=row[2],
-            lineno=row[3],
-            end_lineno=row[4],
-            cond=row[5],
-            bases=json.loads(row[6]) if row[6] else [],
-            keywords=json.loads(row[7]) if row[7] else {},
-            target=row[8],
-            forward=row[9],
-            methods=json.loads(row[10]) if row[10] else [],
-            abstract=json.loads(row[11]) if row[11] else [],
-            docstring=row[12],
-        )
+        if row[2] == KIND_CLASS:
+            d = DefInfo(
+                qualname=row[1],
+                kind=row[2],
+                lineno=row[3],
+                end_lineno=row[4],
+                cond=row[5],
+                bases=json.loads(row[6]) if row[6] else [],
+                keywords=json.loads(row[7]) if row[7] else {},
+                forward=row[9],
+                methods=json.loads(row[10]) if row[10] else [],
+                abstract=json.loads(row[11]) if row[11] else [],
+                docstring=row[12],
+            )
+        else:
+            d = DefInfo(row[1], row[2], row[3], row[4], row[5], target=row[8])
         mod.defs[d.qualname] = d
         if "." not in d.qualname:
-            bind(fid, d.qualname, Binding("def", definition=d), _rank(d.cond, 0 if d.kind == KIND_ASSIGN else 1, d.lineno))
+            bind(row[0], d.qualname, Binding("def", definition=d), _rank(d.cond, 0 if d.kind == KIND_ASSIGN else 1, d.lineno))
     for fid, module, name, asname, level, lineno, cond in conn.execute(
-        "SELECT file_id, module, name, asname, level, lineno, cond FROM imports WHERE scope='' ORDER BY file_id, lineno"
+        "SELECT file_id, module, name, asname, level, lineno, cond FROM imports WHERE scope=''"
     ):
         mod = modules.get(fid)
         if mod is None:

@@ -73,7 +73,6 @@ CREATE TABLE IF NOT EXISTS definitions (
     abstract TEXT
 );
 CREATE INDEX IF NOT EXISTS definitions_file ON definitions(file_id);
-CREATE INDEX IF NOT EXISTS definitions_name ON definitions(name);
 CREATE TABLE IF NOT EXISTS imports (
     id INTEGER PRIMARY KEY,
     file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,

@@ -1,0 +1,164 @@
+"""The index: incremental re-indexing, bad files, interrupted runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import nnrag
+from nnrag.retrieval.sources import parse_source
+
+BLOCK = "import torch.nn as nn\n\n\nclass Block{i}(nn.Module):\n    def forward(self, x):\n        return x + {i}\n"
+
+
+def _parsed_paths(home: Path) -> dict[str, str]:
+    with sqlite3.connect(home / "index.sqlite3") as conn:
+        return dict(conn.execute("SELECT path, sha1 FROM files"))
+
+
+def test_incremental_reindex(forms_repo: Path, home: Path) -> None:
+    first = nnrag.index([str(forms_repo)], home=home)
+    assert first.parsed == first.files == 9 and first.unchanged == 0
+    assert first.blocks == 22
+
+    again = nnrag.index([str(forms_repo)], home=home)
+    assert (again.parsed, again.unchanged, again.removed) == (0, 9, 0)
+
+    # Content change: only that file is parsed again, and its blocks follow.
+    core = forms_repo / "pkg/layers/core.py"
+    core.write_text(core.read_text() + "\n\nclass Added(nn.Module):\n    def forward(self, x):\n        return x\n")
+    changed = nnrag.index([str(forms_repo)], home=home)
+    assert (changed.parsed, changed.unchanged) == (1, 8)
+    assert [b.qualname for b in nnrag.blocks("Added", home=home)] == ["pkg.layers.core.Added"]
+
+    # mtime-only change (touch): hashed, found identical, not parsed.
+    base = forms_repo / "pkg/base.py"
+    os.utime(base, ns=(time.time_ns(), time.time_ns() + 10**9))
+    touched = nnrag.index([str(forms_repo)], home=home)
+    assert (touched.parsed, touched.unchanged) == (0, 9)
+
+    # Deleting a file forgets it and the blocks that depended on it.
+    (forms_repo / "pkg/abstract.py").unlink()
+    removed = nnrag.index([str(forms_repo)], home=home)
+    assert (removed.parsed, removed.removed) == (0, 1)
+    assert nnrag.blocks("Diamond*", home=home) == []
+    assert "pkg/abstract.py" not in _parsed_paths(home)
+
+
+def test_bad_files_are_recorded_and_skipped(tmp_path: Path, home: Path) -> None:
+    repo = tmp_path / "bad"
+    repo.mkdir()
+    (repo / "good.py").write_text(BLOCK.format(i=0))
+    (repo / "latin1_cookie.py").write_bytes(b"# -*- coding: latin-1 -*-\n" + BLOCK.format(i=1).encode() + b"# caf\xe9\n")
+    (repo / "syntax.py").write_text("def broken(:\n    pass\n")
+    (repo / "py2.py").write_text('print "hello"\n')
+    (repo / "py2_except.py").write_text("try:\n    pass\nexcept ValueError, e:\n    pass\n")
+    (repo / "latin1.py").write_bytes(b"x = '\xe9t\xe9'\n")
+    (repo / "binary.py").write_bytes(b"\x7fELF\x00\x00\x01\x02")
+    (repo / "huge.py").write_text("x = 1\n" * 60_000)
+    (repo / "deep.py").write_text("x = " + "-" * 200_000 + "1\n")
+    (repo / "loop_a.py").symlink_to(repo / "loop_b.py")
+    (repo / "loop_b.py").symlink_to(repo / "loop_a.py")
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "again").symlink_to(repo)  # a directory symlink loop
+    spec = parse_source(str(repo), max_file_bytes=300_000)
+    report = nnrag.index([spec], home=home)
+    assert report.failures == {
+        "binary": 1,
+        "encoding": 1,
+        "parser-limit": 1,
+        "python2": 2,
+        "symlink-loop": 3,
+        "syntax-error": 1,
+        "too-large": 1,
+    }
+    assert {b.name for b in nnrag.blocks(home=home)} == {"Block0", "Block1"}
+    with sqlite3.connect(home / "index.sqlite3") as conn:
+        reasons = dict(conn.execute("SELECT path, message FROM files WHERE status='error'"))
+    assert reasons["syntax.py"].startswith("line 1:")
+    assert "Python 2" in reasons["py2.py"]
+    assert "300000" in reasons["huge.py"]
+    # Nothing changed: nothing is re-read, and the failures stay recorded.
+    again = nnrag.index([spec], home=home)
+    assert again.parsed == 0 and again.failures == report.failures
+
+
+def _make_many(repo: Path, n: int) -> None:
+    for i in range(n):
+        sub = repo / f"m{i // 500}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"f{i}.py").write_text(BLOCK.format(i=i) + "\n".join(f"V{k} = {k}" for k in range(10)) + "\n")
+
+
+def _count_files(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_interrupted_run_resumes(tmp_path: Path, home: Path, sig: int) -> None:
+    n = 5000
+    repo = tmp_path / "many"
+    _make_many(repo, n)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nnrag", "index", str(repo), "--home", str(home), "--workers", "1", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    db = home / "index.sqlite3"
+    deadline = time.monotonic() + 120
+    while _count_files(db) < 200 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    committed = _count_files(db)
+    assert 0 < committed < n, "the run should have been stopped part-way"
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130
+        assert "resume" in stderr
+    else:
+        assert proc.returncode == -signal.SIGKILL
+
+    resumed = nnrag.index([str(repo)], home=home)
+    assert resumed.parsed == n - committed
+    assert resumed.unchanged == committed
+    assert resumed.files == n and resumed.blocks == n
+
+
+def test_parallel_index_matches_inline(tmp_path: Path) -> None:
+    repo = tmp_path / "many"
+    _make_many(repo, 300)
+    inline = nnrag.index([str(repo)], home=tmp_path / "h1", workers=1)
+    pooled = nnrag.index([str(repo)], home=tmp_path / "h2", workers=2)
+    assert inline.blocks == pooled.blocks == 300
+    assert _parsed_paths(tmp_path / "h1") == _parsed_paths(tmp_path / "h2")
+
+
+def test_homes_do_not_interfere(forms_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NNRAG_HOME", str(tmp_path / "from_env"))
+    nnrag.index([str(forms_repo)])
+    assert (tmp_path / "from_env" / "index.sqlite3").exists()
+    assert len(nnrag.blocks()) == 22
+    with pytest.raises(nnrag.NotFoundError, match="run `nnrag index` first"):
+        nnrag.blocks(home=tmp_path / "other")
+
+
+def test_same_name_for_two_sources_is_refused(forms_repo: Path, tmp_path: Path, home: Path) -> None:
+    other = tmp_path / "x" / "forms_repo"
+    other.mkdir(parents=True)
+    nnrag.index([str(forms_repo)], home=home)
+    with pytest.raises(nnrag.ConfigError, match="already indexes"):
+        nnrag.index([str(other)], home=home)
+    nnrag.forget("forms_repo", home=home)
+    assert nnrag.blocks(home=home) == []
