@@ -27,7 +27,7 @@ app = typer.Typer(
 )
 # Piped output keeps whole table cells rather than Rich's 80-column fallback.
 out = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages carry paths: never wrap them
 
 HomeOpt = Annotated[
     Optional[Path],

@@ -1,0 +1,58 @@
+"""The command line, run as a user runs it (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import run_cli
+
+
+def test_index_blocks_stats_json(forms_repo: Path, home: Path) -> None:
+    report = json.loads(run_cli("index", str(forms_repo), "--home", str(home), "--json").stdout)
+    assert report["blocks"] == 22 and report["files"] == 9 and report["failures"] == {}
+    rows = json.loads(run_cli("blocks", "*Child", "--home", str(home), "--json").stdout)
+    assert len(rows) == 10
+    assert {"name", "qualname", "source", "path", "line", "category"} <= set(rows[0])
+    stats = json.loads(run_cli("stats", "--home", str(home), "--json").stdout)
+    assert stats["blocks"] == 22 and stats["sources"]["forms_repo"]["files"] == 9
+    sources = json.loads(run_cli("sources", "--home", str(home), "--json").stdout)
+    assert sources[0]["name"] == "forms_repo" and sources[0]["state"] == "complete"
+
+
+def test_human_output(forms_repo: Path, home: Path) -> None:
+    out = run_cli("index", str(forms_repo), "--home", str(home)).stdout
+    assert "forms_repo" in out and "22 blocks" in out
+    out = run_cli("blocks", "Diamond", "--home", str(home)).stdout
+    assert "pkg/abstract.py:" in out and "1 blocks" in out
+    out = run_cli("stats", "--home", str(home)).stdout
+    assert "Blocks by category" in out
+
+
+def test_home_from_environment(forms_repo: Path, home: Path) -> None:
+    run_cli("index", str(forms_repo), env={"NNRAG_HOME": str(home)})
+    rows = json.loads(run_cli("blocks", "--json", env={"NNRAG_HOME": str(home)}).stdout)
+    assert len(rows) == 22
+
+
+def test_errors_are_messages_not_tracebacks(home: Path, tmp_path: Path) -> None:
+    proc = run_cli("blocks", "--home", str(home), check=False)
+    assert proc.returncode == 1
+    assert "no index" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("index", str(tmp_path / "missing"), "--home", str(home), check=False)
+    assert proc.returncode == 1 and "does not exist" in proc.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[source]\n")
+    proc = run_cli("index", "--corpus", str(bad), "--home", str(home), check=False)
+    assert proc.returncode == 1 and "invalid TOML" in proc.stderr
+
+
+def test_import_is_cheap() -> None:
+    code = (
+        "import sys, nnrag; heavy = [m for m in ('torch', 'libcst', 'chromadb', 'langchain', 'rich', 'typer')"
+        " if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

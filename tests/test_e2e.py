@@ -1,0 +1,39 @@
+"""End to end on the real installed default corpus (torch.nn, torchvision models/ops, timm)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.e2e
+
+
+def test_default_corpus(home: Path) -> None:
+    report = json.loads(run_cli("index", "--home", str(home), "--json").stdout)
+    by_name = {s["name"]: s for s in report["sources"]}
+    assert set(by_name) == {"torch", "torchvision", "timm"}
+    assert report["failures"] == {}
+    rows = json.loads(run_cli("blocks", "BlurPool*", "--home", str(home), "--json").stdout)
+    blur = [r for r in rows if r["name"] == "BlurPool2d"]
+    assert blur and blur[0]["path"] == "timm/layers/blur_pool.py" and blur[0]["source"] == "timm"
+    import timm
+
+    text = Path(timm.__file__).parent / "layers" / "blur_pool.py"
+    assert text.read_text().splitlines()[blur[0]["line"] - 1].startswith("class BlurPool2d(")
+
+    # Static discovery agrees with importing timm and inspecting every class.
+    from nnrag.evals.check_discovery import runtime_blocks
+
+    static = {r["qualname"] for r in json.loads(run_cli("blocks", "--source", "timm", "--home", str(home), "--json").stdout)}
+    from nnrag.retrieval.sources import parse_source
+
+    runtime, _ = runtime_blocks("timm", parse_source("dist:timm").path_filter)
+    assert len(static & runtime) / len(runtime) > 0.98
+    assert len(static & runtime) / len(static) > 0.98
+
+    warm = json.loads(run_cli("index", "--home", str(home), "--json").stdout)
+    assert warm["parsed"] == 0 and warm["blocks"] == report["blocks"]

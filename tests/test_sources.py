@@ -1,0 +1,215 @@
+"""Corpus sources: local folders, git clones, wheels from a package index, archives, corpus files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import nnrag
+from nnrag.retrieval.corpus import load_corpus
+from nnrag.retrieval.globs import PathFilter
+from nnrag.retrieval.sources import default_corpus, module_name, parse_source
+
+LAYER = "import torch.nn as nn\n\n\nclass {name}(nn.Module):\n    def forward(self, x):\n        return x\n"
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "origin" / "layers"
+    (repo / "layers").mkdir(parents=True)
+    (repo / "layers" / "__init__.py").write_text("")
+    (repo / "layers" / "a.py").write_text(LAYER.format(name="LayerA"))
+    (repo / "README.md").write_text("not Python: not cloned\n")
+    (repo / "LICENSE").write_text("MIT License\n\nPermission is hereby granted, free of charge, ...\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "one")
+    return repo
+
+
+def test_parse_source_kinds(tmp_path: Path) -> None:
+    git = parse_source("git+https://github.com/huggingface/pytorch-image-models@v1.0.15")
+    assert (git.kind, git.name, git.location, git.ref) == (
+        "git",
+        "pytorch-image-models",
+        "https://github.com/huggingface/pytorch-image-models",
+        "v1.0.15",
+    )
+    assert git.spec == "git+https://github.com/huggingface/pytorch-image-models@v1.0.15"
+    assert parse_source("git+https://github.com/o/n.git").name == "n"
+    assert (parse_source("dist:timm").kind, parse_source("dist:timm").name) == ("dist", "timm")
+    pypi = parse_source("pypi:segmentation-models-pytorch==0.3.3")
+    assert (pypi.kind, pypi.name, pypi.location) == ("pypi", "segmentation-models-pytorch", "segmentation-models-pytorch==0.3.3")
+    local = parse_source(str(tmp_path))
+    assert (local.kind, local.name) == ("local", tmp_path.name)
+    with pytest.raises(nnrag.ConfigError, match="git\\+"):
+        parse_source("https://github.com/o/n")
+    assert [s.spec for s in default_corpus()] == ["dist:torch", "dist:torchvision", "dist:timm"]
+
+
+@pytest.mark.parametrize(
+    ("path", "style", "expected"),
+    [
+        ("timm/layers/blur_pool.py", "path", "timm.layers.blur_pool"),
+        ("timm/layers/__init__.py", "path", "timm.layers"),
+        ("src/pkg/mod.py", "package", "pkg.mod"),
+        ("src/pkg/__init__.py", "package", "pkg"),
+        ("models/resnet.py", "package", "models.resnet"),
+        ("train.py", "package", "train"),
+    ],
+)
+def test_module_names(path: str, style: str, expected: str) -> None:
+    assert module_name(path, style, frozenset({"src/pkg", "timm", "timm/layers"})) == expected
+
+
+@pytest.mark.parametrize(
+    ("include", "exclude", "path", "kept"),
+    [
+        ((), ("tests",), "pkg/tests/test_x.py", False),
+        ((), ("tests",), "pkg/mod.py", True),
+        (("torch/nn",), (), "torch/nn/modules/conv.py", True),
+        (("torch/nn/**",), (), "torch/nn/modules/conv.py", True),
+        (("torch/nn",), (), "torch/optim/sgd.py", False),
+        (("timm/layers/*.py",), (), "timm/layers/x.py", True),
+        (("timm/layers/*.py",), (), "timm/layers/sub/x.py", False),
+        ((), ("**/_builder.py",), "timm/models/_builder.py", False),
+    ],
+)
+def test_path_filters(include: tuple[str, ...], exclude: tuple[str, ...], path: str, kept: bool) -> None:
+    assert PathFilter(include, exclude).keeps(path) is kept
+
+
+def test_git_source_clone_update_and_offline(git_repo: Path, home: Path) -> None:
+    url = f"git+file://{git_repo}"
+    report = nnrag.index([url], home=home)
+    (src,) = report.sources
+    assert src.name == "layers" and src.license == "MIT"
+    assert src.commit == _git(git_repo, "rev-parse", "HEAD")
+    clone = Path(nnrag.sources(home=home)[0].root)
+    assert clone.is_relative_to(home / "cache" / "git")
+    assert not (clone / "README.md").exists()  # code-only clone
+    assert [b.name for b in nnrag.blocks(home=home)] == ["LayerA"]
+
+    (git_repo / "layers" / "b.py").write_text(LAYER.format(name="LayerB"))
+    _git(git_repo, "add", "-A")
+    _git(git_repo, "commit", "-qm", "two")
+    updated = nnrag.index([url], home=home)
+    assert updated.sources[0].commit == _git(git_repo, "rev-parse", "HEAD")
+    assert (updated.parsed, updated.unchanged) == (1, 2)
+    assert {b.name for b in nnrag.blocks(home=home)} == {"LayerA", "LayerB"}
+
+    # The remote goes away (as offline): the existing clone is used as is, and the run says so.
+    git_repo.rename(git_repo.with_name("gone"))
+    offline = nnrag.index([url], home=home)
+    assert "using existing clone" in (offline.sources[0].note or "")
+    assert offline.blocks == 2
+
+
+def test_git_source_unreachable_without_clone(tmp_path: Path, home: Path) -> None:
+    with pytest.raises(nnrag.SourceError, match="cannot clone"):
+        nnrag.index([f"git+file://{tmp_path}/missing"], home=home)
+
+
+def _wheel(folder: Path, name: str = "fixturepkg", version: str = "1.0") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    dist_info = f"{name}-{version}.dist-info"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{name}/__init__.py", "from .layers import WheelLayer\n")
+        zf.writestr(f"{name}/layers.py", LAYER.format(name="WheelLayer"))
+        zf.writestr(f"{dist_info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nLicense: BSD-3-Clause\n")
+        zf.writestr(f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{dist_info}/RECORD", "")
+    return path
+
+
+def test_pypi_source_downloads_and_unpacks_never_installs(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheels = tmp_path / "wheels"
+    _wheel(wheels)
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels}")
+    report = nnrag.index(["pypi:fixturepkg==1.0"], home=home)
+    (src,) = report.sources
+    assert (src.name, src.version, src.license) == ("fixturepkg", "1.0", "BSD-3-Clause")
+    (block,) = nnrag.blocks(home=home)
+    assert block.qualname == "fixturepkg.layers.WheelLayer"
+    with pytest.raises(ImportError):
+        __import__("fixturepkg")
+    # A second run uses the cached download, even with the index unreachable.
+    monkeypatch.setenv("NNRAG_PIP_ARGS", "--no-index")
+    assert "cached" in (nnrag.index(["pypi:fixturepkg==1.0"], home=home).sources[0].note or "")
+
+
+def test_pypi_source_missing_package(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {tmp_path}")
+    with pytest.raises(nnrag.SourceError, match="cannot download 'nosuchpkg==1'"):
+        nnrag.index(["pypi:nosuchpkg==1"], home=home)
+
+
+def test_archive_source(tmp_path: Path, home: Path) -> None:
+    wheel = _wheel(tmp_path / "w", name="archpkg", version="2.1")
+    report = nnrag.index([str(wheel)], home=home)
+    assert (report.sources[0].name, report.sources[0].version) == ("archpkg", "2.1")
+    assert [b.qualname for b in nnrag.blocks(home=home)] == ["archpkg.layers.WheelLayer"]
+
+
+def test_dist_source_missing(home: Path) -> None:
+    with pytest.raises(nnrag.SourceError, match="not installed"):
+        nnrag.index(["dist:no-such-distribution-here"], home=home)
+
+
+def test_toml_corpus(forms_repo: Path, tmp_path: Path, home: Path) -> None:
+    corpus = tmp_path / "corpus.toml"
+    corpus.write_text(
+        f"""
+[[source]]
+spec = "{forms_repo}"
+name = "forms"
+priority = 2
+include = ["pkg/blocks", "pkg/base.py", "pkg/layers", "pkg/__init__.py"]
+exclude = ["broken_star.py"]
+symbols = ["*Child"]
+"""
+    )
+    (spec,) = load_corpus(corpus)
+    assert (spec.name, spec.priority, spec.symbols) == ("forms", 2, ("*Child",))
+    nnrag.index(corpus=corpus, home=home)
+    names = {b.name for b in nnrag.blocks(home=home)}
+    assert names == {
+        "RelativeChild", "AliasedChild", "ModuleAttrChild", "DottedChild", "DottedAliasChild",
+        "StarChild", "ReexportChild", "ConditionalChild", "AliasAssignChild",
+    }
+
+
+def test_nnrag_json_corpus(git_repo: Path, tmp_path: Path, home: Path) -> None:
+    corpus = tmp_path / "repo_config.json"
+    corpus.write_text(json.dumps({"owner/layers": {"url": f"file://{git_repo}", "priority": 1, "paths": ["layers"]}}))
+    (spec,) = load_corpus(corpus)
+    assert (spec.kind, spec.name, spec.include) == ("git", "layers", ("layers",))
+    nnrag.index(corpus=corpus, home=home)
+    assert [b.name for b in nnrag.blocks(home=home)] == ["LayerA"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[source]]\nname = 'x'\n", "needs spec"),
+        ("[[source]]\nspec = '.'\ncolour = 'red'\n", "unknown keys"),
+        ("[[source]\nspec = '.'\n", "invalid TOML"),
+        ("title = 'no sources'\n", "expected one or more"),
+    ],
+)
+def test_broken_corpus_files(tmp_path: Path, text: str, message: str) -> None:
+    corpus = tmp_path / "c.toml"
+    corpus.write_text(text)
+    with pytest.raises(nnrag.ConfigError, match=message):
+        load_corpus(corpus)
