@@ -6,6 +6,7 @@ git clones are sparse (Python files and license texts only).
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import importlib.metadata as md
 import json
@@ -156,7 +157,8 @@ def dist_source(spec: SourceSpec) -> Materialized:
         ) from exc
     version = dist.version
     lic = _license_of_metadata(dist.metadata)
-    editable_root = _editable_root(dist)
+    relpaths = _record_paths(dist)
+    editable_root = _editable_root(dist, relpaths)
     if editable_root is not None:
         from .walk import walk_tree
 
@@ -164,14 +166,22 @@ def dist_source(spec: SourceSpec) -> Materialized:
         files, issues = walk_tree(editable_root, spec.path_filter, spec.max_file_bytes)
         return m.with_listing(files, issues)
     root = Path(dist.locate_file("")).resolve()
-    relpaths = [str(f).replace("\\", "/") for f in (dist.files or [])]
     files, issues = list_files(root, relpaths, spec.path_filter, spec.max_file_bytes)
     return Materialized(spec, root, STYLE_PATH, version=version, license=lic).with_listing(files, issues)
 
 
-def _editable_root(dist: md.Distribution) -> Path | None:
+def _record_paths(dist: md.Distribution) -> list[str]:
+    """The installed files of a distribution, as POSIX paths relative to its root."""
+    record = dist.read_text("RECORD")
+    if record is not None:
+        # Much cheaper than ``dist.files``, which builds a path object per row (31k for torch).
+        return [row[0] for row in csv.reader(record.splitlines()) if row]
+    return [str(f).replace("\\", "/") for f in (dist.files or [])]
+
+
+def _editable_root(dist: md.Distribution, relpaths: list[str]) -> Path | None:
     """The project folder of an editable install, whose RECORD lists no sources."""
-    if any(str(f).endswith(".py") for f in dist.files or []):
+    if any(p.endswith(".py") for p in relpaths):
         return None
     raw = dist.read_text("direct_url.json")
     if not raw:
