@@ -92,7 +92,7 @@ def index(
 ) -> None:
     """Index sources incrementally and discover their blocks."""
     _setup_logging(verbose)
-    with _errors(), _progress(not as_json or err.is_terminal) as progress:
+    with _errors(), _progress(True) as progress:
         report = nnrag.index(sources or [], corpus=corpus, home=home, workers=workers, progress=progress)
     if as_json:
         _print_json(report.to_dict())
@@ -115,9 +115,13 @@ def index(
             f"{report.files:,} files, {report.lines:,} lines, {report.blocks:,} blocks "
             f"in {report.seconds:.2f} s ({report.workers} workers)"
         )
+    for name, message in report.errors.items():
+        err.print(f"[bold red]error:[/] source {name} was not indexed: {message}", highlight=False)
     if report.interrupted:
         err.print("[yellow]interrupted:[/] committed work is kept; run the same command again to resume")
         raise typer.Exit(130)
+    if report.errors:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -212,7 +216,11 @@ def version() -> None:
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]")
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -56,3 +56,14 @@ def test_import_is_cheap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_one_bad_source_does_not_stop_the_others(forms_repo: Path, home: Path, tmp_path: Path) -> None:
+    proc = run_cli(
+        "index", str(forms_repo), f"git+file://{tmp_path}/missing", "--home", str(home), "--json", check=False
+    )
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["blocks"] == 22
+    assert "cannot clone" in report["errors"]["missing"]
+    assert "source missing was not indexed" in proc.stderr

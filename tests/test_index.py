@@ -31,6 +31,13 @@ def test_incremental_reindex(forms_repo: Path, home: Path) -> None:
     again = nnrag.index([str(forms_repo)], home=home)
     assert (again.parsed, again.unchanged, again.removed) == (0, 9, 0)
 
+    # The index keeps each file's content by SHA-1 (extraction reads it from there).
+    from nnrag.retrieval.store import Store
+
+    with Store(home / "index.sqlite3") as store:
+        sha1 = _parsed_paths(home)["pkg/base.py"]
+        assert store.file_text(sha1) == (forms_repo / "pkg/base.py").read_text()
+
     # Content change: only that file is parsed again, and its blocks follow.
     core = forms_repo / "pkg/layers/core.py"
     core.write_text(core.read_text() + "\n\nclass Added(nn.Module):\n    def forward(self, x):\n        return x\n")

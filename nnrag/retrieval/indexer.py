@@ -20,11 +20,11 @@ import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from ..errors import ConfigError, IndexStoreError
+from ..errors import ConfigError, IndexStoreError, SourceError
 from ..workspace import Workspace
 from .discovery import discover
 from .parse import REASON_PARSER_CRASH, ParsedFile, parse_batch
@@ -74,6 +74,7 @@ class IndexReport:
     seconds: float
     workers: int
     interrupted: bool = False
+    errors: dict[str, str] = field(default_factory=dict)  # source name -> why it was not indexed
 
     def to_dict(self) -> dict[str, object]:
         from dataclasses import asdict
@@ -176,7 +177,7 @@ def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tup
     for f in m.files:
         seen.add(f.path)
         state = states.get(f.path)
-        if state is not None and state[2] == f.size and state[3] == f.mtime_ns and state[4] != "pending":
+        if state is not None and state[2] == f.size and state[3] == f.mtime_ns:
             counts.unchanged[source_id] += 1
             continue
         tasks.append(
@@ -309,9 +310,16 @@ def index_sources(
         tasks: list[_Task] = []
         changed = False
         source_ids: list[int] = []
+        errors: dict[str, str] = {}
         for i, spec in enumerate(specs):
             report_progress(f"list {spec.name}", i, len(specs))
-            m = materialize(spec, workspace.cache_dir)
+            try:
+                m = materialize(spec, workspace.cache_dir)
+            except SourceError as exc:
+                # One unreachable source must not cost the others their run.
+                log.error("%s: %s", spec.name, exc)
+                errors[spec.name] = str(exc)
+                continue
             row = store.source_row(spec.name)
             config_changed = row is None or row["config"] != json.dumps(spec.config(), sort_keys=True)
             source_id = _register(store, m)
@@ -320,6 +328,8 @@ def index_sources(
             tasks.extend(source_tasks)
             changed = changed or source_changed or config_changed or (row is not None and row["state"] != "complete")
         report_progress("list", len(specs), len(specs))
+        if errors and not source_ids:
+            raise SourceError("; ".join(errors.values()))
 
         total = len(tasks)
         done = 0
@@ -356,7 +366,8 @@ def index_sources(
                 refresh_blocks(store)
                 store.collect_garbage()
                 report_progress("discover", 1, 1)
-        return _report(store, source_ids, counts, time.perf_counter() - start, n_workers, interrupted)
+        report = _report(store, source_ids, counts, time.perf_counter() - start, n_workers, interrupted)
+        return replace(report, errors=errors)
 
 
 def refresh_blocks(store: Store) -> int:

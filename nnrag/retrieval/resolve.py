@@ -61,10 +61,6 @@ class ModuleInfo:
     stars: list[str] = field(default_factory=list)  # absolute modules star-imported, in order
     all_names: list[str] | None = None
 
-    @property
-    def dotted(self) -> str:
-        return self.module
-
 
 class Ref(NamedTuple):
     """The meaning of a name: kind is class|function|assign|module|external|unresolved."""

@@ -12,9 +12,7 @@ A source is one of
 from __future__ import annotations
 
 import logging
-import os
 import re
-import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -246,6 +244,3 @@ def module_name(relpath: str, style: str, package_dirs: frozenset[str]) -> str:
             parts = parts[start:]
     return ".".join(parts)
 
-
-def is_regular_file(st: os.stat_result) -> bool:
-    return stat.S_ISREG(st.st_mode)

@@ -53,17 +53,7 @@ def walk_tree(root: Path, path_filter: PathFilter, max_file_bytes: int) -> tuple
                 continue
             if not entry.name.endswith(".py") or not path_filter.keeps(rel):
                 continue
-            try:
-                st = entry.stat(follow_symlinks=True)
-            except OSError as exc:
-                issues.append(_issue_for(rel, exc))
-                continue
-            if st.st_size > max_file_bytes:
-                issues.append(
-                    WalkIssue(rel, REASON_TOO_LARGE, f"{st.st_size} bytes exceeds the limit of {max_file_bytes}")
-                )
-                continue
-            files.append(SourceFile(rel, entry.path, st.st_size, st.st_mtime_ns))
+            _admit(rel, entry.path, max_file_bytes, files, issues)
     files.sort(key=lambda f: f.path)
     return files, issues
 
@@ -76,18 +66,22 @@ def list_files(root: Path, relpaths: list[str], path_filter: PathFilter, max_fil
         if not rel.endswith(".py") or rel.startswith("../") or not path_filter.keeps(rel):
             continue
         abspath = os.path.join(root, rel)
-        try:
-            st = os.stat(abspath)
-        except FileNotFoundError:
-            continue  # listed in RECORD but removed since: nothing to index
-        except OSError as exc:
-            issues.append(_issue_for(rel, exc))
-            continue
-        if st.st_size > max_file_bytes:
-            issues.append(WalkIssue(rel, REASON_TOO_LARGE, f"{st.st_size} bytes exceeds the limit of {max_file_bytes}"))
-            continue
-        files.append(SourceFile(rel, abspath, st.st_size, st.st_mtime_ns))
+        if os.path.lexists(abspath):  # RECORD may list files removed since: nothing to index
+            _admit(rel, abspath, max_file_bytes, files, issues)
     return files, issues
+
+
+def _admit(rel: str, abspath: str, max_file_bytes: int, files: list[SourceFile], issues: list[WalkIssue]) -> None:
+    """Stat one candidate file and add it to ``files``, or the reason it is skipped to ``issues``."""
+    try:
+        st = os.stat(abspath)
+    except OSError as exc:
+        issues.append(_issue_for(rel, exc))
+        return
+    if st.st_size > max_file_bytes:
+        issues.append(WalkIssue(rel, REASON_TOO_LARGE, f"{st.st_size} bytes exceeds the limit of {max_file_bytes}"))
+        return
+    files.append(SourceFile(rel, abspath, st.st_size, st.st_mtime_ns))
 
 
 def _issue_for(rel: str, exc: OSError) -> WalkIssue:
