@@ -36,7 +36,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("transformer block", r"transformer|encoder.?layer|decoder.?layer|\bvit.?block|\bblock\b.*\b(?:attn|attention)|\bmlp.?mixer|mixer.?block|swin|\bformer\b"),
         ("embedding", r"embed|positional|\bpos.?enc|patch.?embed|token"),
         ("recurrent", r"\b(?:rnn|lstm|gru)\b|recurrent"),
-        ("convolution", r"conv|\bcnn\b|depthwise|pointwise|separable|\bdw\b"),
+        ("convolution", r"conv|\bcnn\b|depthwise|pointwise|separable|\bdw\b|bottleneck|basic block|\bstem\d*\b"),
         ("architecture", r"net\b|\bnet\d|resnet|resnext|vgg|alexnet|inception|mobilenet|efficientnet|densenet|regnet|convnext|vision.?transformer|\bvit\b|\bdeit\b|\bbeit\b|\bswin\b|squeezenet|shufflenet|googlenet|mnasnet|\bmodel\b|backbone|classifier|detector|segment|\byolo|\bfcn\b|deeplab|unet"),
     )
 )
@@ -62,7 +62,16 @@ def split_words(name: str) -> str:
     return re.sub(r"\s+", " ", spaced).strip()
 
 
+def _normalized(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
 def guess_category(name: str, chain: tuple[str, ...] | list[str], module: str, docstring: str | None) -> str:
+    # A class named after its own module (timm.models.cait.Cait, ...raft.RAFT) is the model itself.
+    parts = module.split(".")
+    stem = _normalized(parts[-1])
+    if "models" in parts[:-1] and stem and _normalized(name).removesuffix("distilled") == stem:
+        return "architecture"
     for base in chain[1:]:
         for hint, category in _BASE_HINTS:
             if hint in base:

@@ -353,7 +353,7 @@ def index_sources(
                     _run_pool(store, _batches(tasks), n_workers, counts, tick)
         except KeyboardInterrupt:
             interrupted = True
-            log.warning("interrupted: %d of %d files committed; run the same command again to resume", done, total)
+            log.info("interrupted: %d of %d files committed; run the same command again to resume", done, total)
         if not interrupted:
             with store.transaction() as conn:
                 conn.executemany(

@@ -1,0 +1,41 @@
+"""The category guess: a keyword heuristic, pinned on representative real names."""
+
+from __future__ import annotations
+
+import pytest
+
+from nnrag.retrieval.categories import guess_category, split_words
+
+M = "torch.nn.Module"
+
+
+@pytest.mark.parametrize(
+    ("name", "chain", "module", "doc", "expected"),
+    [
+        ("BlurPool2d", (M,), "timm.layers.blur_pool", None, "pooling"),
+        ("Attention", (M,), "timm.layers.attention", None, "attention"),
+        ("SEModule", (M,), "timm.layers.squeeze_excite", None, "attention"),
+        ("LayerNorm2d", (M,), "timm.layers.norm", None, "normalization"),
+        ("CrossEntropyLoss", (M,), "torch.nn.modules.loss", None, "loss"),
+        ("Foo", ("torch.nn.modules.loss._WeightedLoss", M), "x.y", None, "loss"),
+        ("GELU", (M,), "timm.layers.activations", None, "activation"),
+        ("PatchEmbed", (M,), "timm.layers.patch_embed", None, "embedding"),
+        ("SwinTransformerBlock", (M,), "timm.models.swin_transformer", None, "transformer block"),
+        ("Conv2dSame", ("torch.nn.Conv2d", M), "timm.layers.conv2d_same", None, "convolution"),
+        ("Bottleneck", (M,), "torchvision.models.resnet", None, "convolution"),
+        ("ResNet", (M,), "torchvision.models.resnet", None, "architecture"),
+        ("Cait", (M,), "timm.models.cait", None, "architecture"),  # named after its models module
+        ("GCNConv", ("torch_geometric.nn.MessagePassing", M), "torch_geometric.nn.conv.gcn_conv", None, "graph layer"),
+        ("LSTM", ("torch.nn.modules.rnn.RNNBase", M), "torch.nn.modules.rnn", None, "recurrent"),
+        ("Thing", (M,), "pkg.misc", "Applies a depthwise separable filter.", "convolution"),
+        ("Identity", (M,), "torch.nn.modules.linear", None, "utility"),
+    ],
+)
+def test_guess_category(name: str, chain: tuple[str, ...], module: str, doc: str | None, expected: str) -> None:
+    assert guess_category(name, (f"{module}.{name}", *chain), module, doc) == expected
+
+
+def test_split_words() -> None:
+    assert split_words("BlurPool2d") == "Blur Pool2d"
+    assert split_words("SEModule") == "SE Module"
+    assert split_words("squeeze_excite") == "squeeze excite"
