@@ -67,3 +67,15 @@ def test_one_bad_source_does_not_stop_the_others(forms_repo: Path, home: Path, t
     assert report["blocks"] == 22
     assert "cannot clone" in report["errors"]["missing"]
     assert "source missing was not indexed" in proc.stderr
+
+
+def test_corrupted_index(forms_repo: Path, home: Path) -> None:
+    home.mkdir()
+    (home / "index.sqlite3").write_text("this is not a database, it was damaged\n")
+    proc = run_cli("blocks", "--home", str(home), check=False)
+    assert proc.returncode == 1 and "cannot be opened" in proc.stderr
+    # An index run moves the damaged file aside and rebuilds.
+    proc = run_cli("index", str(forms_repo), "--home", str(home), "--json")
+    assert json.loads(proc.stdout)["blocks"] == 22
+    assert "started a new index" in proc.stderr
+    assert len(list(home.glob("index.sqlite3.broken-*"))) == 1

@@ -29,7 +29,7 @@ from ..workspace import Workspace
 from .discovery import discover
 from .parse import REASON_PARSER_CRASH, ParsedFile, parse_batch
 from .sources import Materialized, SourceSpec, materialize, module_name
-from .store import Store
+from .store import Store, open_or_rebuild
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +306,7 @@ def index_sources(
     report_progress = progress or (lambda phase, done, total: None)
     counts = _Counts()
     interrupted = False
-    with _IndexLock(workspace.home / "index.lock"), Store(workspace.index_path) as store:
+    with _IndexLock(workspace.home / "index.lock"), open_or_rebuild(workspace.index_path) as store:
         tasks: list[_Task] = []
         changed = False
         source_ids: list[int] = []

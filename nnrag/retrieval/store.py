@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import time
 import zlib
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -248,6 +249,25 @@ class Store:
             yield from self.conn.execute(sql, params).fetchall()
         finally:
             self.conn.row_factory = None
+
+
+def open_or_rebuild(path: Path) -> Store:
+    """Open the index; one that is corrupted or of another schema is moved aside and started anew.
+
+    The index is derived data, so starting anew loses nothing that re-indexing does not bring
+    back; the old file is kept beside it for inspection.
+    """
+    try:
+        return Store(path)
+    except IndexStoreError as exc:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = path.with_name(f"{path.name}.broken-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(str(path) + suffix)
+            if part.exists():
+                part.rename(Path(str(aside) + suffix))
+        log.warning("%s; moved it to %s and started a new index", exc, aside)
+        return Store(path)
 
 
 class _Transaction:
