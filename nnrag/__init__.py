@@ -43,11 +43,24 @@ def index(
     home: PathLike | None = None,
     workers: int | None = None,
     progress: "ProgressFn | None" = None,
+    refresh_all: bool = False,
 ) -> "IndexReport":
-    """Index sources (default: the torch-ecosystem distributions installed beside nnrag)."""
+    """Index sources (default: the torch-ecosystem distributions installed beside nnrag).
+
+    ``refresh_all`` re-indexes every source already in the index, with its stored settings,
+    besides any given ones.
+    """
+    from .retrieval.catalog import indexed_specs
     from .retrieval.indexer import index_sources
 
-    return index_sources(Workspace.resolve(home), resolve_sources(sources, corpus), workers=workers, progress=progress)
+    workspace = Workspace.resolve(home)
+    if refresh_all:
+        given = resolve_sources(sources, corpus) if (sources or corpus) else []
+        names = {s.name for s in given}
+        specs = given + [s for s in indexed_specs(workspace) if s.name not in names]
+    else:
+        specs = resolve_sources(sources, corpus)
+    return index_sources(workspace, specs, workers=workers, progress=progress)
 
 
 def blocks(

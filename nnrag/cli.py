@@ -86,6 +86,9 @@ def index(
     ] = None,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", help="Corpus file (TOML, or nn-rag repo JSON).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Parser processes (default: CPU count).")] = None,
+    refresh_all: Annotated[
+        bool, typer.Option("--all", help="Also re-index every source already in the index (updates git clones).")
+    ] = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -93,7 +96,9 @@ def index(
     """Index sources incrementally and discover their blocks."""
     _setup_logging(verbose)
     with _errors(), _progress(True) as progress:
-        report = nnrag.index(sources or [], corpus=corpus, home=home, workers=workers, progress=progress)
+        report = nnrag.index(
+            sources or [], corpus=corpus, home=home, workers=workers, progress=progress, refresh_all=refresh_all
+        )
     if as_json:
         _print_json(report.to_dict())
     else:

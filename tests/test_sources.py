@@ -213,3 +213,16 @@ def test_broken_corpus_files(tmp_path: Path, text: str, message: str) -> None:
     corpus.write_text(text)
     with pytest.raises(nnrag.ConfigError, match=message):
         load_corpus(corpus)
+
+
+def test_refresh_all_keeps_each_sources_settings(git_repo: Path, forms_repo: Path, home: Path) -> None:
+    nnrag.index([parse_source(str(forms_repo), symbols=("*Child",), priority=3)], home=home)
+    nnrag.index([f"git+file://{git_repo}"], home=home)
+    (git_repo / "layers" / "b.py").write_text(LAYER.format(name="LayerB"))
+    _git(git_repo, "add", "-A")
+    _git(git_repo, "commit", "-qm", "two")
+    report = nnrag.index(home=home, refresh_all=True)
+    assert {s.name for s in report.sources} == {"forms_repo", "layers"}
+    assert {b.name for b in nnrag.blocks(source="layers", home=home)} == {"LayerA", "LayerB"}
+    assert len(nnrag.blocks(source="forms_repo", home=home)) == 10  # symbols filter kept
+    assert next(s for s in nnrag.sources(home=home) if s.name == "forms_repo").priority == 3

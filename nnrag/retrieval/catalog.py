@@ -9,6 +9,7 @@ from fnmatch import fnmatchcase
 
 from ..errors import NotFoundError
 from ..workspace import Workspace
+from .sources import DEFAULT_MAX_FILE_BYTES, SourceSpec, parse_source
 from .store import Store
 
 
@@ -134,6 +135,28 @@ def list_sources(workspace: Workspace) -> list[SourceInfo]:
             " FROM sources s ORDER BY s.priority, s.name"
         ).fetchall()
     return [SourceInfo(*row) for row in rows]
+
+
+def indexed_specs(workspace: Workspace) -> list[SourceSpec]:
+    """The specifications of every source in the index, with the settings they were indexed with."""
+    with _open(workspace) as store:
+        rows = store.sources()
+    specs = []
+    for row in rows:
+        config = json.loads(row["config"] or "{}")
+        specs.append(
+            parse_source(
+                row["spec"],
+                name=row["name"],
+                priority=row["priority"],
+                include=config.get("include", ()),
+                exclude=config.get("exclude", ()),
+                symbols=config.get("symbols", ()),
+                default_excludes=config.get("default_excludes", True),
+                max_file_bytes=config.get("max_file_bytes", DEFAULT_MAX_FILE_BYTES),
+            )
+        )
+    return specs
 
 
 def forget_source(workspace: Workspace, name: str) -> None:
