@@ -169,3 +169,16 @@ def test_same_name_for_two_sources_is_refused(forms_repo: Path, tmp_path: Path, 
         nnrag.index([str(other)], home=home)
     nnrag.forget("forms_repo", home=home)
     assert nnrag.blocks(home=home) == []
+
+
+def test_new_package_marker_renames_unchanged_modules(tmp_path: Path, home: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "lib" / "layers").mkdir(parents=True)
+    (repo / "lib" / "layers" / "__init__.py").write_text("")
+    (repo / "lib" / "layers" / "conv.py").write_text(BLOCK.format(i=7))
+    nnrag.index([str(repo)], home=home)
+    assert [b.qualname for b in nnrag.blocks(home=home)] == ["layers.conv.Block7"]
+    (repo / "lib" / "__init__.py").write_text("")  # lib becomes a package: conv.py is now lib.layers.conv
+    report = nnrag.index([str(repo)], home=home)
+    assert report.parsed == 1  # only the new file; conv.py is renamed without parsing
+    assert [b.qualname for b in nnrag.blocks(home=home)] == ["lib.layers.conv.Block7"]

@@ -174,18 +174,22 @@ def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tup
     tasks: list[_Task] = []
     seen: set[str] = set()
     changed = False
+    renamed: list[tuple[int, int, int, str]] = []
     for f in m.files:
         seen.add(f.path)
         state = states.get(f.path)
+        module = module_name(f.path, m.module_style, package_dirs)
         if state is not None and state[2] == f.size and state[3] == f.mtime_ns:
             counts.unchanged[source_id] += 1
+            if state[4] == "ok" and state[5] != module:  # an __init__.py came or went above it
+                renamed.append((state[0], f.size, f.mtime_ns, module))
             continue
         tasks.append(
             _Task(
                 source_id,
                 f.path,
                 f.abspath,
-                module_name(f.path, m.module_style, package_dirs),
+                module,
                 f.size,
                 f.mtime_ns,
                 known_sha1=state[1] if state is not None else None,
@@ -193,6 +197,9 @@ def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tup
             )
         )
     with store.transaction():
+        for file_id, size, mtime_ns, module in renamed:
+            store.touch_file(file_id, size, mtime_ns, module)
+            changed = True
         for issue in m.issues:
             seen.add(issue.path)
             state = states.get(issue.path)
@@ -233,7 +240,7 @@ def _commit(store: Store, batch: list[_Task], results: list[ParsedFile], counts:
     with store.transaction():
         for task, parsed in zip(batch, results):
             if parsed.unchanged and task.old_id is not None:
-                store.touch_file(task.old_id, task.size, task.mtime_ns)
+                store.touch_file(task.old_id, task.size, task.mtime_ns, task.module)
                 counts.unchanged[task.source_id] += 1
                 continue
             store.write_parsed(task.source_id, parsed, task.module, task.mtime_ns, task.old_id)

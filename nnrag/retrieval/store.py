@@ -158,12 +158,12 @@ class Store:
             self.conn.row_factory = None
 
     # -- files ---------------------------------------------------------------------------
-    def file_states(self, source_id: int) -> dict[str, tuple[int, str | None, int, int, str]]:
-        """path -> (file id, sha1, size, mtime_ns, status) for one source."""
+    def file_states(self, source_id: int) -> dict[str, tuple[int, str | None, int, int, str, str | None]]:
+        """path -> (file id, sha1, size, mtime_ns, status, module) for one source."""
         rows = self.conn.execute(
-            "SELECT path, id, sha1, size, mtime_ns, status FROM files WHERE source_id=?", (source_id,)
+            "SELECT path, id, sha1, size, mtime_ns, status, module FROM files WHERE source_id=?", (source_id,)
         )
-        return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
+        return {r[0]: (r[1], r[2], r[3], r[4], r[5], r[6]) for r in rows}
 
     def delete_files(self, file_ids: Iterable[int]) -> None:
         ids = list(file_ids)
@@ -172,8 +172,9 @@ class Store:
             marks = ",".join("?" * len(chunk))
             self.conn.execute(f"DELETE FROM files WHERE id IN ({marks})", chunk)
 
-    def touch_file(self, file_id: int, size: int, mtime_ns: int) -> None:
-        self.conn.execute("UPDATE files SET size=?, mtime_ns=? WHERE id=?", (size, mtime_ns, file_id))
+    def touch_file(self, file_id: int, size: int, mtime_ns: int, module: str) -> None:
+        """Record a new stat (and module name) for a file whose content did not change."""
+        self.conn.execute("UPDATE files SET size=?, mtime_ns=?, module=? WHERE id=?", (size, mtime_ns, module, file_id))
 
     def write_parsed(
         self, source_id: int, parsed: ParsedFile, module: str | None, mtime_ns: int, old_id: int | None
