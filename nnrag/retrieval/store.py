@@ -12,7 +12,7 @@ import sqlite3
 import time
 import zlib
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from ..errors import IndexStoreError
 from .parse import ParsedFile
@@ -243,13 +243,6 @@ class Store:
         if row is None:
             raise IndexStoreError(f"content {sha1} is not in the index; re-run `nnrag index`")
         return zlib.decompress(row[0]).decode("utf-8", errors="surrogateescape")
-
-    def query(self, sql: str, params: tuple[object, ...] = ()) -> Iterator[sqlite3.Row]:
-        self.conn.row_factory = sqlite3.Row
-        try:
-            yield from self.conn.execute(sql, params).fetchall()
-        finally:
-            self.conn.row_factory = None
 
 
 def open_or_rebuild(path: Path) -> Store:
