@@ -22,7 +22,6 @@ from .resolve import DefInfo, ModuleInfo, Ref, Resolver, load_modules
 log = logging.getLogger(__name__)
 
 ROOT_NAME = "torch.nn.Module"
-_NEUTRAL_EXTERNALS = frozenset({"builtins.object", "abc.ABC", "typing.Generic", "typing.Protocol", "object"})
 
 
 @dataclass(eq=False)
@@ -134,9 +133,7 @@ class Discoverer:
     def _base_node(self, ref: Ref, text: str) -> ClassNode | None:
         if ref.kind == KIND_CLASS and ref.module is not None and ref.definition is not None:
             return self.node(ref.module, ref.definition)
-        if ref.kind == "external":
-            if ref.target in _NEUTRAL_EXTERNALS:
-                return None
+        if ref.kind == "external":  # only Module bases matter; object, ABC, Generic... drop out
             node = self.external(ref.target)
             return node if (node.known_module or node.is_root) else None
         return None
@@ -196,7 +193,6 @@ class BlockRow:
     end_line: int
     category: str
     chain: tuple[str, ...]
-    path: str
 
 
 @dataclass(frozen=True)
@@ -242,7 +238,6 @@ def discover(conn: sqlite3.Connection) -> DiscoveryResult:
                     end_line=d.end_lineno,
                     category=guess_category(name, verdict.chain, mod.module, d.docstring),
                     chain=verdict.chain,
-                    path=mod.path,
                 )
             )
     return DiscoveryResult(blocks, classes, rejected, unresolved)

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -77,8 +77,6 @@ class IndexReport:
     errors: dict[str, str] = field(default_factory=dict)  # source name -> why it was not indexed
 
     def to_dict(self) -> dict[str, object]:
-        from dataclasses import asdict
-
         return asdict(self)
 
 
@@ -131,7 +129,8 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _register(store: Store, m: Materialized) -> int:
+def _register(store: Store, m: Materialized) -> tuple[int, bool]:
+    """Insert or update a source row; returns its id and whether discovery must run again for it."""
     spec = m.spec
     row = store.source_row(spec.name)
     if row is not None and row["spec"] != spec.spec:
@@ -139,13 +138,15 @@ def _register(store: Store, m: Materialized) -> int:
             f"source name {spec.name!r} already indexes {row['spec']}; give {spec.spec} another name "
             f"(name = \"...\" in a corpus file) or run `nnrag forget {spec.name}` first"
         )
+    config = json.dumps(spec.config(), sort_keys=True)
+    stale = row is None or row["config"] != config or row["state"] != "complete"
     values = (
         spec.spec,
         spec.kind,
         str(m.root),
         m.module_style,
         spec.priority,
-        json.dumps(spec.config(), sort_keys=True),
+        config,
         m.version,
         m.commit,
         m.license,
@@ -158,13 +159,13 @@ def _register(store: Store, m: Materialized) -> int:
                 " note, name, state) VALUES (?,?,?,?,?,?,?,?,?,?,?, 'indexing')",
                 (*values, spec.name),
             )
-            return int(cur.lastrowid)
+            return int(cur.lastrowid), stale
         conn.execute(
             "UPDATE sources SET spec=?, kind=?, root=?, module_style=?, priority=?, config=?, version=?, git_commit=?,"
             " license=?, note=?, state='indexing' WHERE id=?",
             (*values, row["id"]),
         )
-        return int(row["id"])
+        return int(row["id"]), stale
 
 
 def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tuple[list[_Task], bool]:
@@ -327,13 +328,11 @@ def index_sources(
                 log.error("%s: %s", spec.name, exc)
                 errors[spec.name] = str(exc)
                 continue
-            row = store.source_row(spec.name)
-            config_changed = row is None or row["config"] != json.dumps(spec.config(), sort_keys=True)
-            source_id = _register(store, m)
+            source_id, stale = _register(store, m)
             source_ids.append(source_id)
             source_tasks, source_changed = _plan(store, source_id, m, counts)
             tasks.extend(source_tasks)
-            changed = changed or source_changed or config_changed or (row is not None and row["state"] != "complete")
+            changed = changed or source_changed or stale
         report_progress("list", len(specs), len(specs))
         if errors and not source_ids:
             raise SourceError("; ".join(errors.values()))

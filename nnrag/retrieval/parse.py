@@ -28,17 +28,6 @@ REASON_UNREADABLE = "unreadable"
 REASON_SYMLINK_LOOP = "symlink-loop"
 REASON_PARSER_CRASH = "parser-crash"
 
-FAILURE_REASONS = (
-    REASON_SYNTAX,
-    REASON_PY2,
-    REASON_ENCODING,
-    REASON_BINARY,
-    REASON_TOO_LARGE,
-    REASON_PARSER_LIMIT,
-    REASON_UNREADABLE,
-    REASON_SYMLINK_LOOP,
-    REASON_PARSER_CRASH,
-)
 
 _PY2_MESSAGES = (
     "Missing parentheses in call to 'print'",
