@@ -1,0 +1,169 @@
+"""Assemble a closure into one standalone file.
+
+Layout: provenance header, ``from __future__`` imports, imports grouped stdlib / third-party
+(original forms, one name per statement, sorted), then the copied statements in dependency order,
+each verbatim. Names that collide in the single namespace are renamed (the block's own names win)
+and every reference is rewritten with LibCST; only statements that need it are re-parsed.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from .._version import __version__
+from .closure import Closure, DefTarget, ExtImport, ModTarget, Target
+from .requirements import Requirement, is_stdlib, requirements_of
+
+
+@dataclass(frozen=True)
+class Provenance:
+    source: str
+    origin: str  # "dist timm==1.0.31", "git https://... @ 1a2b3c", "local /path"
+    license: str | None
+
+
+@dataclass(frozen=True)
+class Assembled:
+    code: str
+    class_name: str  # the block's qualified name inside the file
+    requirements: tuple[Requirement, ...]
+    renames: dict[str, str] = field(default_factory=dict)  # "module.name" -> new name
+
+
+def _meaning(imp: ExtImport) -> str:
+    if imp.name is None:
+        return imp.module if imp.asname else imp.top
+    return f"{imp.module}.{imp.name}"
+
+
+class _Namespace:
+    def __init__(self, reserved: set[str]) -> None:
+        self.taken: dict[str, object] = {name: ("builtin", name) for name in reserved}
+
+    def claim(self, want: str, key: object, hint: str) -> str:
+        if self.taken.get(want, key) == key:
+            self.taken[want] = key
+            return want
+        base = f"{want}_{hint}" if hint and hint != want else want
+        name, n = base, 2
+        while name in self.taken and self.taken[name] != key:
+            name, n = f"{base}_{n}", n + 1
+        self.taken[name] = key
+        return name
+
+
+def _module_hint(module: str) -> str:
+    last = module.rsplit(".", 1)[-1]
+    return last if last.isidentifier() else "mod"
+
+
+def assemble(closure: Closure, provenance: Provenance) -> Assembled:
+    units = closure.units
+    top_key = closure.targets[DefTarget(closure.module, closure.qualname.split(".")[0])][0]
+    # Every name a copied statement binds is part of the one namespace, needed or not.
+    defs: list[DefTarget] = []
+    for key in [top_key] + [k for k in reversed(closure.order) if k != top_key]:
+        for name in sorted(units[key].binds):
+            t = DefTarget(key[0], name)
+            if t not in defs:
+                defs.append(t)
+    ns = _Namespace(set().union(*(p.builtins for p in units.values())) - {d.name for d in defs if d.module == closure.module})
+    out_def = {d: ns.claim(d.name, d, _module_hint(d.module)) for d in defs}
+    out_ext: dict[ExtImport, str] = {}
+    for imp in sorted(closure.imports, key=ExtImport.render):
+        out_ext[imp] = ns.claim(imp.binds, ("ext", _meaning(imp)), _module_hint(imp.module if imp.name else imp.top))
+
+    def out_name(t: Target) -> str | None:
+        if isinstance(t, DefTarget):
+            return out_def[t]
+        if isinstance(t, ExtImport):
+            return out_ext[t]
+        return None
+
+    bodies: list[str] = []
+    renames_done: dict[str, str] = {}
+    for key in closure.order:
+        plan = units[key]
+        renames = {}
+        for name, t in plan.refs.items():
+            new = out_name(t)
+            if new is not None and new != name:
+                renames[name] = new
+        for name in plan.binds:
+            new = out_def[DefTarget(key[0], name)]
+            if new != name:
+                renames[name] = new
+                renames_done[f"{key[0]}.{name}"] = new
+        chains = {c: f"{out_name(t)}{suffix}" for c, (t, suffix) in plan.chains.items() if not isinstance(t, ModTarget)}
+        text = _apply_rewrites(plan.text, plan.rewrites, out_name)
+        if renames or chains:
+            from .rename import rename
+
+            text = rename(text, renames, chains)
+        bodies.append(text.rstrip("\n") + "\n")
+
+    import_lines = set()
+    for imp, name in out_ext.items():
+        if name == imp.binds:
+            import_lines.add(imp.render())
+        elif imp.name is None and not imp.asname:
+            import_lines.add(imp.render())
+            import_lines.add(f"import {imp.top} as {name}")
+        else:
+            import_lines.add(imp.render(asname=name))
+    stdlib = sorted((line for line in import_lines if is_stdlib(line.split()[1].split(".")[0])), key=_import_order)
+    third = sorted(import_lines - set(stdlib), key=_import_order)
+
+    body = "\n\n".join(bodies)
+    sections = []
+    if closure.future:
+        sections.append("".join(f"from __future__ import {f}\n" for f in sorted(closure.future)))
+    if stdlib:
+        sections.append("\n".join(stdlib) + "\n")
+    if third:
+        sections.append("\n".join(third) + "\n")
+    code_wo_header = "\n".join(sections) + ("\n\n" if sections else "") + body
+    requirements = tuple(requirements_of(ast.parse(code_wo_header)))
+    header = _header(closure, provenance, requirements, out_def[DefTarget(closure.module, closure.qualname.split(".")[0])])
+    class_name = out_def[DefTarget(closure.module, closure.qualname.split(".")[0])] + closure.qualname[len(closure.qualname.split(".")[0]) :]
+    return Assembled(header + "\n" + code_wo_header, class_name, requirements, renames_done)
+
+
+def _import_order(line: str) -> tuple[str, bool, str]:
+    return (line.split()[1], line.startswith("from "), line)
+
+
+def _apply_rewrites(text: str, rewrites: list, out_name) -> str:  # type: ignore[no-untyped-def]
+    """Replace in-source imports inside a statement by bindings of the copied definitions."""
+    if not rewrites:
+        return text
+    lines = text.splitlines(keepends=True)
+    for first, last, indent, pairs in sorted(rewrites, reverse=True):
+        stmts = []
+        for local, t in pairs:
+            if isinstance(t, (DefTarget, ExtImport)):
+                if isinstance(t, ExtImport):
+                    stmts.append(t.render())
+                elif (new := out_name(t)) != local:
+                    stmts.append(f"{local} = {new}")
+            else:  # not Python source here: fail the way a missing optional module does
+                stmts.append(f"raise ImportError({t.message!r})")  # type: ignore[union-attr]
+        stmts = stmts or ["pass"]
+        lines[first : last + 1] = [f"{indent}{s}\n" for s in stmts]
+    return "".join(lines)
+
+
+def _header(closure: Closure, prov: Provenance, requirements: tuple[Requirement, ...], name: str) -> str:
+    lines = [
+        f"# nnrag block: {closure.source}:{closure.module}.{closure.qualname}",
+        f"# class: {name}",
+        f"# source: {prov.source} ({prov.origin})",
+        f"# license: {prov.license or 'unknown'}",
+        "# files:",
+    ]
+    lines += [f"#   {path}  sha1:{sha1}" for path, sha1 in sorted(closure.files.items())]
+    reqs = ", ".join(r.pep508 for r in requirements) or "none"
+    lines.append(f"# requirements: {reqs}")
+    lines.append(f"# extracted by nnrag {__version__}: a standalone copy of the definitions this block needs")
+    return "\n".join(lines) + "\n"

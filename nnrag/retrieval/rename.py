@@ -1,0 +1,67 @@
+"""Scope-aware renaming of one statement with LibCST, preserving everything else byte for byte."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import libcst as cst
+from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
+
+
+def _dotted(node: cst.BaseExpression) -> tuple[str, cst.Name] | None:
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    return ".".join([node.value, *reversed(parts)]), node
+
+
+class _Renamer(cst.CSTTransformer):
+    def __init__(self, wrapper: MetadataWrapper, renames: dict[str, str], chains: dict[str, str]) -> None:
+        super().__init__()
+        self.renames = renames
+        self.chains = chains
+        wanted = set(renames) | {c.split(".", 1)[0] for c in chains}
+        self.globals: set[int] = set()  # ids of Name nodes that refer to a module-level name
+        self.defs: set[int] = set()
+        scopes = {s for s in wrapper.resolve(ScopeProvider).values() if s is not None}
+        for scope in scopes:
+            for name in wanted:
+                for access in scope.accesses[name]:
+                    if all(isinstance(r.scope, GlobalScope) for r in access.referents):
+                        self.globals.add(id(access.node))
+                if isinstance(scope, GlobalScope) and name in renames:
+                    for assignment in scope.assignments[name]:
+                        self.defs.add(id(getattr(assignment, "node", None)))
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if (id(original) in self.globals or id(original) in self.defs) and original.value in self.renames:
+            return updated.with_changes(value=self.renames[original.value])
+        return updated
+
+    def _rename_def(self, original, updated):  # type: ignore[no-untyped-def]
+        if id(original) in self.defs and original.name.value in self.renames:
+            return updated.with_changes(name=cst.Name(self.renames[original.name.value]))
+        return updated
+
+    leave_ClassDef = _rename_def
+    leave_FunctionDef = _rename_def
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        found = _dotted(original)
+        if found is not None and found[0] in self.chains and id(found[1]) in self.globals:
+            return cst.parse_expression(self.chains[found[0]])
+        return updated
+
+
+def rename(text: str, renames: dict[str, str], chains: dict[str, str]) -> str:
+    """Rename module-level ``renames`` and replace module-attribute ``chains`` in ``text``."""
+    return _rename(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())))
+
+
+@lru_cache(maxsize=4096)  # blocks of one source share most statements, and their renames
+def _rename(text: str, renames: tuple[tuple[str, str], ...], chains: tuple[tuple[str, str], ...]) -> str:
+    wrapper = MetadataWrapper(cst.parse_module(text))
+    return wrapper.module.visit(_Renamer(wrapper, dict(renames), dict(chains))).code

@@ -1,0 +1,122 @@
+"""Which module-level names one top-level statement needs, from the compiler's own scoping.
+
+``symtable`` applies CPython's LEGB rules (class scopes, comprehensions, ``global`` /
+``nonlocal``, walrus targets) exactly as the compiler does, at a fraction of LibCST's
+``ScopeProvider`` cost; LibCST is used only later, for the few statements that need renaming.
+
+Names are split by *when* they are looked up:
+
+- ``early``: evaluated while the statement runs (bases, decorators, default arguments, class
+  bodies, runtime annotations, module-level expressions). They decide the order of definitions.
+- ``late``: looked up only when a function body runs. They must exist, in any order.
+- ``soft``: needed only by annotations that ``from __future__ import annotations`` keeps as strings.
+"""
+
+from __future__ import annotations
+
+import ast
+import symtable
+from dataclasses import dataclass, field
+
+_EAGER_SCOPES = {"listcomp", "setcomp", "dictcomp", "genexpr"}
+
+
+@dataclass(frozen=True)
+class UnitNames:
+    early: frozenset[str]
+    late: frozenset[str]
+    soft: frozenset[str]
+    # dotted attribute chains rooted at a global name, e.g. "H.make_divisible", longest first per node
+    chains: frozenset[str] = field(default_factory=frozenset)
+    # global names also used bare (not only as the root of an attribute chain)
+    bare: frozenset[str] = field(default_factory=frozenset)
+
+
+def _global_refs(table: symtable.SymbolTable, early: bool, out_early: set[str], out_late: set[str]) -> None:
+    is_module = table.get_type() == "module"
+    for sym in table.get_symbols():
+        if not sym.is_referenced():
+            continue
+        name = sym.get_name()
+        if is_module:
+            # At module level every name is global; the statement's own bindings are dropped later.
+            (out_early if early else out_late).add(name)
+        elif sym.is_global() and not sym.is_free():
+            (out_early if early else out_late).add(name)
+    for child in table.get_children():
+        kind = child.get_type()
+        child_early = early and (kind == "class" or (kind == "function" and child.get_name() in _EAGER_SCOPES))
+        _global_refs(child, child_early, out_early, out_late)
+
+
+def _refs(text: str) -> tuple[set[str], set[str]]:
+    early: set[str] = set()
+    late: set[str] = set()
+    _global_refs(symtable.symtable(text, "<unit>", "exec"), True, early, late)
+    return early, late - early
+
+
+class _StripAnnotations(ast.NodeTransformer):
+    """Replace every annotation with ``None``: what remains is what runs."""
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.annotation = None
+        return node
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        node.returns = None
+        self.generic_visit(node)
+        return node
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        node.annotation = ast.Constant(None)
+        self.generic_visit(node)
+        return node
+
+
+def _chains(tree: ast.AST) -> tuple[set[str], dict[str, int], dict[str, int]]:
+    """Maximal dotted chains ``a.b.c`` and, per root name, how often it is a chain root or bare."""
+    chains: set[str] = set()
+    rooted: dict[str, int] = {}
+    names: dict[str, int] = {}
+    inner: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names[node.id] = names.get(node.id, 0) + 1
+        elif isinstance(node, ast.Attribute) and id(node) not in inner:
+            parts = []
+            cur: ast.AST = node
+            while isinstance(cur, ast.Attribute):
+                parts.append(cur.attr)
+                cur = cur.value
+                if isinstance(cur, ast.Attribute):
+                    inner.add(id(cur))
+            if isinstance(cur, ast.Name):
+                chains.add(".".join([cur.id, *reversed(parts)]))
+                rooted[cur.id] = rooted.get(cur.id, 0) + 1
+    return chains, rooted, names
+
+
+def analyze(text: str, future_annotations: bool = False) -> UnitNames:
+    """The global names a top-level statement's text refers to."""
+    early, late = _refs(text)
+    soft: set[str] = set()
+    tree = ast.parse(text)
+    if future_annotations and ("->" in text or ":" in text):
+        stripped = _StripAnnotations().visit(ast.parse(text))
+        s_early, s_late = _refs(ast.unparse(stripped))
+        soft = (early | late) - (s_early | s_late)
+        early, late = s_early, s_late - s_early
+    chains, rooted, names = _chains(tree)
+    used = early | late | soft
+    bare = {n for n in used if names.get(n, 0) > rooted.get(n, 0)}
+    return UnitNames(
+        early=frozenset(early),
+        late=frozenset(late),
+        soft=frozenset(soft),
+        chains=frozenset(c for c in chains if c.split(".", 1)[0] in used),
+        bare=frozenset(bare),
+    )
