@@ -20,7 +20,9 @@ from .workspace import Workspace
 if TYPE_CHECKING:
     from .retrieval.catalog import Block, SourceInfo, Stats
     from .retrieval.indexer import IndexReport, ProgressFn
+    from .library import BuildReport, Extraction
     from .retrieval.sources import SourceSpec
+    from .validator.record import Limits, ValidationRecord
 
 PathLike = str | os.PathLike[str]
 
@@ -97,6 +99,66 @@ def stats(*, home: PathLike | None = None) -> "Stats":
     return index_stats(Workspace.resolve(home))
 
 
+def extract(name: str, *, source: str | None = None, home: PathLike | None = None) -> "Extraction":
+    """The standalone file of one block (``Name``, ``module.Name`` or ``source:module.Name``)."""
+    from .library import extract_block
+
+    return extract_block(Workspace.resolve(home), name, source)
+
+
+def validate(
+    path: PathLike | None = None,
+    *,
+    code: str | None = None,
+    class_name: str | None = None,
+    limits: "Limits | None" = None,
+) -> "ValidationRecord":
+    """Run the gate on a file or on source text: parse, compile, sandboxed import/instantiate/forward/backward."""
+    from .validator.gate import Gate
+
+    if (path is None) == (code is None):
+        raise ValueError("pass exactly one of path or code")
+    with Gate(1, limits) as gate:
+        return gate.check_file(path, class_name) if path is not None else gate.check_code(code or "", class_name)
+
+
+def build(
+    sources: Sequence["str | SourceSpec"] = (),
+    *,
+    corpus: PathLike | None = None,
+    names: "set[str] | None" = None,
+    limit: int | None = None,
+    home: PathLike | None = None,
+    workers: int | None = None,
+    limits: "Limits | None" = None,
+    progress: "ProgressFn | None" = None,
+) -> "BuildReport":
+    """Index, discover, extract and validate; store every block's file and verdict in the library.
+
+    With no sources, every source already indexed is refreshed (or the default corpus on a new home).
+    """
+    from .library import build_library
+    from .retrieval.catalog import indexed_specs
+
+    workspace = Workspace.resolve(home)
+    if sources or corpus is not None:
+        specs = resolve_sources(sources, corpus)
+    else:
+        specs = (indexed_specs(workspace) if workspace.index_path.exists() else []) or resolve_sources()
+    indexed = index(specs, home=home, workers=workers, progress=progress)
+    return build_library(
+        workspace,
+        sources=[s.name for s in indexed.sources], names=names, limit=limit, workers=workers, limits=limits, progress=progress
+    )
+
+
+def report(*, home: PathLike | None = None) -> "BuildReport":
+    """Pass rate, failures by code and per-source figures of the stored library."""
+    from .library import library_report
+
+    return library_report(Workspace.resolve(home))
+
+
 __all__ = [
     "__version__",
     "Workspace",
@@ -111,4 +173,8 @@ __all__ = [
     "sources",
     "forget",
     "stats",
+    "extract",
+    "validate",
+    "build",
+    "report",
 ]

@@ -215,6 +215,163 @@ def forget(name: Annotated[str, typer.Argument(help="Source name, as `nnrag sour
 
 
 @app.command()
+def extract(
+    name: Annotated[str, typer.Argument(help="Block: Name, module.Name, or source:module.Name.")],
+    source: Annotated[Optional[str], typer.Option("--source", help="Source to take the block from.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the file here (default: stdout).")] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write one block as a standalone Python file."""
+    _setup_logging(False)
+    with _errors():
+        result = nnrag.extract(name, source=source, home=home)
+    if as_json:
+        data = result.to_dict()
+        if output is not None and result.ok:
+            output.write_text(result.code, encoding="utf-8")
+            data["output"] = str(output)
+        _print_json(data)
+    elif not result.ok:
+        for issue in result.issues:
+            err.print(f"[bold red]error:[/] {issue} [dim]({issue.code})[/]", highlight=False)
+    elif output is not None:
+        output.write_text(result.code, encoding="utf-8")
+        err.print(f"wrote {output} ({result.class_name}; requires {', '.join(result.requirements) or 'nothing'})", highlight=False)
+    else:
+        sys.stdout.write(result.code)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def _limits(timeout: Optional[float], memory_mb: Optional[int]) -> Any:
+    from nnrag.validator.record import Limits
+
+    base = Limits()
+    return Limits(
+        timeout_s=timeout or base.timeout_s,
+        cpu_s=int(max(base.cpu_s, (timeout or 0) * 2)),
+        memory_mb=memory_mb or base.memory_mb,
+    )
+
+
+TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", help="Wall-clock seconds per candidate (default 20).")]
+MemoryOpt = Annotated[Optional[int], typer.Option("--memory-mb", help="Memory growth allowed per candidate (default 6144).")]
+
+
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="Python file to check.", exists=True, dir_okay=False)],
+    class_name: Annotated[Optional[str], typer.Option("--class", help="Class to check (default: the header's, else the last nn.Module).")] = None,
+    timeout: TimeoutOpt = None,
+    memory_mb: MemoryOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the validator gate on a file; exit code 0 only if it passes."""
+    _setup_logging(False)
+    with _errors():
+        rec = nnrag.validate(file, class_name=class_name, limits=_limits(timeout, memory_mb))
+    if as_json:
+        _print_json(rec.to_dict())
+    else:
+        mark = "[green]pass[/]" if rec.ok else f"[red]fail[/] [bold]{rec.code}[/] at stage {rec.stage}"
+        out.print(f"{file}: {mark}", highlight=False)
+        if rec.ok:
+            out.print(f"  {rec.class_name}({', '.join(f'{k}={v}' for k, v in rec.init_args.items())})", highlight=False)
+            out.print(f"  input {rec.input_shapes} -> output {rec.output_shapes}; {rec.params:,} parameters; backward: {rec.backward}", highlight=False)
+        else:
+            out.print(f"  {rec.message}", highlight=False)
+        out.print(f"  [dim]{rec.seconds:.2f} s, peak +{rec.peak_mb} MB, isolation {rec.isolation}[/]", highlight=False)
+    if not rec.ok:
+        raise typer.Exit(1)
+
+
+def _print_build(report: Any, title: str) -> None:
+    from nnrag.validator.record import CODE_HELP
+
+    table = Table(title=title, title_justify="left")
+    for col in ("source", "tried", "passed", "pass rate"):
+        table.add_column(col, justify="left" if col == "source" else "right")
+    for name, s in report.per_source.items():
+        table.add_row(name, f"{s['tried']:,}", f"{s['passed']:,}", f"{s['pass_rate']:.1%}")
+    out.print(table)
+    if report.failures:
+        fails = Table(title="Failures by code", title_justify="left")
+        for col in ("code", "blocks", "meaning"):
+            fails.add_column(col, justify="right" if col == "blocks" else "left")
+        for code, n in sorted(report.failures.items(), key=lambda kv: -kv[1]):
+            fails.add_row(code, str(n), CODE_HELP.get(code, "the closure could not be completed"))
+        out.print(fails)
+    line = f"{report.passed:,} of {report.tried:,} blocks pass the gate ({report.pass_rate:.1%})"
+    if report.cached:
+        line += f"; {report.cached:,} verdicts reused"
+    out.print(line)
+    timing = []
+    if report.extract_median_s is not None:
+        timing.append(f"extraction median {report.extract_median_s * 1000:.1f} ms/block")
+    if report.validate_per_s:
+        timing.append(f"validation {report.validate_per_s:.1f} blocks/s")
+    if report.seconds:
+        timing.append(f"total {report.seconds:.1f} s")
+    if timing:
+        out.print("[dim]" + "; ".join(timing) + "[/]")
+
+
+@app.command()
+def build(
+    sources: Annotated[Optional[list[str]], typer.Argument(help="Sources (as for `index`). Default: indexed ones, else the embedded corpus.")] = None,
+    corpus: Annotated[Optional[Path], typer.Option("--corpus", help="Corpus file (TOML, or nn-rag repo JSON).")] = None,
+    names: Annotated[Optional[Path], typer.Option("--names", help="Only these class names (JSON list, or one per line).")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="At most this many blocks.")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Parallel workers (default: CPU count, at most 2 validators).")] = None,
+    timeout: TimeoutOpt = None,
+    memory_mb: MemoryOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Index, discover, extract and validate every block; store the library. Resumable."""
+    from nnrag.library import read_names
+
+    _setup_logging(verbose)
+    with _errors(), _progress(True) as progress:
+        wanted = read_names(names) if names is not None else None
+        report = nnrag.build(
+            sources or [], corpus=corpus, names=wanted, limit=limit, home=home, workers=workers,
+            limits=_limits(timeout, memory_mb), progress=progress,
+        )
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _print_build(report, "Build")
+    if report.interrupted:
+        err.print("[yellow]interrupted:[/] stored verdicts are kept; run the same command again to resume")
+        raise typer.Exit(130)
+
+
+@app.command()
+def report(
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write an HTML report with charts.")] = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pass rate, failures by code and per-source figures of the block library."""
+    _setup_logging(False)
+    with _errors():
+        rep = nnrag.report(home=home)
+    if html is not None:
+        from nnrag.evals.report import write_html
+
+        write_html(rep, html)
+    if as_json:
+        _print_json(rep.to_dict())
+    else:
+        _print_build(rep, "Block library")
+        if html is not None:
+            out.print(f"wrote {html}")
+
+
+@app.command()
 def version() -> None:
     """Print the nnrag version."""
     out.print(nnrag.__version__)

@@ -1,0 +1,187 @@
+"""The one gate every candidate passes: parse, compile, then a sandboxed import/instantiate/forward.
+
+Parse and compile run here, in microseconds. The rest runs in warm workers
+(:mod:`nnrag.validator.server`), each a Python that imported torch once and forks one fresh,
+confined child per candidate: a fresh process for each candidate without paying the seconds a
+new interpreter needs to import torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Iterable, Iterator, TypeVar
+
+from . import record as R
+from .record import Limits, ValidationRecord
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_START_TIMEOUT_S = 180.0
+
+
+def static_check(code: str, filename: str = "<candidate>") -> ValidationRecord | None:
+    """Stages parse and compile; None when both pass."""
+    try:
+        tree = ast.parse(code, filename=filename)
+    except (SyntaxError, ValueError) as e:
+        line = getattr(e, "lineno", None)
+        return ValidationRecord(False, "parse", R.SYNTAX_ERROR, f"{e.__class__.__name__}: {e}" + (f" (line {line})" if line else ""))
+    try:
+        compile(tree, filename, "exec")
+    except (SyntaxError, ValueError, RecursionError) as e:
+        return ValidationRecord(False, "compile", R.COMPILE_ERROR, f"{e.__class__.__name__}: {e}")
+    return None
+
+
+class _Worker:
+    def __init__(self) -> None:
+        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+        env.pop("PYTHONPATH", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "nnrag.validator.server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd="/",
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line or not json.loads(line).get("ready"):
+            self.close()
+            raise RuntimeError("the validation worker failed to start (is torch installed in this Python?)")
+
+    def check(self, code: str, filename: str, class_name: str | None, limits: Limits) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        request = {"code": code, "filename": filename, "class_name": class_name, "limits": asdict(limits)}
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise EOFError("validation worker exited")
+        return json.loads(line)
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:
+            self.proc.kill()
+
+
+class Gate:
+    """A pool of warm workers. Use as a context manager; workers start on first use."""
+
+    def __init__(self, workers: int | None = None, limits: Limits | None = None) -> None:
+        self.workers = max(1, workers or min(2, os.cpu_count() or 1))
+        self.limits = limits or Limits()
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._started = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "Gate":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                break
+
+    def _acquire(self) -> _Worker:
+        with self._lock:
+            if self._idle.empty() and self._started < self.workers:
+                self._started += 1
+                start = True
+            else:
+                start = False
+        if start:
+            try:
+                return _Worker()
+            except BaseException:
+                with self._lock:
+                    self._started -= 1
+                raise
+        return self._idle.get(timeout=_START_TIMEOUT_S + self.limits.timeout_s * 4)
+
+    def check_code(self, code: str, class_name: str | None = None, filename: str = "candidate.py") -> ValidationRecord:
+        """Run every stage on ``code``."""
+        started = time.perf_counter()
+        failed = static_check(code, filename)
+        if failed is not None:
+            return failed
+        worker = self._acquire()
+        try:
+            result = worker.check(code, filename, class_name, self.limits)
+        except (EOFError, BrokenPipeError, OSError) as e:
+            worker.close()
+            with self._lock:
+                self._started -= 1
+            return ValidationRecord(False, "import", R.CRASH, f"validation worker died: {e}", seconds=time.perf_counter() - started)
+        self._idle.put(worker)
+        return ValidationRecord.from_dict(result)
+
+    def check_file(self, path: str | os.PathLike[str], class_name: str | None = None) -> ValidationRecord:
+        p = Path(path)
+        return self.check_code(p.read_text(encoding="utf-8"), class_name, p.name)
+
+    def check_many(self, items: Iterable[tuple[T, str, str | None]]) -> Iterator[tuple[T, ValidationRecord]]:
+        """Check ``(key, code, class_name)`` items on all workers; yields in completion order."""
+        todo: queue.Queue[tuple[T, str, str | None] | None] = queue.Queue(maxsize=self.workers * 2)
+        done: queue.Queue[tuple[T, ValidationRecord] | BaseException | None] = queue.Queue()
+
+        def run() -> None:
+            while True:
+                item = todo.get()
+                if item is None:
+                    done.put(None)
+                    return
+                key, code, class_name = item
+                try:
+                    done.put((key, self.check_code(code, class_name)))
+                except BaseException as e:  # a worker that cannot start
+                    done.put(e)
+
+        threads = [threading.Thread(target=run, daemon=True) for _ in range(self.workers)]
+        for t in threads:
+            t.start()
+
+        def feed() -> None:
+            for item in items:
+                todo.put(item)
+            for _ in threads:
+                todo.put(None)
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        finished = 0
+        while finished < len(threads):
+            got = done.get()
+            if got is None:
+                finished += 1
+            elif isinstance(got, BaseException):
+                raise got
+            else:
+                yield got
+
+
+def validate_file(path: str | os.PathLike[str], class_name: str | None = None, limits: Limits | None = None) -> ValidationRecord:
+    """One-off validation of a file (starts and stops a worker)."""
+    with Gate(1, limits) as gate:
+        return gate.check_file(path, class_name)

@@ -1,0 +1,348 @@
+"""Guesses for constructor arguments and forward inputs, from names, annotations and the built layers.
+
+Everything here runs inside the sandbox, with torch already imported by the warm worker.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import re
+import typing
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+_WORDS = re.compile(r"[a-z]+|\d+")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """One consistent set of small sizes used for every guess of one attempt."""
+
+    dim: int = 16
+    heads: int = 2
+    spatial: int = 16
+    tokens: int = 16
+
+
+SIZE_VARIANTS = (Sizes(), Sizes(dim=32, heads=4, spatial=32), Sizes(dim=3, heads=1, spatial=32), Sizes(dim=64, heads=4, spatial=32))
+
+_CHANNEL_NAMES = {
+    "channels", "in_channels", "out_channels", "in_chans", "in_chs", "out_chs", "chs", "in_ch", "out_ch", "dim",
+    "in_dim", "out_dim", "dim_in", "dim_out", "num_features", "num_channels", "hidden_size", "hidden_dim",
+    "hidden_features", "hidden_channels", "embed_dim", "d_model", "in_features", "out_features", "inplanes",
+    "planes", "inp", "oup", "in_planes", "out_planes", "width", "c1", "c2", "c_in", "c_out", "n_embd", "features",
+    "input_dim", "output_dim", "input_size", "hidden", "nin", "nout", "in_size", "out_size", "d_in", "d_out",
+    "filters", "in_filters", "out_filters", "input_channels", "output_channels", "ch", "c", "num_feat", "nf",
+    "mid_channels", "mid_chs", "inner_dim", "embedding_dim", "model_dim", "feat_dim", "num_hidden", "in_feat",
+    "out_feat", "dims", "channel", "in_c", "out_c", "emb_dim", "dim_head", "head_dim", "key_dim", "value_dim",
+}
+
+
+def _words(name: str) -> list[str]:
+    return _WORDS.findall(name.lower())
+
+
+def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
+    if annotation is inspect.Parameter.empty:
+        return False, None
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin is typing.Union and args:
+        return _by_annotation(args[0], s)
+    if annotation is bool or annotation == "bool":
+        return True, False
+    if annotation is int or annotation == "int":
+        return True, s.dim
+    if annotation is float or annotation == "float":
+        return True, 0.1
+    if annotation is str or annotation == "str":
+        return False, None
+    if origin in (tuple, typing.Tuple) or annotation is tuple:
+        return True, (s.dim, s.dim)
+    if origin in (list, typing.List) or annotation is list:
+        return True, [s.dim, s.dim]
+    if isinstance(annotation, type) and issubclass(annotation, nn.Module):
+        return True, nn.Identity()
+    if annotation is torch.Tensor:
+        return True, torch.randn(s.dim)
+    if origin is not None and "Callable" in str(origin):
+        return True, nn.ReLU
+    return False, None
+
+
+def guess_value(name: str, annotation: Any, s: Sizes) -> Any:
+    """A small, consistent value for a required constructor argument."""
+    n = name.lower()
+    w = _words(name)
+    if n in ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp"):
+        return AutoConfig(s)
+    if "head" in w and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) or n in ("heads", "nhead", "num_head"):
+        return s.heads
+    if "group" in n or n == "groups":
+        return 1
+    if "kernel" in n or n in ("k", "ks", "ksize"):
+        return 3
+    if "stride" in n:
+        return 1
+    if "dilation" in n:
+        return 1
+    if "padding" in n or n == "pad":
+        return 1
+    if "class" in n:
+        return 10
+    if "ratio" in n:
+        return 2.0 if "mlp" in n or "expan" in n else 0.25
+    if "reduction" in n or n in ("r", "reduce"):
+        return 4
+    if "expan" in n or "mult" in n:
+        return 2
+    if "drop" in n or n in ("p", "dropout", "attn_drop", "proj_drop"):
+        return 0.0
+    if n in ("eps", "epsilon") or "eps" in w:
+        return 1e-5
+    if "momentum" in n:
+        return 0.1
+    if "depths" in n or n == "layers" or n == "num_blocks" and "list" in str(annotation).lower():
+        return [1, 1]
+    if n in ("depth", "num_layers", "n_layers", "nlayers", "num_blocks", "blocks", "n_blocks", "repeats", "layer_num"):
+        return 1
+    if "patch" in n:
+        return 4
+    if "window" in n:
+        return 4
+    if n in ("img_size", "image_size", "resolution", "input_resolution", "feat_size", "size", "img_shape", "grid_size"):
+        return s.spatial
+    if "vocab" in n or "num_embeddings" in n or "num_tokens" in n or "n_token" in n:
+        return 32
+    if "len" in w or "seq" in w or "length" in w or "positions" in n:
+        return s.tokens
+    if "scale" in n or "factor" in n:
+        return 2
+    if n in ("bias", "affine", "elementwise_affine", "batch_first"):
+        return True
+    if "inplace" in n or n.startswith(("use_", "is_", "has_", "with_", "enable")):
+        return False
+    if n.endswith("layer") or n in ("act", "activation", "act_fn", "nonlinearity"):
+        if "norm" in n:
+            return nn.BatchNorm2d
+        return nn.ReLU
+    if "num" in w or "n" in w or n in _CHANNEL_NAMES or any(x in w for x in ("channels", "chans", "dim", "features", "size", "width", "planes")):
+        return s.dim
+    found, value = _by_annotation(annotation, s)
+    if found:
+        return value
+    return s.dim
+
+
+class AutoConfig:
+    """A stand-in config object: any attribute or key gets the guess its name suggests."""
+
+    def __init__(self, sizes: Sizes) -> None:
+        self._sizes = sizes
+        self._values: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name not in self._values:
+            self._values[name] = guess_value(name, inspect.Parameter.empty, self._sizes)
+        return self._values[name]
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return default if default is not None else getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"AutoConfig({self._values})"
+
+
+def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
+    """Keyword arguments to try, defaults kept, one set per size variant."""
+    try:
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError):
+        yield Sizes(), {}
+        return
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:
+        hints = {}
+    required = [
+        p for p in sig.parameters.values()
+        if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    seen: list[dict[str, Any]] = []
+    for sizes in SIZE_VARIANTS:
+        kwargs = {p.name: guess_value(p.name, hints.get(p.name, p.annotation), sizes) for p in required}
+        if any(_same(kwargs, k) for k in seen):
+            continue
+        seen.append(kwargs)
+        yield sizes, kwargs
+        if not required:
+            return
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a.keys() == b.keys() and all(type(a[k]) is type(b[k]) and repr(a[k]) == repr(b[k]) for k in a)
+
+
+# -- inputs ---------------------------------------------------------------------------------
+def _first_layer(module: nn.Module) -> nn.Module | None:
+    for m in module.modules():
+        if m is module:
+            continue
+        if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear, nn.Embedding, nn.EmbeddingBag, nn.LayerNorm,
+                          nn.modules.batchnorm._BatchNorm, nn.GroupNorm, nn.MultiheadAttention, nn.RNNBase,
+                          nn.modules.instancenorm._InstanceNorm)):
+            return m
+    return None
+
+
+def _spatial_hint(kwargs: dict[str, Any], cls: type) -> list[int]:
+    sizes: list[int] = []
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        params = {}
+    for key in ("img_size", "image_size", "input_size", "resolution", "input_resolution", "img_shape"):
+        value = kwargs.get(key, params[key].default if key in params else None)
+        if isinstance(value, (tuple, list)) and value and isinstance(value[-1], int):
+            value = value[-1]
+        if isinstance(value, int) and 4 <= value <= 512:
+            sizes.append(value)
+    return sizes
+
+
+def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> list[tuple[str, tuple[int, ...]]]:
+    """Candidate (kind, shape) pairs for the main input, most likely first."""
+    c = next((v for k, v in kwargs.items() if k.lower() in _CHANNEL_NAMES and isinstance(v, int)), sizes.dim)
+    s = sizes.spatial
+    hw = _spatial_hint(kwargs, type(module))
+    out: list[tuple[str, tuple[int, ...]]] = []
+    first = _first_layer(module)
+    if isinstance(first, nn.modules.conv._ConvNd):
+        rank = len(first.kernel_size)
+        cin = first.in_channels
+        for side in hw + [s, 32, 64]:
+            out.append(("float", (2, cin) + (side if rank < 3 else min(side, 16),) * rank))
+    elif isinstance(first, (nn.Embedding, nn.EmbeddingBag)):
+        out.append((f"long:{first.num_embeddings}", (2, sizes.tokens)))
+    elif isinstance(first, nn.Linear):
+        out += [("float", (2, sizes.tokens, first.in_features)), ("float", (2, first.in_features))]
+        out += [("float", (2, first.in_features, s, s))]
+    elif isinstance(first, nn.LayerNorm):
+        shape = tuple(first.normalized_shape)
+        out += [("float", (2, sizes.tokens) + shape), ("float", (2,) + shape), ("float", (2, s) + shape)]
+        if len(shape) == 1:
+            out.append(("float", (2, shape[0], s, s)))
+    elif isinstance(first, (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm, nn.GroupNorm)):
+        ch = first.num_channels if isinstance(first, nn.GroupNorm) else first.num_features
+        out += [("float", (2, ch, s, s)), ("float", (2, ch)), ("float", (2, ch, s)), ("float", (2, ch, 8, 8, 8))]
+    elif isinstance(first, nn.MultiheadAttention):
+        out.append(("float", (2, sizes.tokens, first.embed_dim)))
+    elif isinstance(first, nn.RNNBase):
+        out.append(("float", (2, sizes.tokens, first.input_size)))
+    for side in hw:
+        out += [("float", (2, c, side, side)), ("float", (2, 3, side, side))]
+    out += [
+        ("float", (2, c, s, s)), ("float", (2, sizes.tokens, c)), ("float", (2, c)), ("float", (2, c, s)),
+        ("float", (2, 3, 32, 32)), ("float", (2, c, 8, 8, 8)), ("float", (2, 3, 64, 64)), ("float", (2, 3, 224, 224)),
+        ("float", (2, 1, 32, 32)),
+    ]
+    seen: set[tuple[str, tuple[int, ...]]] = set()
+    return [x for x in out if not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
+
+
+def make_tensor(kind: str, shape: tuple[int, ...]) -> torch.Tensor:
+    if kind.startswith("long"):
+        high = int(kind.split(":")[1]) if ":" in kind else 8
+        return torch.randint(0, max(1, high), shape)
+    return torch.randn(shape)
+
+
+def forward_args(module: nn.Module, main: torch.Tensor) -> tuple[list[Any], dict[str, Any]] | None:
+    """Positional arguments for ``forward`` given the main input, or None when it cannot be filled."""
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return [main], {}
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    tokens_side = None
+    for i, p in enumerate(params):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            if i == 0 and p.kind == p.VAR_POSITIONAL:
+                args.append(main)
+            continue
+        if p.default is not inspect.Parameter.empty:
+            continue
+        n = p.name.lower()
+        if not args and p.kind != p.KEYWORD_ONLY:
+            args.append(main)
+            continue
+        if n in ("edge_index", "edges", "adj_t"):
+            nodes = main.shape[0]
+            value: Any = torch.randint(0, nodes, (2, 2 * nodes))
+        elif n in ("h", "w", "height", "width", "hh", "ww"):
+            tokens_side = tokens_side or int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
+            value = tokens_side
+        elif n in ("hw_shape", "hw", "size", "feat_size", "shape", "x_size", "spatial_shape"):
+            side = int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
+            value = (side, side)
+        elif "mask" in n:
+            value = None
+        elif n in ("batch",):
+            value = torch.zeros(main.shape[0], dtype=torch.long)
+        elif n in ("t", "timestep", "timesteps", "time", "noise_level", "sigma"):
+            value = torch.rand(main.shape[0])
+        else:
+            value = main.clone()
+        if p.kind == p.KEYWORD_ONLY:
+            kwargs[p.name] = value
+        else:
+            args.append(value)
+    if not args and not kwargs:
+        return None if params and all(p.kind == p.KEYWORD_ONLY for p in params) else ([], {})
+    return args, kwargs
+
+
+def shapes(value: Any, depth: int = 0) -> Any:
+    """Shapes of every tensor in a (nested) output, in a JSON-friendly structure."""
+    if isinstance(value, torch.Tensor):
+        return list(value.shape)
+    if depth > 4:
+        return None
+    if isinstance(value, dict):
+        return {str(k): shapes(v, depth + 1) for k, v in itertools.islice(value.items(), 16)}
+    if isinstance(value, (list, tuple)):
+        return [shapes(v, depth + 1) for v in value[:16]]
+    return type(value).__name__
+
+
+def tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth > 4:
+        return []
+    items: Any = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else []
+    return [t for v in items for t in tensors(v, depth + 1)]
+
+
+def short_repr(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor{list(value.shape)}"
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+

@@ -1,0 +1,183 @@
+"""The warm worker: imports torch once, then forks one fresh, confined child per candidate.
+
+Started as ``python -I -m nnrag.validator.server`` (isolated: no current directory or user site
+on ``sys.path``). Protocol: one JSON request per line on stdin, one JSON record per line on
+stdout. Requests: ``{"code", "filename", "class_name", "limits"}``.
+
+The server itself never runs a torch operation: a process that has started OpenMP threads
+cannot fork safely, so only children compute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import record as R
+from .record import Limits
+
+_POLL_S = 0.05
+
+
+def _child(folder: Path, filename: str, class_name: str | None, limits: Limits, report_fd: int) -> None:
+    result: dict[str, Any] = {"ok": False, "stage": "import"}
+    try:
+        os.setsid()
+        log = os.open(folder / "output.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.chdir(folder)
+        os.environ.update(HOME=str(folder), TMPDIR=str(folder), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+                          TORCH_HOME=str(folder / ".torch"), XDG_CACHE_HOME=str(folder / ".cache"))
+        import tempfile as _tempfile
+
+        _tempfile.tempdir = str(folder)  # the worker cached its own; torch caches go here, not /tmp
+        from .sandbox import confine, status_kb
+
+        base_kb = status_kb("VmRSS")
+        result["isolation"] = confine(folder, limits, report_fd)
+        import torch
+
+        from . import probe
+
+        torch.set_num_threads(1)
+        started = time.perf_counter()
+        try:
+            probe.run(folder / filename, class_name, result, lambda stage: _progress(report_fd, stage))
+            result["ok"] = True
+        except probe.StageFailure as e:
+            result.update(stage=e.stage, code=e.code, message=str(e)[:2000])
+            if e.error is not None:
+                result["traceback"] = probe.format_failure(e.error)
+        except BaseException as e:  # a violation or an error of the probe itself
+            result.update(code=probe.classify(result.get("stage", "import"), e), message=f"{type(e).__name__}: {e}"[:2000],
+                          traceback=probe.format_failure(e))
+        result["seconds"] = time.perf_counter() - started
+        result["peak_mb"] = round(max(0, status_kb("VmHWM") - base_kb) / 1024, 1)
+        os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
+    finally:
+        os._exit(0)
+
+
+def _progress(fd: int, stage: str) -> None:
+    os.write(fd, (json.dumps({"progress": stage}) + "\n").encode())
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _kill(pid: int) -> None:
+    for fn in (os.killpg, os.kill):
+        try:
+            fn(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
+    limits = Limits(**request.get("limits", {}))
+    folder = Path(tempfile.mkdtemp(prefix="nnrag-sandbox-"))
+    filename = request.get("filename") or "candidate.py"
+    (folder / filename).write_text(request["code"], encoding="utf-8")
+    read_fd, write_fd = os.pipe()
+    started = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(folder, filename, request.get("class_name"), limits, write_fd)
+    os.close(write_fd)
+    chunks: list[bytes] = []
+    killed: str | None = None
+    deadline = started + limits.timeout_s
+    rss_limit = base_rss_kb + limits.memory_mb * 1024
+    try:
+        while True:
+            ready, _, _ = select.select([read_fd], [], [], _POLL_S)
+            if ready:
+                data = os.read(read_fd, 65536)
+                if not data:
+                    break
+                chunks.append(data)
+            if time.perf_counter() > deadline:
+                killed = R.TIMEOUT
+            elif _rss_kb(pid) > rss_limit:
+                killed = R.MEMORY
+            if killed:
+                _kill(pid)
+                break
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(read_fd)
+    seconds = time.perf_counter() - started
+    output = ""
+    try:
+        output = (folder / "output.log").read_bytes()[-2000:].decode("utf-8", "replace")
+    except OSError:
+        pass
+    shutil.rmtree(folder, ignore_errors=True)
+    lines = [json.loads(x) for x in b"".join(chunks).decode("utf-8", "replace").splitlines() if x.strip().startswith("{")]
+    violations = [x["violation"] for x in lines if "violation" in x]
+    result = next((x for x in reversed(lines) if "stage" in x), None)
+    if result is None:
+        result = {"ok": False, "stage": next((x["progress"] for x in reversed(lines) if "progress" in x), "import")}
+        if killed == R.TIMEOUT:
+            result.update(code=R.TIMEOUT, message=f"no result within {limits.timeout_s:g} s; process group killed")
+        elif killed == R.MEMORY:
+            result.update(code=R.MEMORY, message=f"resident memory grew past {limits.memory_mb} MB; killed")
+        elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+            result.update(code=R.TIMEOUT, message=f"CPU time limit of {limits.cpu_s} s reached")
+        else:
+            how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit code {os.WEXITSTATUS(status)}"
+            result.update(code=R.CRASH, message=f"the sandboxed process died ({how}) without a result")
+    if violations:
+        result.update(ok=False, code=R.SANDBOX_VIOLATION, message="; ".join(violations)[:2000])
+    result["output"] = output
+    result["seconds"] = round(seconds, 4)
+    return result
+
+
+def main() -> None:
+    # -I ignores PYTHONDONTWRITEBYTECODE; a child writing a .pyc into site-packages is a violation
+    sys.dont_write_bytecode = True
+    from . import probe  # noqa: F401  (children must not import, and so write, anything of ours)
+
+    preload = os.environ.get("NNRAG_PRELOAD", "torch,torch.nn,torch.nn.functional").split(",")
+    for name in filter(None, preload):
+        try:
+            __import__(name)
+        except Exception:
+            pass
+    from .sandbox import status_kb
+
+    out = sys.stdout
+    out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            result = check(request, status_kb("VmRSS"))
+        except Exception as e:  # a bad request must not take the worker down
+            result = {"ok": False, "stage": "import", "code": R.CRASH, "message": f"worker error: {type(e).__name__}: {e}"}
+        out.write(json.dumps(result, default=str) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
