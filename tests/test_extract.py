@@ -1,0 +1,140 @@
+"""Dependency closure and assembly on the closure fixture repository: the exact closure of each case."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+import nnrag
+from conftest import FIXTURES
+
+TORCH_NN = "import torch.nn as nn"
+
+# block -> (top-level definitions in output order, import statements, extra checks on the text)
+CASES: dict[str, tuple[list[str], set[str], list[str]]] = {
+    # same-module function and constant, through a function body
+    "SameModule": (["SCALE", "_hidden", "SameModule"], {TORCH_NN}, []),
+    # absolute import, module alias (import cpkg.helpers as hp; hp.make_divisible), aliased from-import
+    "AbsoluteAndAlias": (
+        ["DEFAULT_EPS", "make_divisible", "AbsoluteAndAlias"],
+        {TORCH_NN},
+        ["make_divisible(dim) + make_divisible(dim, 4)", "self.eps = DEFAULT_EPS"],
+    ),
+    # module alias used as attribute: from . import helpers as H; H.make_divisible
+    "ModuleAttr": (["make_divisible", "ModuleAttr"], {TORCH_NN}, ["nn.Linear(dim, make_divisible(dim))"]),
+    # star import through a package __init__ with __all__, base class from it
+    "StarAndBase": (["LayerNorm2d", "StarAndBase"], {TORCH_NN}, []),
+    # re-export in cpkg/__init__.py, aliased on import
+    "Reexport": (["make_divisible", "Reexport"], {TORCH_NN}, ["nn.Linear(dim, make_divisible(dim))"]),
+    # decorator, default arguments (a call and a dict), module-level assignment built from a function
+    "Decorated": (
+        ["WIDTHS", "_ntuple", "to_2tuple", "register", "Decorated"],
+        {TORCH_NN, "import collections.abc", "from itertools import repeat", "from torch import Tensor"},
+        ["@register\nclass Decorated"],
+    ),
+    # class attributes: a try/except ImportError import, a registry filled in place, an aliased re-export
+    "ClassAttr": (
+        ["Norm", "_ACT_LAYERS", "get_act", "ClassAttr"],
+        {TORCH_NN},
+        ["try:\n    from torch.nn import RMSNorm as Norm\nexcept ImportError:", '_ACT_LAYERS["gelu"] = nn.GELU',
+         "acts = [get_act(n) for n in"],
+    ),
+    # a TYPE_CHECKING import used only in a string annotation is not copied
+    "TypeOnly": (["TypeOnly"], {TORCH_NN, "import torch"}, []),
+    # two helpers named _ntuple from different modules: both kept, one renamed everywhere
+    "Collide": (
+        ["_ntuple_helpers", "to_2tuple", "_ntuple", "triple", "Collide"],
+        {TORCH_NN, "import collections.abc", "from itertools import repeat"},
+        ["def _ntuple_helpers(n):", "to_2tuple = _ntuple_helpers(2)", "return _ntuple(3)(x)"],
+    ),
+    # an import cycle between two modules terminates
+    "Cyclic": (["pong", "ping", "Cyclic"], {TORCH_NN}, ["return ping(n - 1)", "else pong(n - 1)"]),
+    # a relative import inside a method becomes a binding of the copied definition
+    "LazyImport": (["make_divisible", "LazyImport"], {TORCH_NN}, ["        md = make_divisible\n"]),
+    # class-body comprehension sees module names; a local of the same name does not pull anything
+    "Scoping": (["SCALE", "WIDTHS", "Scoping"], {TORCH_NN}, []),
+    # an annotation evaluated at definition time (no __future__ import in that module)
+    "RuntimeAnnotation": (["RuntimeAnnotation"], {TORCH_NN, "from builtins import tuple as Size2"}, []),
+}
+
+
+def _layout(code: str) -> tuple[list[str], set[str]]:
+    tree = ast.parse(code)
+    defs: list[str] = []
+    imports: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+                imports.add(ast.unparse(node))
+        elif isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            defs.append(node.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            defs.append(node.targets[0].id)
+        elif isinstance(node, ast.Try):
+            defs.append(node.body[0].names[0].asname)  # type: ignore[attr-defined]
+    return [d for i, d in enumerate(defs) if d not in defs[:i]], imports
+
+
+@pytest.fixture(scope="module")
+def closure_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    repo = tmp_path_factory.mktemp("src") / "closure_repo"
+    shutil.copytree(FIXTURES / "closure_repo", repo)
+    nnrag.index([str(repo)], home=home)
+    return home
+
+
+@pytest.mark.parametrize("block", sorted(CASES))
+def test_closure_is_exact(closure_home: Path, block: str) -> None:
+    result = nnrag.extract(block, home=closure_home)
+    assert result.ok, result.issues
+    defs, imports = _layout(result.code)
+    want_defs, want_imports, snippets = CASES[block]
+    assert defs == want_defs
+    assert imports == want_imports
+    for snippet in snippets:
+        assert snippet in result.code
+    assert [r.split("==")[0] for r in result.requirements] == ["torch"]
+    assert "def unused_helper" not in result.code
+    assert "NotExported" not in result.code
+
+
+def test_output_is_deterministic_with_provenance(closure_home: Path) -> None:
+    first = nnrag.extract("Collide", home=closure_home).code
+    second = nnrag.extract("cpkg.blocks.Collide", home=closure_home).code
+    assert first == second
+    header = first.split("\nfrom __future__")[0]
+    assert "# nnrag block: closure_repo:cpkg.blocks.Collide" in header
+    assert "cpkg/helpers.py  sha1:" in header and "cpkg/other/helpers.py  sha1:" in header
+    assert f"nnrag {nnrag.__version__}" in header
+
+
+def test_unresolved_name_and_native_extension_are_structured_errors(tmp_path: Path) -> None:
+    repo = tmp_path / "failing_repo"
+    shutil.copytree(FIXTURES / "failing_repo", repo)
+    home = tmp_path / "home"
+    nnrag.index([str(repo)], home=home)
+    unresolved = nnrag.extract("UnresolvedName", home=home)
+    assert not unresolved.ok
+    (issue,) = unresolved.issues
+    assert (issue.code, issue.name, issue.path, issue.line) == ("unresolved-name", "undefined_thing", "fpkg/missing.py", 12)
+    native = nnrag.extract("NativeBlock", home=home)
+    assert [i.code for i in native.issues] == ["native-extension"]
+    assert "fpkg._native" in native.issues[0].message
+
+
+def test_ambiguous_and_unknown_names(closure_home: Path, tmp_path: Path) -> None:
+    with pytest.raises(nnrag.NotFoundError, match="no block named"):
+        nnrag.extract("NoSuchBlock", home=closure_home)
+    other = tmp_path / "copy"
+    shutil.copytree(FIXTURES / "closure_repo", other)
+    nnrag.index([str(other)], home=closure_home)
+    try:
+        with pytest.raises(nnrag.NotFoundError, match="matches 2 blocks"):
+            nnrag.extract("SameModule", home=closure_home)
+        assert nnrag.extract("SameModule", source="copy", home=closure_home).block_id == "copy:cpkg.blocks.SameModule"
+    finally:
+        nnrag.forget("copy", home=closure_home)

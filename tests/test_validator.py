@@ -1,0 +1,141 @@
+"""The validator gate: real sandboxed processes, real torch forward passes, every failure classified."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata as md
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nnrag
+from conftest import FIXTURES, run_cli
+from nnrag.library import library_entries, open_library
+from nnrag.workspace import Workspace
+from nnrag.validator.record import Limits
+
+LIMITS = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)
+
+FAILING = {
+    "NativeBlock": ("extract", "native-extension"),
+    "UnresolvedName": ("extract", "unresolved-name"),
+    "MissingDependency": ("import", "missing-dependency"),
+    "RegistryBlock": ("instantiate", "dynamic-registry"),
+    "InfiniteInit": ("instantiate", "timeout"),
+    "HugeAlloc": ("instantiate", "memory"),
+    "NetworkCall": ("instantiate", "sandbox-violation"),
+    "ShellOut": ("forward", "sandbox-violation"),
+    "WriteOutside": ("forward", "sandbox-violation"),
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home where both fixture repositories were built (indexed, extracted, validated)."""
+    home = tmp_path_factory.mktemp("home")
+    src = tmp_path_factory.mktemp("src")
+    for name in ("closure_repo", "failing_repo"):
+        shutil.copytree(FIXTURES / name, src / name)
+    report = nnrag.build([str(src / "closure_repo"), str(src / "failing_repo")], home=home, limits=LIMITS)
+    assert report.tried == len(report_entries(home))
+    return home
+
+
+def report_entries(home: Path) -> dict[str, dict[str, object]]:
+    return {str(e["name"]): e for e in library_entries(Workspace.resolve(home))}
+
+
+def test_every_failure_is_contained_and_classified(built: Path) -> None:
+    entries = report_entries(built)
+    for name, (stage, code) in FAILING.items():
+        e = entries[name]
+        assert (e["status"], e["stage"], e["code"]) == ("failed", stage, code), (name, e["message"])
+    assert not Path("/tmp/nnrag-escaped").exists()
+    assert not Path("/tmp/nnrag-written-outside").exists()
+    # the run went on: every other block of both repositories passed
+    passed = {n for n, e in entries.items() if e["status"] == "validated"}
+    assert passed == set(entries) - set(FAILING)
+    assert "Swish" in passed
+
+
+def test_build_is_resumable_and_report_matches(built: Path) -> None:
+    again = nnrag.build(home=built, limits=LIMITS)
+    assert again.cached == again.tried - sum(1 for s, _ in FAILING.values() if s == "extract")
+    rep = nnrag.report(home=built)
+    assert (rep.tried, rep.passed) == (again.tried, again.passed)
+    assert rep.failures["sandbox-violation"] == 3
+    proc = run_cli("report", "--json", "--home", str(built), "--html", str(built / "r.html"))
+    data = json.loads(proc.stdout)
+    assert data["pass_rate"] == pytest.approx(rep.passed / rep.tried, abs=1e-4)
+    assert set(data["per_source"]) == {"closure_repo", "failing_repo"}
+    assert "<svg" in (built / "r.html").read_text()
+
+
+_RUNNER = """
+import ast, importlib.util, json, sys
+assert importlib.util.find_spec("cpkg") is None and importlib.util.find_spec("fpkg") is None
+import torch
+spec = importlib.util.spec_from_file_location("block", "block.py")
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+cls = mod
+for part in sys.argv[1].split("."):
+    cls = getattr(cls, part)
+model = cls(**{k: ast.literal_eval(v) for k, v in json.loads(sys.argv[3]).items()})
+out = model(*[torch.randn(s) for s in json.loads(sys.argv[2])])
+print("ran", type(out).__name__)
+"""
+
+
+def _third_party(code: str) -> set[str]:
+    dists = md.packages_distributions()
+    tops = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            tops |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__":
+            tops.add(node.module.split(".")[0])  # type: ignore[union-attr]
+    return {f"{dists[t][0]}=={md.version(dists[t][0])}" for t in tops if t not in sys.stdlib_module_names}
+
+
+def test_each_validated_block_runs_alone_in_an_isolated_interpreter(built: Path, tmp_path: Path) -> None:
+    with open_library(Workspace.resolve(built)) as store:
+        rows = store.conn.execute("SELECT name, path, class_name, requirements, record FROM library WHERE status='validated'").fetchall()
+    assert len(rows) >= 14
+    for name, path, class_name, requirements, record in rows:
+        code = (built / path).read_text()
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "block.py").write_text(code)
+        probe = json.loads(record)
+        shapes, init_args = probe["input_shapes"], probe["init_args"]
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NNRAG_HOME")}
+        proc = subprocess.run([sys.executable, "-I", "-c", _RUNNER, class_name, json.dumps(shapes), json.dumps(init_args)], cwd=folder,
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0 and "ran" in proc.stdout, (name, proc.stderr[-2000:])
+        assert set(json.loads(requirements)) == _third_party(code), name
+
+
+def test_validate_command_exit_codes_and_record(tmp_path: Path) -> None:
+    good = tmp_path / "good.py"
+    good.write_text("import torch.nn as nn\n\nclass Tiny(nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+                    "        self.fc = nn.Linear(dim, 4)\n\n    def forward(self, x):\n        return self.fc(x)\n")
+    proc = run_cli("validate", str(good), "--json")
+    rec = json.loads(proc.stdout)
+    assert rec["ok"] and rec["stage"] == "backward" and rec["class_name"] == "Tiny"
+    assert rec["init_args"] == {"dim": "16"} and rec["output_shapes"][-1] == 4 and rec["params"] == 68
+    assert rec["isolation"]["network"] in ("netns", "audit-hook") and rec["backward"] is True
+    bad = tmp_path / "bad.py"
+    bad.write_text("def broken(:\n")
+    proc = run_cli("validate", str(bad), "--json", check=False)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == "syntax-error"
+    shapes = tmp_path / "shapes.py"
+    shapes.write_text("import torch.nn as nn\n\nclass NeedsSeven(nn.Module):\n    def forward(self, x):\n"
+                      "        assert x.shape[-1] == 7, 'wants 7 features'\n        return x\n")
+    proc = run_cli("validate", str(shapes), check=False)
+    assert proc.returncode == 1 and "input-inference" in proc.stdout
