@@ -197,9 +197,7 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 # -- inputs ---------------------------------------------------------------------------------
 def _first_layer(module: nn.Module) -> nn.Module | None:
-    for m in module.modules():
-        if m is module:
-            continue
+    for m in module.modules():  # the module itself first: an Embedding is its own first layer
         if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear, nn.Embedding, nn.EmbeddingBag, nn.LayerNorm,
                           nn.modules.batchnorm._BatchNorm, nn.GroupNorm, nn.MultiheadAttention, nn.RNNBase,
                           nn.modules.instancenorm._InstanceNorm)):

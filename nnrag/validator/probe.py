@@ -126,7 +126,6 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
             last = e
             continue
         result["init_args"] = {k: short_repr(v) for k, v in kwargs.items()}
-        result["params"] = sum(p.numel() for p in model.parameters())
         result["stage"] = last_stage = "forward"
         progress("forward")
         model.eval()
@@ -146,6 +145,8 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                 _guard(e)
                 last = e
                 continue
+            # counted after forward: lazy modules have no parameter sizes before it
+            result["params"] = sum(p.numel() for p in model.parameters())
             result["input_shapes"] = [shapes(a) if isinstance(a, torch.Tensor) else short_repr(a) for a in args]
             result["output_shapes"] = shapes(out)
             result["stage"] = "backward"
