@@ -30,7 +30,7 @@ from .workspace import Workspace
 log = logging.getLogger(__name__)
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "2"
+GATE_VERSION = "3"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS library (

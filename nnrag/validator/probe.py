@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
+import re
 import sys
 import time
 import traceback
@@ -14,7 +16,7 @@ import torch
 from torch import nn
 
 from . import record as R
-from .infer import constructor_attempts, forward_args, input_shapes, make_tensor, shapes, short_repr, tensors
+from .infer import constructor_attempts, forward_args, guess_value, input_shapes, make_tensor, shapes, short_repr, tensors
 from .sandbox import SandboxViolation
 
 _MAX_FORWARD_TRIES = 24
@@ -119,11 +121,9 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     last_stage = "instantiate"
     tries = 0
     for sizes, kwargs in constructor_attempts(cls):
-        try:
-            model = cls(**kwargs)
-        except BaseException as e:
-            _guard(e)
-            last = e
+        model, kwargs, error = _instantiate(cls, kwargs, sizes)
+        if model is None:
+            last = error
             continue
         result["init_args"] = {k: short_repr(v) for k, v in kwargs.items()}
         result["stage"] = last_stage = "forward"
@@ -157,6 +157,38 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         raise StageFailure(last_stage, R.INPUT_INFERENCE if last_stage == "forward" else R.CONSTRUCTOR_ARGS, None,
                            "no input shape fits the forward signature")
     raise StageFailure(last_stage, classify(last_stage, last), last)
+
+
+_MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
+_WANTS_SEQUENCE = ("is not iterable", "is not subscriptable", "has no len()", "cannot unpack non-iterable")
+
+
+def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Any) -> tuple[nn.Module | None, dict[str, Any], BaseException | None]:
+    """Instantiate, adding arguments a ``**kwargs`` pass-through turns out to need and
+    turning integers into pairs where the error says a sequence was wanted."""
+    error: BaseException | None = None
+    listified = False
+    for _ in range(4):
+        try:
+            return cls(**kwargs), kwargs, None
+        except BaseException as e:
+            _guard(e)
+            error = e
+            text = str(e)
+            missing = _MISSING.search(text) if isinstance(e, TypeError) else None
+            names = re.findall(r"'(\w+)'", missing.group(1)) if missing else []
+            if names and not all(n in kwargs for n in names):
+                kwargs = {**kwargs, **{n: guess_value(n, inspect.Parameter.empty, sizes) for n in names if n not in kwargs}}
+            elif not listified and any(w in text for w in _WANTS_SEQUENCE):
+                listified = True
+                plural = {k: [v, v] for k, v in kwargs.items() if isinstance(v, int) and not isinstance(v, bool) and
+                          (k.endswith(("s", "_list")) and not k.endswith(("channels", "features", "classes", "heads", "chans")))}
+                if not plural:
+                    break
+                kwargs = {**kwargs, **plural}
+            else:
+                break
+    return None, kwargs, error
 
 
 def _backward(model: nn.Module, args: list[Any], kw: dict[str, Any]) -> bool | None:
