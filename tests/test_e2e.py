@@ -37,3 +37,21 @@ def test_default_corpus(home: Path) -> None:
 
     warm = json.loads(run_cli("index", "--home", str(home), "--json").stdout)
     assert warm["parsed"] == 0 and warm["blocks"] == report["blocks"]
+
+    # The block extracts to one file that passes the gate, and building a slice of timm stores verdicts.
+    out = home / "blur_pool.py"
+    run_cli("extract", "timm:timm.layers.blur_pool.BlurPool2d", "-o", str(out), "--home", str(home))
+    assert "# requirements: torch==" in out.read_text() and "import timm" not in out.read_text()
+    record = json.loads(run_cli("validate", str(out), "--json").stdout)
+    assert record["ok"] and record["output_shapes"] == [2, 16, 8, 8]
+    built = json.loads(run_cli("build", "dist:timm", "--names", str(_names(home)), "--home", str(home), "--json").stdout)
+    named = [r for r in json.loads(run_cli("blocks", "--source", "timm", "--home", str(home), "--json").stdout)
+             if r["name"] in ("BlurPool2d", "SEModule", "Mlp")]
+    assert built["tried"] == built["per_source"]["timm"]["tried"] == len(named) >= 3
+    assert built["pass_rate"] == 1.0
+
+
+def _names(home: Path) -> Path:
+    path = home / "names.json"
+    path.write_text(json.dumps(["BlurPool2d", "SEModule", "Mlp"]))
+    return path
