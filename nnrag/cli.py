@@ -35,6 +35,14 @@ HomeOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details.")]
+SourcesArg = Annotated[
+    Optional[list[str]],
+    typer.Argument(
+        help="Sources: PATH, git+URL[@ref], dist:NAME, pypi:NAME==VER. Default: the embedded corpus "
+        "(for build: the sources already indexed, else the embedded corpus)."
+    ),
+]
+CorpusOpt = Annotated[Optional[Path], typer.Option("--corpus", help="Corpus file (TOML, or nn-rag repo JSON).")]
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -80,11 +88,8 @@ def _progress(enabled: bool) -> Iterator[Any]:
 
 @app.command()
 def index(
-    sources: Annotated[
-        Optional[list[str]],
-        typer.Argument(help="Sources: PATH, git+URL[@ref], dist:NAME, pypi:NAME==VER. Default: the embedded corpus."),
-    ] = None,
-    corpus: Annotated[Optional[Path], typer.Option("--corpus", help="Corpus file (TOML, or nn-rag repo JSON).")] = None,
+    sources: SourcesArg = None,
+    corpus: CorpusOpt = None,
     workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Parser processes (default: CPU count).")] = None,
     refresh_all: Annotated[
         bool, typer.Option("--all", help="Also re-index every source already in the index (updates git clones).")
@@ -319,8 +324,8 @@ def _print_build(report: Any, title: str) -> None:
 
 @app.command()
 def build(
-    sources: Annotated[Optional[list[str]], typer.Argument(help="Sources (as for `index`). Default: indexed ones, else the embedded corpus.")] = None,
-    corpus: Annotated[Optional[Path], typer.Option("--corpus", help="Corpus file (TOML, or nn-rag repo JSON).")] = None,
+    sources: SourcesArg = None,
+    corpus: CorpusOpt = None,
     names: Annotated[Optional[Path], typer.Option("--names", help="Only these class names (JSON list, or one per line).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="At most this many blocks.")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Parallel workers (default: CPU count, at most 2 validators).")] = None,

@@ -15,7 +15,6 @@ import os
 import sqlite3
 import statistics
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -183,6 +182,17 @@ class BuildReport:
     def pass_rate(self) -> float:
         return self.passed / self.tried if self.tried else 0.0
 
+    def count(self, source: str, ok: bool, code: str | None) -> None:
+        """Add one verdict to the totals, the per-source figures and the failures by code."""
+        self.tried += 1
+        self.passed += ok
+        s = self.per_source.setdefault(source, {"tried": 0, "passed": 0, "pass_rate": 0.0})
+        s["tried"] += 1
+        s["passed"] += ok
+        s["pass_rate"] = round(s["passed"] / s["tried"], 4)
+        if not ok and code:
+            self.failures[code] = self.failures.get(code, 0) + 1
+
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["pass_rate"] = round(self.pass_rate, 4)
@@ -236,48 +246,38 @@ def build_library(
             selected = selected[:limit]
         known = {
             r[0]: r[1:]
-            for r in conn.execute("SELECT block_id, code_sha1, gate_version, status, code, source FROM library")
+            for r in conn.execute("SELECT block_id, code_sha1, gate_version, status, code FROM library")
         }
         extractors = Extractors(conn)
         pending: list[tuple[tuple, str, str | None]] = []
         extract_times: list[float] = []
-        per_source: dict[str, Counter[str]] = {}
         total = len(selected)
-
-        def count(source: str, ok: bool, code: str | None) -> None:
-            report.tried += 1
-            report.passed += ok
-            c = per_source.setdefault(source, Counter())
-            c["tried"] += 1
-            c["passed"] += ok
-            if not ok and code:
-                report.failures[code] = report.failures.get(code, 0) + 1
 
         for i, (src, module, qualname, name, category) in enumerate(selected):
             block_id = f"{src}:{qualname}"
             qual = qualname[len(module) + 1 :] if module else qualname
             try:
                 closure, assembled, seconds = extractors.extract(src, module, qual)
+                issues = closure.issues
             except Exception as e:  # a bug or a file that changed under us: record it, go on
                 log.exception("extracting %s failed", block_id)
                 closure, assembled, seconds = None, None, 0.0
-                issue = ClosureIssue("extract-error", qual, module, 0, f"{type(e).__name__}: {e}")
+                issues = [ClosureIssue("extract-error", qual, module, 0, f"{type(e).__name__}: {e}")]
             extract_times.append(seconds)
             if progress:
                 progress("extract", i + 1, total)
             if assembled is None:
-                issues = closure.issues if closure is not None else [issue]
                 rec = {"issues": [asdict(x) for x in issues]}
                 _store(conn, workspace, block_id, src, qualname, name, category, None, None, closure, "failed",
                        "extract", issues[0].code, "; ".join(str(x) for x in issues)[:2000], rec, seconds)
-                count(src, False, issues[0].code)
+                report.count(src, False, issues[0].code)
                 continue
             sha = hashlib.sha1(assembled.code.encode()).hexdigest()
             prev = known.get(block_id)
             path = _file_for(workspace, block_id)
             if prev and prev[0] == sha and prev[1] == GATE_VERSION and path.exists():
                 report.cached += 1
-                count(src, prev[2] == "validated", prev[3])
+                report.count(src, prev[2] == "validated", prev[3])
                 continue
             pending.append(((block_id, src, qualname, name, category, closure, assembled, seconds), assembled.code, assembled.class_name))
 
@@ -291,7 +291,7 @@ def build_library(
                     _store(conn, workspace, block_id, src, qualname, name, category, assembled, record, closure,
                            "validated" if record.ok else "failed", record.stage, record.code, record.message,
                            record.to_dict(), seconds)
-                    count(src, record.ok, record.code)
+                    report.count(src, record.ok, record.code)
                     done += 1
                     if progress:
                         progress("validate", done, len(pending))
@@ -306,10 +306,6 @@ def build_library(
                 if block_id not in current:  # the block is gone from its source: drop the stale file
                     _file_for(workspace, block_id).unlink(missing_ok=True)
                     conn.execute("DELETE FROM library WHERE block_id=?", (block_id,))
-    report.per_source = {
-        s: {"tried": c["tried"], "passed": c["passed"], "pass_rate": round(c["passed"] / c["tried"], 4) if c["tried"] else 0.0}
-        for s, c in per_source.items()
-    }
     report.seconds = time.perf_counter() - started
     return report
 
@@ -348,23 +344,10 @@ def library_report(workspace: Workspace) -> BuildReport:
     """Figures over the stored library: pass rate, failures by code, per source."""
     report = BuildReport()
     with open_library(workspace) as store:
-        rows = store.conn.execute("SELECT source, status, code, extract_s, record FROM library").fetchall()
-    per: dict[str, Counter[str]] = {}
-    times = []
-    for source, status, code, extract_s, record in rows:
-        ok = status == "validated"
-        report.tried += 1
-        report.passed += ok
-        c = per.setdefault(source, Counter())
-        c["tried"] += 1
-        c["passed"] += ok
-        if not ok and code:
-            report.failures[code] = report.failures.get(code, 0) + 1
-        if extract_s is not None:
-            times.append(extract_s)
-    report.per_source = {
-        s: {"tried": c["tried"], "passed": c["passed"], "pass_rate": round(c["passed"] / c["tried"], 4)} for s, c in per.items()
-    }
+        rows = store.conn.execute("SELECT source, status, code, extract_s FROM library ORDER BY source").fetchall()
+    for source, status, code, _ in rows:
+        report.count(source, status == "validated", code)
+    times = [r[3] for r in rows if r[3] is not None]
     report.extract_median_s = statistics.median(times) if times else None
     return report
 

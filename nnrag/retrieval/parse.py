@@ -148,7 +148,7 @@ def _docstring(node: ast.AST) -> str | None:
     return doc[:4000] if doc else None
 
 
-def _is_type_checking(test: ast.expr) -> bool:
+def is_type_checking(test: ast.expr) -> bool:
     name = dotted(test)
     return name is not None and name.split(".")[-1] == "TYPE_CHECKING"
 
@@ -183,7 +183,7 @@ class _Collector:
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             self.add_assign(stmt, prefix, cond, cls)
         elif isinstance(stmt, ast.If):
-            if _is_type_checking(stmt.test):
+            if is_type_checking(stmt.test):
                 self.body(stmt.body, prefix, COND_TYPE_CHECKING, cls)
                 self.body(stmt.orelse, prefix, cond or COND_IF, cls)
             else:

@@ -11,14 +11,8 @@ import ast
 from dataclasses import dataclass
 from functools import cached_property
 
+from .parse import is_type_checking
 from .scope import UnitNames, analyze
-
-COND_TYPE_CHECKING = "type_checking"
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else None
-    return name == "TYPE_CHECKING"
 
 
 def _target_names(target: ast.expr, out: set[str]) -> None:
@@ -119,7 +113,7 @@ class ModuleUnits:
             prev_end = end
             binds: set[str] = set()
             _bound_names([node], binds)
-            tc = isinstance(node, ast.If) and _is_type_checking(node.test)
+            tc = isinstance(node, ast.If) and is_type_checking(node.test)
             is_import = isinstance(node, (ast.Import, ast.ImportFrom))
             if isinstance(node, ast.ImportFrom) and node.module == "__future__":
                 self.future.update(a.name for a in node.names)
@@ -132,8 +126,15 @@ class ModuleUnits:
             if mutated is not None and not binds:
                 self.mutators.setdefault(mutated, []).append(len(self.stmts) - 1)
         self._names: dict[int, UnitNames] = {}
+        self._texts: dict[int, str] = {}
 
     def text_of(self, k: int) -> str:
+        text = self._texts.get(k)
+        if text is None:
+            text = self._texts[k] = self._text_of(k)
+        return text
+
+    def _text_of(self, k: int) -> str:
         st = self.stmts[k]
         node = st.node
         if node.col_offset or k in self.shared_lines:  # ``a = 1; b = 2``: copy just its own source
