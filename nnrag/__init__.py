@@ -132,10 +132,13 @@ def build(
     workers: int | None = None,
     limits: "Limits | None" = None,
     progress: "ProgressFn | None" = None,
+    harvest: bool = True,
 ) -> "BuildReport":
     """Index, discover, extract and validate; store every block's file and verdict in the library.
 
     With no sources, every source already indexed is refreshed (or the default corpus on a new home).
+    Blocks that fail on guessed arguments are retried with usage recorded from their source's own
+    model factories unless ``harvest`` is False.
     """
     from .library import build_library
     from .retrieval.catalog import indexed_specs
@@ -148,7 +151,8 @@ def build(
     indexed = index(specs, home=home, workers=workers, progress=progress)
     return build_library(
         workspace,
-        sources=[s.name for s in indexed.sources], names=names, limit=limit, workers=workers, limits=limits, progress=progress
+        sources=[s.name for s in indexed.sources], names=names, limit=limit, workers=workers, limits=limits,
+        progress=progress, harvest=harvest,
     )
 
 

@@ -316,6 +316,10 @@ def _print_build(report: Any, title: str) -> None:
         timing.append(f"extraction median {report.extract_median_s * 1000:.1f} ms/block")
     if report.validate_per_s:
         timing.append(f"validation {report.validate_per_s:.1f} blocks/s")
+    if report.harvest.get("retried"):
+        h = report.harvest
+        timing.append(f"{h['rescued']} of {h['retried']} failed blocks pass with usage recorded from "
+                      f"{h['factories']} model factories ({h['seconds']:.0f} s)")
     if report.seconds:
         timing.append(f"total {report.seconds:.1f} s")
     if timing:
@@ -331,6 +335,7 @@ def build(
     workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Parallel workers (default: CPU count, at most 2 validators).")] = None,
     timeout: TimeoutOpt = None,
     memory_mb: MemoryOpt = None,
+    harvest: Annotated[bool, typer.Option("--harvest/--no-harvest", help="Retry failed blocks with arguments recorded from the source's own model factories.")] = True,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -343,7 +348,7 @@ def build(
         wanted = read_names(names) if names is not None else None
         report = nnrag.build(
             sources or [], corpus=corpus, names=wanted, limit=limit, home=home, workers=workers,
-            limits=_limits(timeout, memory_mb), progress=progress,
+            limits=_limits(timeout, memory_mb), progress=progress, harvest=harvest,
         )
     if as_json:
         _print_json(report.to_dict())

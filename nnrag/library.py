@@ -17,19 +17,27 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from .errors import NnragError, NotFoundError
 from .retrieval.assemble import Assembled, Provenance, assemble
 from .retrieval.closure import Closure, ClosureIssue, Extractor
 from .retrieval.store import Store
+from .usage import SCHEMA as usage_schema
 from .validator.record import Limits, ValidationRecord
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .validator.gate import Gate
 
 log = logging.getLogger(__name__)
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "3"
+GATE_VERSION = "4"
+# A guess-based failure waiting for its retry with recorded usage; redone by the next build.
+_AWAITING_USAGE = GATE_VERSION + "-guess"
+# Failures that recorded arguments or inputs may fix.
+_RETRY_CODES = {"constructor-args", "input-inference", "runtime-error", "timeout", "memory", "backward-error"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS library (
@@ -94,6 +102,7 @@ def open_library(workspace: Workspace) -> Store:
         raise NotFoundError(f"no index in {workspace.home}: run `nnrag index` or `nnrag build` first")
     store = Store(workspace.index_path)
     store.conn.executescript(_SCHEMA)
+    store.conn.executescript(usage_schema)
     return store
 
 
@@ -177,6 +186,7 @@ class BuildReport:
     validate_per_s: float | None = None
     seconds: float = 0.0
     interrupted: bool = False
+    harvest: dict[str, object] = field(default_factory=dict)  # factories run, seconds, blocks rescued
 
     @property
     def pass_rate(self) -> float:
@@ -228,8 +238,13 @@ def build_library(
     workers: int | None = None,
     limits: Limits | None = None,
     progress: ProgressFn | None = None,
+    harvest: bool = True,
 ) -> BuildReport:
-    """Extract and validate every selected block; store files and verdicts."""
+    """Extract and validate every selected block; store files and verdicts.
+
+    Blocks that fail on guessed arguments or inputs are retried with the usage recorded by running
+    their source's own model factories (``harvest``; see ``nnrag.usage``).
+    """
     from .validator.gate import Gate
 
     started = time.perf_counter()
@@ -279,27 +294,39 @@ def build_library(
                 report.cached += 1
                 report.count(src, prev[2] == "validated", prev[3])
                 continue
-            pending.append(((block_id, src, qualname, name, category, closure, assembled, seconds), assembled.code, assembled.class_name))
+            key = (block_id, src, qualname, name, category, closure, assembled, seconds)
+            pending.append(((key, assembled.code, assembled.class_name), assembled.code, assembled.class_name))
 
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
         v_started = time.perf_counter()
         done = 0
+        retry: dict[str, tuple[tuple, str, str | None, ValidationRecord]] = {}
+
+        def save(key: tuple, record: ValidationRecord, version: str = GATE_VERSION) -> None:
+            block_id, src, qualname, name, category, closure, assembled, seconds = key
+            _store(conn, workspace, block_id, src, qualname, name, category, assembled, record, closure,
+                   "validated" if record.ok else "failed", record.stage, record.code, record.message,
+                   record.to_dict(), seconds, version)
+
         try:
             with Gate(workers, limits) as gate:
-                for key, record in gate.check_many(pending):
-                    block_id, src, qualname, name, category, closure, assembled, seconds = key
-                    _store(conn, workspace, block_id, src, qualname, name, category, assembled, record, closure,
-                           "validated" if record.ok else "failed", record.stage, record.code, record.message,
-                           record.to_dict(), seconds)
-                    report.count(src, record.ok, record.code)
+                for item, record in gate.check_many(pending):
+                    key, code, class_name = item
+                    if harvest and not record.ok and record.code in _RETRY_CODES:
+                        save(key, record, _AWAITING_USAGE)
+                        retry[key[0]] = (key, code, class_name, record)
+                    else:
+                        save(key, record)
+                        report.count(key[1], record.ok, record.code)
                     done += 1
                     if progress:
                         progress("validate", done, len(pending))
+                if done:
+                    report.validate_per_s = done / (time.perf_counter() - v_started)
+                if retry:
+                    report.harvest = _retry_with_usage(store, gate, retry, save, report, progress)
         except KeyboardInterrupt:
             report.interrupted = True
-        v_seconds = time.perf_counter() - v_started
-        if done:
-            report.validate_per_s = done / v_seconds
         if wanted is None and names is None and limit is None and not report.interrupted:
             current = {f"{r[0]}:{r[2]}" for r in rows}
             for (block_id,) in conn.execute("SELECT block_id FROM library").fetchall():
@@ -310,9 +337,51 @@ def build_library(
     return report
 
 
+def _retry_with_usage(store: Store, gate: "Gate", retry: dict[str, tuple[tuple, str, str | None, ValidationRecord]],
+                      save: Callable[..., None], report: BuildReport, progress: ProgressFn | None) -> dict[str, object]:
+    """Harvest the sources of the failed blocks, then re-check those blocks with their recorded usage.
+    A block keeps its first verdict unless recorded usage makes it pass."""
+    from . import usage
+
+    conn = store.conn
+    by_source: dict[str, set[str]] = {}
+    for key, *_ in retry.values():
+        block_id, src, qualname = key[0], key[1], key[2]
+        by_source.setdefault(src, set()).add(qualname.rsplit(".", 1)[0])
+    stats: dict[str, object] = {"factories": 0, "factories_ok": 0, "seconds": 0.0, "retried": 0, "rescued": 0}
+    for src, modules in sorted(by_source.items()):
+        factories = usage.plan(store, src, modules)
+        if not factories:
+            continue
+        ran = usage.run(store, gate, src, factories, (lambda d, t: progress("harvest", d, t)) if progress else None)
+        stats["factories"] = int(stats["factories"]) + ran.factories  # type: ignore[call-overload]
+        stats["factories_ok"] = int(stats["factories_ok"]) + ran.ok  # type: ignore[call-overload]
+        stats["seconds"] = round(float(stats["seconds"]) + ran.seconds, 2)  # type: ignore[arg-type]
+    items = []
+    for block_id, (key, code, class_name, record) in retry.items():
+        found = usage.hints(conn, key[1], key[2])
+        if found:
+            items.append(((key, record), code, class_name, found))
+        else:
+            save(key, record)
+            report.count(key[1], False, record.code)
+    done = 0
+    for (key, first), record in gate.check_many(items):
+        best = record if record.ok else first
+        save(key, best)
+        report.count(key[1], best.ok, best.code)
+        done += 1
+        stats["rescued"] = int(stats["rescued"]) + record.ok  # type: ignore[call-overload]
+        if progress:
+            progress("retry", done, len(items))
+    stats["retried"] = len(items)
+    return stats
+
+
 def _store(conn: sqlite3.Connection, workspace: Workspace, block_id: str, source: str, qualname: str, name: str,
            category: str, assembled: Assembled | None, record: ValidationRecord | None, closure: Closure | None,
-           status: str, stage: str, code: str | None, message: str, rec: dict, seconds: float) -> None:
+           status: str, stage: str, code: str | None, message: str, rec: dict, seconds: float,
+           version: str = GATE_VERSION) -> None:
     path = _file_for(workspace, block_id)
     sha = None
     if assembled is not None:
@@ -334,7 +403,7 @@ def _store(conn: sqlite3.Connection, workspace: Workspace, block_id: str, source
             sha,
             json.dumps(closure.files if closure else {}),
             json.dumps([r.pep508 for r in assembled.requirements] if assembled else []),
-            status, stage, code, message, json.dumps(rec, default=str), GATE_VERSION, seconds, time.time(),
+            status, stage, code, message, json.dumps(rec, default=str), version, seconds, time.time(),
         ),
     )
 

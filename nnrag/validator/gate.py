@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterable, Iterator, TypeVar
+from typing import Any, Iterable, Iterator, TypeVar
 
 from . import record as R
 from .record import Limits, ValidationRecord
@@ -43,6 +43,10 @@ def static_check(code: str, filename: str = "<candidate>") -> ValidationRecord |
     return None
 
 
+class _WorkerDied(Exception):
+    pass
+
+
 class _Worker:
     def __init__(self) -> None:
         env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
@@ -62,9 +66,8 @@ class _Worker:
             self.close()
             raise RuntimeError("the validation worker failed to start (is torch installed in this Python?)")
 
-    def check(self, code: str, filename: str, class_name: str | None, limits: Limits) -> dict:
+    def request(self, request: dict[str, Any]) -> dict:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        request = {"code": code, "filename": filename, "class_name": class_name, "limits": asdict(limits)}
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
@@ -120,30 +123,53 @@ class Gate:
                 raise
         return self._idle.get(timeout=_START_TIMEOUT_S + self.limits.timeout_s * 4)
 
-    def check_code(self, code: str, class_name: str | None = None, filename: str = "candidate.py") -> ValidationRecord:
-        """Run every stage on ``code``."""
-        started = time.perf_counter()
-        failed = static_check(code, filename)
-        if failed is not None:
-            return failed
+    def _send(self, request: dict[str, Any]) -> dict[str, Any]:
         worker = self._acquire()
         try:
-            result = worker.check(code, filename, class_name, self.limits)
+            result = worker.request(request)
         except (EOFError, BrokenPipeError, OSError) as e:
             worker.close()
             with self._lock:
                 self._started -= 1
-            return ValidationRecord(False, "import", R.CRASH, f"validation worker died: {e}", seconds=time.perf_counter() - started)
+            raise _WorkerDied(str(e)) from e
         self._idle.put(worker)
-        return ValidationRecord.from_dict(result)
+        return result
+
+    def check_code(self, code: str, class_name: str | None = None, filename: str = "candidate.py",
+                   hints: list[dict[str, Any]] | None = None) -> ValidationRecord:
+        """Run every stage on ``code``; ``hints`` are recorded usages of the class to try first."""
+        started = time.perf_counter()
+        failed = static_check(code, filename)
+        if failed is not None:
+            return failed
+        request = {"code": code, "filename": filename, "class_name": class_name, "limits": asdict(self.limits)}
+        if hints:
+            request["hints"] = hints
+        try:
+            return ValidationRecord.from_dict(self._send(request))
+        except _WorkerDied as e:
+            return ValidationRecord(False, "import", R.CRASH, f"validation worker died: {e}", seconds=time.perf_counter() - started)
+
+    def harvest(self, factories: list[tuple[str, str]], packages: list[str], paths: list[str] = (), timeout_s: float = 300.0) -> dict[str, Any]:
+        """Run ``(module, function)`` factories of a source in one sandboxed child, recording usage.
+
+        Returns ``{"factories": [record, ...], "killed": code or None}``; records arrive factory by
+        factory, so a run cut short by its time limit keeps what it recorded."""
+        limits = asdict(self.limits) | {"timeout_s": timeout_s, "cpu_s": timeout_s * 2}
+        request = {"task": "harvest", "factories": [list(f) for f in factories], "packages": list(packages),
+                   "paths": list(paths), "limits": limits}
+        try:
+            return self._send(request)
+        except _WorkerDied as e:
+            return {"factories": [], "killed": R.CRASH, "message": str(e)}
 
     def check_file(self, path: str | os.PathLike[str], class_name: str | None = None) -> ValidationRecord:
         p = Path(path)
         return self.check_code(p.read_text(encoding="utf-8"), class_name, p.name)
 
-    def check_many(self, items: Iterable[tuple[T, str, str | None]]) -> Iterator[tuple[T, ValidationRecord]]:
-        """Check ``(key, code, class_name)`` items on all workers; yields in completion order."""
-        todo: queue.Queue[tuple[T, str, str | None] | None] = queue.Queue(maxsize=self.workers * 2)
+    def check_many(self, items: Iterable[tuple[Any, ...]]) -> Iterator[tuple[T, ValidationRecord]]:
+        """Check ``(key, code, class_name[, hints])`` items on all workers; yields in completion order."""
+        todo: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=self.workers * 2)
         done: queue.Queue[tuple[T, ValidationRecord] | BaseException | None] = queue.Queue()
 
         def run() -> None:
@@ -152,9 +178,9 @@ class Gate:
                 if item is None:
                     done.put(None)
                     return
-                key, code, class_name = item
+                key, code, class_name, *hints = item
                 try:
-                    done.put((key, self.check_code(code, class_name)))
+                    done.put((key, self.check_code(code, class_name, hints=hints[0] if hints else None)))
                 except BaseException as e:  # a worker that cannot start
                     done.put(e)
 

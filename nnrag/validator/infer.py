@@ -5,6 +5,7 @@ Everything here runs inside the sandbox, with torch already imported by the warm
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import itertools
 import re
@@ -46,6 +47,40 @@ def _words(name: str) -> list[str]:
     return _WORDS.findall(name.lower())
 
 
+def _class_of(annotation: Any) -> type | None:
+    """The concrete class an annotation names: ``Type[X]``, a dataclass, or the first of a Union."""
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin is typing.Union or (origin is not None and "UnionType" in str(origin)):
+        for a in args:
+            found = _class_of(a)
+            if found is not None:
+                return found
+        return None
+    if origin is type and args and isinstance(args[0], type) and args[0] is not nn.Module:
+        return args[0]
+    return None
+
+
+def _dataclass_value(annotation: Any, s: Sizes, depth: int) -> Any:
+    """An instance of a dataclass annotation, its required fields guessed by name."""
+    if depth > 2 or not (isinstance(annotation, type) and dataclasses.is_dataclass(annotation)):
+        return None
+    try:
+        hints = typing.get_type_hints(annotation)
+    except Exception:
+        hints = {}
+    values = {
+        f.name: guess_value(f.name, hints.get(f.name, f.type), s, depth=depth + 1)
+        for f in dataclasses.fields(annotation)
+        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+    }
+    try:
+        return annotation(**values)
+    except Exception:
+        return None
+
+
 def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
     if annotation is inspect.Parameter.empty:
         return False, None
@@ -74,10 +109,16 @@ def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
     return False, None
 
 
-def guess_value(name: str, annotation: Any, s: Sizes) -> Any:
+def guess_value(name: str, annotation: Any, s: Sizes, owner: type | None = None, depth: int = 0) -> Any:
     """A small, consistent value for a required constructor argument."""
     n = name.lower()
     w = _words(name)
+    cls = _class_of(annotation)
+    if cls is not None:  # ``block: Type[Bottleneck]`` names the very class to pass
+        return cls
+    made = _dataclass_value(annotation, s, depth)
+    if made is not None:
+        return made
     if n in ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp"):
         return AutoConfig(s)
     if "head" in w and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) or n in ("heads", "nhead", "num_head"):
@@ -95,6 +136,8 @@ def guess_value(name: str, annotation: Any, s: Sizes) -> Any:
     if "class" in n:
         return 10
     if "ratio" in n:
+        if n.startswith("sr") or annotation is int:  # spatial-reduction ratios are integer strides
+            return 1
         return 2.0 if "mlp" in n or "expan" in n else 0.25
     if "reduction" in n or n in ("r", "reduce"):
         return 4
@@ -107,7 +150,7 @@ def guess_value(name: str, annotation: Any, s: Sizes) -> Any:
     if "momentum" in n:
         return 0.1
     if "depths" in n or n == "layers" or n == "num_blocks" and "list" in str(annotation).lower():
-        return [1, 1]
+        return [1, 1, 1, 1]
     if n in ("depth", "num_layers", "n_layers", "nlayers", "num_blocks", "blocks", "n_blocks", "repeats", "layer_num"):
         return 1
     if "patch" in n:
@@ -126,10 +169,17 @@ def guess_value(name: str, annotation: Any, s: Sizes) -> Any:
         return True
     if "inplace" in n or n.startswith(("use_", "is_", "has_", "with_", "enable")):
         return False
-    if n.endswith("layer") or n in ("act", "activation", "act_fn", "nonlinearity"):
+    if n.endswith(("layer", "layer_cl")) or n in ("act", "activation", "act_fn", "nonlinearity"):
+        if "conv" in w:
+            return nn.Conv2d
         if "norm" in n:
-            return nn.BatchNorm2d
+            return nn.LayerNorm if n.endswith("_cl") or "ln" in w else nn.BatchNorm2d
         return nn.ReLU
+    if n == "planes" and owner is not None:
+        # residual blocks widen ``planes`` by ``expansion``; the identity path needs inplanes == planes * expansion
+        expansion = getattr(owner, "expansion", 1)
+        if isinstance(expansion, int) and 1 < expansion <= s.dim:
+            return s.dim // expansion
     if "num" in w or "n" in w or n in _CHANNEL_NAMES or any(x in w for x in ("channels", "chans", "dim", "features", "size", "width", "planes")):
         return s.dim
     found, value = _by_annotation(annotation, s)
@@ -165,8 +215,32 @@ class AutoConfig:
         return f"AutoConfig({self._values})"
 
 
+_DEPTH_NAMES = {
+    "depth", "depths", "layers", "num_layers", "n_layers", "nlayers", "num_blocks", "n_blocks", "stage_blocks",
+    "num_encoder_layers", "num_decoder_layers", "n_layer", "num_hidden_layers", "block_depths", "layer_nums",
+}
+
+
+def _shallow(value: Any) -> Any:
+    """The one-block version of a depth default (12 -> 1, (3, 4, 6, 3) -> (1, 1, 1, 1)), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value > 1:
+        return 1
+    if (isinstance(value, (tuple, list)) and value and any(v > 1 for v in value if isinstance(v, int))
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)):
+        return type(value)(1 for _ in value)
+    return None
+
+
 def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
-    """Keyword arguments to try, defaults kept, one set per size variant."""
+    """Keyword arguments to try, most likely first.
+
+    A shallow variant (one block per stage) comes first: a whole architecture proves the same code
+    paths with one block as with twelve, at a fraction of the time and memory. Then the defaults
+    with each size variant, then variants that fill one ``None`` default each, for classes whose
+    ``None`` defaults mean "the caller must choose" (``Upsample(size=None, scale_factor=None)``).
+    """
     try:
         sig = inspect.signature(cls)
     except (TypeError, ValueError):
@@ -176,19 +250,30 @@ def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
         hints = typing.get_type_hints(cls.__init__)
     except Exception:
         hints = {}
-    required = [
-        p for p in sig.parameters.values()
-        if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    ]
+    usable = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    required = [p for p in usable if p.default is inspect.Parameter.empty]
+    shallow = {p.name: v for p in usable if p.name.lower() in _DEPTH_NAMES and (v := _shallow(p.default)) is not None}
     seen: list[dict[str, Any]] = []
-    for sizes in SIZE_VARIANTS:
-        kwargs = {p.name: guess_value(p.name, hints.get(p.name, p.annotation), sizes) for p in required}
+
+    def fresh(kwargs: dict[str, Any]) -> bool:
         if any(_same(kwargs, k) for k in seen):
-            continue
+            return False
         seen.append(kwargs)
-        yield sizes, kwargs
-        if not required:
-            return
+        return True
+
+    first: dict[str, Any] = {}
+    for i, sizes in enumerate(SIZE_VARIANTS):
+        kwargs = {p.name: guess_value(p.name, hints.get(p.name, p.annotation), sizes, cls) for p in required}
+        if i == 0:
+            first = kwargs
+            if shallow and fresh({**kwargs, **shallow}):
+                yield sizes, {**kwargs, **shallow}
+        if fresh(kwargs):
+            yield sizes, kwargs
+    for p in [p for p in usable if p.default is None][:4]:
+        value = guess_value(p.name, hints.get(p.name, p.annotation), SIZE_VARIANTS[0], cls)
+        if value is not None and fresh({**first, p.name: value}):
+            yield SIZE_VARIANTS[0], {**first, p.name: value}
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -196,12 +281,32 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 # -- inputs ---------------------------------------------------------------------------------
-def _first_layer(module: nn.Module) -> nn.Module | None:
+_LAYER_KINDS = {
+    "_ConvNd": "conv", "Embedding": "embedding", "EmbeddingBag": "embedding", "Linear": "linear",
+    "LayerNorm": "layernorm", "_NormBase": "norm", "_BatchNorm": "norm", "_InstanceNorm": "norm",
+    "GroupNorm": "norm", "MultiheadAttention": "mha", "RNNBase": "rnn",
+}
+
+
+def layer_kind(module: nn.Module) -> str | None:
+    """What kind of layer a module is, by its class names: a block of torch itself defines its own
+    copy of ``Conv2d`` or ``Embedding``, which ``isinstance`` against torch's would miss."""
+    for klass in type(module).__mro__:
+        kind = _LAYER_KINDS.get(klass.__name__)
+        if kind is not None:
+            return kind
+    return None
+
+
+def is_loss(module: nn.Module) -> bool:
+    return any(k.__name__ == "_Loss" or k.__name__.endswith("Loss") for k in type(module).__mro__)
+
+
+def _first_layer(module: nn.Module) -> tuple[str, nn.Module] | None:
     for m in module.modules():  # the module itself first: an Embedding is its own first layer
-        if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear, nn.Embedding, nn.EmbeddingBag, nn.LayerNorm,
-                          nn.modules.batchnorm._BatchNorm, nn.GroupNorm, nn.MultiheadAttention, nn.RNNBase,
-                          nn.modules.instancenorm._InstanceNorm)):
-            return m
+        kind = layer_kind(m)
+        if kind is not None:
+            return kind, m
     return None
 
 
@@ -226,28 +331,31 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
     s = sizes.spatial
     hw = _spatial_hint(kwargs, type(module))
     out: list[tuple[str, tuple[int, ...]]] = []
-    first = _first_layer(module)
-    if isinstance(first, nn.modules.conv._ConvNd):
+    found = _first_layer(module)
+    kind, first = found if found else ("", None)
+    if is_loss(module):
+        out += [("float", (2, c)), ("float", (2, c, s, s)), ("float", (2, c, s))]
+    if kind == "conv":
         rank = len(first.kernel_size)
         cin = first.in_channels
         for side in hw + [s, 32, 64]:
             out.append(("float", (2, cin) + (side if rank < 3 else min(side, 16),) * rank))
-    elif isinstance(first, (nn.Embedding, nn.EmbeddingBag)):
-        out.append((f"long:{first.num_embeddings}", (2, sizes.tokens)))
-    elif isinstance(first, nn.Linear):
+    elif kind == "embedding":
+        out += [(f"long:{first.num_embeddings}", (2, sizes.tokens)), (f"long:{first.num_embeddings}", (2 * sizes.tokens,))]
+    elif kind == "linear":
         out += [("float", (2, sizes.tokens, first.in_features)), ("float", (2, first.in_features))]
         out += [("float", (2, first.in_features, s, s))]
-    elif isinstance(first, nn.LayerNorm):
+    elif kind == "layernorm":
         shape = tuple(first.normalized_shape)
         out += [("float", (2, sizes.tokens) + shape), ("float", (2,) + shape), ("float", (2, s) + shape)]
         if len(shape) == 1:
             out.append(("float", (2, shape[0], s, s)))
-    elif isinstance(first, (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm, nn.GroupNorm)):
-        ch = first.num_channels if isinstance(first, nn.GroupNorm) else first.num_features
+    elif kind == "norm":
+        ch = getattr(first, "num_channels", None) or getattr(first, "num_features", c)
         out += [("float", (2, ch, s, s)), ("float", (2, ch)), ("float", (2, ch, s)), ("float", (2, ch, 8, 8, 8))]
-    elif isinstance(first, nn.MultiheadAttention):
+    elif kind == "mha":
         out.append(("float", (2, sizes.tokens, first.embed_dim)))
-    elif isinstance(first, nn.RNNBase):
+    elif kind == "rnn":
         out.append(("float", (2, sizes.tokens, first.input_size)))
     for side in hw:
         out += [("float", (2, c, side, side)), ("float", (2, 3, side, side))]
@@ -267,14 +375,34 @@ def make_tensor(kind: str, shape: tuple[int, ...]) -> torch.Tensor:
     return torch.randn(shape)
 
 
-def forward_args(module: nn.Module, main: torch.Tensor) -> tuple[list[Any], dict[str, Any]] | None:
-    """Positional arguments for ``forward`` given the main input, or None when it cannot be filled."""
+_TARGET_NAMES = {"target", "targets", "label", "labels", "y", "gt", "y_true", "truth", "ground_truth", "tgt"}
+
+
+def _target_variants(main: torch.Tensor) -> list[torch.Tensor]:
+    """Targets a loss may want: like the input, class indices, signs, per-sample signs."""
+    n = main.shape[0] if main.dim() else 1
+    classes = main.shape[1] if main.dim() >= 2 else 2
+    return [
+        torch.rand_like(main),
+        torch.randint(0, classes, (n,) + tuple(main.shape[2:])),
+        torch.randint(0, 2, main.shape).float() * 2 - 1,
+        torch.randint(0, 2, (n,)).float() * 2 - 1,
+        torch.randint(0, classes, tuple(main.shape)),
+    ]
+
+
+def forward_calls(module: nn.Module, main: torch.Tensor) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+    """Arguments for ``forward`` given the main input, the likeliest fill first, then other targets."""
     try:
         params = list(inspect.signature(module.forward).parameters.values())
     except (TypeError, ValueError):
-        return [main], {}
+        yield [main], {}
+        return
+    if is_loss(module):
+        main = torch.rand_like(main) if main.is_floating_point() else main
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
+    targets: list[tuple[bool, int | str]] = []  # (is keyword, position or name)
     tokens_side = None
     for i, p in enumerate(params):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -302,15 +430,31 @@ def forward_args(module: nn.Module, main: torch.Tensor) -> tuple[list[Any], dict
             value = torch.zeros(main.shape[0], dtype=torch.long)
         elif n in ("t", "timestep", "timesteps", "time", "noise_level", "sigma"):
             value = torch.rand(main.shape[0])
+        elif n in ("var", "variance", "std"):
+            value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
         else:
             value = main.clone()
+            if n in _TARGET_NAMES:
+                targets.append((p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args)))
         if p.kind == p.KEYWORD_ONLY:
             kwargs[p.name] = value
         else:
             args.append(value)
     if not args and not kwargs:
-        return None if params and all(p.kind == p.KEYWORD_ONLY for p in params) else ([], {})
-    return args, kwargs
+        if not (params and all(p.kind == p.KEYWORD_ONLY for p in params)):
+            yield [], {}
+        return
+    yield args, kwargs
+    if not targets:
+        return
+    for target in _target_variants(main):
+        a, kw = list(args), dict(kwargs)
+        for keyword, where in targets:
+            if keyword:
+                kw[where] = target  # type: ignore[index]
+            else:
+                a[where] = target  # type: ignore[index]
+        yield a, kw
 
 
 def shapes(value: Any, depth: int = 0) -> Any:
@@ -344,3 +488,50 @@ def short_repr(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+
+
+_CHANNELS_WANTED = re.compile(r"to have (\d+) channels")
+_NORMALIZED = re.compile(r"normalized_shape=\[([\d, ]+)\]")
+_MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+_UNPACK = re.compile(r"(?:too many|not enough) values to unpack \(expected (\d)")
+_RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
+_MODEL_SIDE = re.compile(r"doesn't match model \((\d+)")
+
+
+def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes: Sizes, c: int) -> list[tuple[str, tuple[int, ...]]]:
+    """New input candidates read off a failed forward's error message.
+
+    torch's shape errors say what they expected ("to have 64 channels", "normalized_shape=[96]",
+    "expected 4D input"); retrying with that shape finds the input in one step instead of a search.
+    """
+    text = str(error)
+    s, t = sizes.spatial, sizes.tokens
+    ch = shape[1] if len(shape) >= 2 else c
+    out: list[tuple[str, tuple[int, ...]]] = []
+    if m := _CHANNELS_WANTED.search(text):
+        n = int(m.group(1))
+        out.append((kind, (shape[0], n) + shape[2:] if len(shape) >= 3 else (2, n, s, s)))
+    if m := _NORMALIZED.search(text):
+        ns = tuple(int(x) for x in m.group(1).split(",") if x.strip())
+        out += [("float", (2, t) + ns), ("float", (2, s, s) + ns)]
+        if len(ns) == 1:
+            out.append(("float", (2, ns[0], s, s)))
+    if m := _MATMUL.search(text):
+        k = int(m.group(3))
+        out += [(kind, shape[:-1] + (k,)), ("float", (2, t, k)), ("float", (2, k)), ("float", (2, k, s, s))]
+    if m := _RANK.search(text):
+        rank = int(m.group(2))
+        out.append(("float", (2, ch) + (s if rank < 5 else 8,) * (rank - 2)))
+    if m := _UNPACK.search(text):
+        rank = int(m.group(1))
+        last = shape[-1] if shape else c
+        out += {2: [("float", (2, last))], 3: [("float", (2, t, last)), ("float", (2, t, ch))],
+                4: [("float", (2, ch, s, s)), ("float", (2, last, s, s))], 5: [("float", (2, ch, 8, 8, 8))]}.get(rank, [])
+    if m := _MODEL_SIDE.search(text):
+        side = int(m.group(1))
+        out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
+    if "divisible" in text and len(shape) == 4:
+        out += [("float", shape[:2] + (64, 64)), ("float", shape[:2] + (224, 224))]
+    if not kind.startswith("long") and ("Long" in text or "indices" in text or "Embedding" in text):
+        out.append(("long:4", shape[:2] if len(shape) > 2 else shape))
+    return out

@@ -7,19 +7,25 @@ import importlib.util
 import inspect
 import re
 import sys
-import time
+from collections import deque
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
 
 from . import record as R
-from .infer import constructor_attempts, forward_args, guess_value, input_shapes, make_tensor, shapes, short_repr, tensors
+from .infer import (
+    Sizes, constructor_attempts, forward_calls, guess_value, input_repairs, input_shapes, make_tensor, shapes,
+    short_repr, tensors,
+)
+from .recipes import Resolver, call_args
 from .sandbox import SandboxViolation
 
-_MAX_FORWARD_TRIES = 24
+_MAX_FORWARD_TRIES = 40  # forward calls per candidate, over all constructor attempts
+_TRIES_PER_MODEL = 16
+_CALLS_PER_INPUT = 6
 _SHAPE_WORDS = ("shape", "size", "dimension", "dim", "expected", "mat1", "mat2", "channels", "match", "broadcast",
                 "view", "reshape", "must be", "invalid", "out of range", "index", "too many", "not enough", "unpack")
 
@@ -99,8 +105,50 @@ def _find_class(module: Any, path: Path, class_name: str | None) -> type:
     raise StageFailure("instantiate", R.CLASS_NOT_FOUND, None, f"{path.name} defines no nn.Module subclass")
 
 
-def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Callable[[str], None] = lambda s: None) -> None:
-    """Fill ``result`` stage by stage; raises StageFailure on the first failing stage."""
+def _importable(path: Path) -> Callable[[str], bool]:
+    """Modules a recipe may import: the standard library and packages the candidate imports itself."""
+    tops = set(sys.stdlib_module_names) | {"torch"}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            tops.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            tops.add(node.module.split(".")[0])
+    return lambda module: module.split(".")[0] in tops
+
+
+def _display(cls: type, args: list[Any], kwargs: dict[str, Any]) -> dict[str, str]:
+    try:
+        bound = inspect.signature(cls).bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
+    return {k: short_repr(v) for k, v in bound.items()}
+
+
+def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, errors: dict[str, BaseException]) -> Iterator[tuple[nn.Module, dict[str, str], Any]]:
+    """Models built as the source's own code built them, each with its recorded call (or None)."""
+    for entry in hints:
+        try:
+            args, kwargs = call_args(entry["init"], resolve)
+            model = cls(*args, **kwargs)
+        except BaseException as e:
+            _guard(e)
+            errors.setdefault("instantiate", e)
+            continue
+        call = None
+        if entry.get("call"):
+            try:
+                call = call_args(entry["call"], resolve)
+            except BaseException as e:
+                _guard(e)
+        yield model, _display(cls, args, kwargs), call
+
+
+def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Callable[[str], None] = lambda s: None,
+        hints: list[dict[str, Any]] | None = None) -> None:
+    """Fill ``result`` stage by stage; raises StageFailure on the first failing stage.
+
+    ``hints`` are usage entries recorded by the harvest (see harvest.py), tried before any guess.
+    """
     torch.manual_seed(0)
     result["stage"] = "import"
     progress("import")
@@ -117,77 +165,148 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     progress("instantiate")
     cls = _find_class(module, path, class_name)
     result["class_name"] = cls.__qualname__
-    last: BaseException | None = None
-    last_stage = "instantiate"
-    tries = 0
-    for sizes, kwargs in constructor_attempts(cls):
-        model, kwargs, error = _instantiate(cls, kwargs, sizes)
-        if model is None:
-            last = error
-            continue
-        result["init_args"] = {k: short_repr(v) for k, v in kwargs.items()}
-        result["stage"] = last_stage = "forward"
+    errors: dict[str, BaseException] = {}  # the first error of each stage: the likeliest attempt's
+    budget = [_MAX_FORWARD_TRIES]
+
+    def attempts() -> Iterator[tuple[nn.Module, dict[str, str], Any, dict[str, Any], Sizes]]:
+        if hints:
+            resolve = Resolver(vars(module), _importable(path))
+            for model, shown, call in _from_usage(cls, hints, resolve, errors):
+                result["arguments"] = "recorded"
+                yield model, shown, call, {}, Sizes()
+            result["arguments"] = "guessed"
+        for sizes, kwargs in constructor_attempts(cls):
+            if budget[0] <= 0:
+                return
+            model, kwargs, error = _instantiate(cls, kwargs, sizes)
+            if model is None:
+                errors.setdefault("instantiate", error)  # type: ignore[arg-type]
+                continue
+            yield model, {k: short_repr(v) for k, v in kwargs.items()}, None, kwargs, sizes
+
+    for model, shown, call, kwargs, sizes in attempts():
+        result["init_args"] = shown
+        result["stage"] = "forward"
         progress("forward")
         model.eval()
-        for kind, shape in input_shapes(model, kwargs, sizes):
-            tries += 1
-            if tries > _MAX_FORWARD_TRIES:
-                break
-            main = make_tensor(kind, shape)
-            call = forward_args(model, main)
-            if call is None:
+        found = None
+        if call is not None:
+            try:
+                with torch.no_grad():
+                    found = (call[0], call[1], model(*call[0], **call[1]))
+            except BaseException as e:
+                _guard(e)
+                errors.setdefault("forward", e)
+        if found is None:
+            found, error = _forward(model, kwargs, sizes, budget)
+            if found is None:
+                if error is not None:
+                    errors.setdefault("forward", error)
                 continue
-            args, kw = call
+        args, kw, out = found
+        # counted after forward: lazy modules have no parameter sizes before it
+        result["params"] = sum(p.numel() for p in model.parameters())
+        result["input_shapes"] = [shapes(a) if isinstance(a, (torch.Tensor, list, tuple, dict)) else short_repr(a) for a in args]
+        result["output_shapes"] = shapes(out)
+        result["stage"] = "backward"
+        progress("backward")
+        result["backward"] = _backward(model, args, kw)
+        return
+    stage = result["stage"]
+    last = errors.get(stage)
+    if last is None:
+        raise StageFailure(stage, R.INPUT_INFERENCE if stage == "forward" else R.CONSTRUCTOR_ARGS, None,
+                           "no input shape fits the forward signature" if stage == "forward" else "no constructor arguments fit")
+    raise StageFailure(stage, classify(stage, last), last)
+
+
+def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: list[int]) -> tuple[Any, BaseException | None]:
+    """Search inputs for one built model: the likeliest candidates first, and a candidate read off
+    each error message tried next. Returns ((args, kwargs, output), None) or (None, first error)."""
+    candidates = input_shapes(model, kwargs, sizes)
+    channels = next((v for v in kwargs.values() if isinstance(v, int) and not isinstance(v, bool)), sizes.dim)
+    queue = deque(candidates)
+    tried: set[tuple[str, tuple[int, ...]]] = set()
+    first: BaseException | None = None
+    local = _TRIES_PER_MODEL
+    while queue and local > 0 and budget[0] > 0:
+        kind, shape = queue.popleft()
+        if (kind, shape) in tried or any(d <= 0 for d in shape):
+            continue
+        tried.add((kind, shape))
+        main = make_tensor(kind, shape)
+        for i, (args, kw) in enumerate(forward_calls(model, main)):
+            if i >= _CALLS_PER_INPUT or budget[0] <= 0:
+                break
+            budget[0] -= 1
+            local -= 1
             try:
                 with torch.no_grad():
                     out = model(*args, **kw)
             except BaseException as e:
                 _guard(e)
-                last = e
+                first = first or e
+                if i == 0:
+                    queue.extendleft(reversed(input_repairs(e, kind, shape, sizes, channels)))
                 continue
-            # counted after forward: lazy modules have no parameter sizes before it
-            result["params"] = sum(p.numel() for p in model.parameters())
-            result["input_shapes"] = [shapes(a) if isinstance(a, torch.Tensor) else short_repr(a) for a in args]
-            result["output_shapes"] = shapes(out)
-            result["stage"] = "backward"
-            progress("backward")
-            result["backward"] = _backward(model, args, kw)
-            return
-    if last is None:
-        raise StageFailure(last_stage, R.INPUT_INFERENCE if last_stage == "forward" else R.CONSTRUCTOR_ARGS, None,
-                           "no input shape fits the forward signature")
-    raise StageFailure(last_stage, classify(last_stage, last), last)
+            return (args, kw, out), None
+    return None, first
 
 
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
 _WANTS_SEQUENCE = ("is not iterable", "is not subscriptable", "has no len()", "cannot unpack non-iterable")
 
 
-def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Any) -> tuple[nn.Module | None, dict[str, Any], BaseException | None]:
-    """Instantiate, adding arguments a ``**kwargs`` pass-through turns out to need and
-    turning integers into pairs where the error says a sequence was wanted."""
+_SIZE_WORDS = ("size", "resolution", "window", "patch", "grid", "shape", "kernel", "stride", "dilation", "padding")
+_NOT_SEQUENCES = ("channels", "features", "classes", "heads", "chans", "chs", "dim")
+
+
+def _ints(kwargs: dict[str, Any]) -> dict[str, int]:
+    return {k: v for k, v in kwargs.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
+    """Changed keyword arguments the error suggests, most specific first."""
+    text = str(error)
+    if isinstance(error, TypeError) and (missing := _MISSING.search(text)):
+        names = re.findall(r"'(\w+)'", missing.group(1))
+        if names and not all(n in kwargs for n in names):
+            yield {n: guess_value(n, inspect.Parameter.empty, sizes, cls) for n in names if n not in kwargs}
+    if any(w in text for w in _WANTS_SEQUENCE):
+        ints = _ints(kwargs)
+        yield {k: [v, v] for k, v in ints.items()
+               if k.endswith(("s", "_list")) and not k.endswith(_NOT_SEQUENCES)}
+        yield {k: (v, v) for k, v in ints.items() if any(w in k.lower() for w in _SIZE_WORDS)}
+        yield {k: (v, v) for k, v in ints.items() if not k.lower().endswith(_NOT_SEQUENCES) and not k.lower().startswith("num")}
+    if "'float' object is not subscriptable" in text or "'float' object is not iterable" in text:
+        # per-block rates: drop_path=[0.0] * depth
+        yield {k: [v] * 8 for k, v in kwargs.items() if isinstance(v, float)}
+    if "'NoneType' object is not callable" in text or "'NoneType' object is not subscriptable" in text:
+        try:
+            params = inspect.signature(cls).parameters.values()
+        except (TypeError, ValueError):
+            params = []  # type: ignore[assignment]
+        yield {p.name: value for p in params if p.default is None and p.name not in kwargs
+               and (value := guess_value(p.name, inspect.Parameter.empty, sizes, cls)) is not None
+               and (isinstance(value, type) or not isinstance(value, int))}
+
+
+def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Sizes) -> tuple[nn.Module | None, dict[str, Any], BaseException | None]:
+    """Instantiate, repairing the arguments as the errors suggest: arguments a ``**kwargs``
+    pass-through needs, integers where a pair or list was wanted, layers where ``None`` was called."""
     error: BaseException | None = None
-    listified = False
-    for _ in range(4):
+    used: list[dict[str, Any]] = []
+    for _ in range(8):
         try:
             return cls(**kwargs), kwargs, None
         except BaseException as e:
             _guard(e)
             error = e
-            text = str(e)
-            missing = _MISSING.search(text) if isinstance(e, TypeError) else None
-            names = re.findall(r"'(\w+)'", missing.group(1)) if missing else []
-            if names and not all(n in kwargs for n in names):
-                kwargs = {**kwargs, **{n: guess_value(n, inspect.Parameter.empty, sizes) for n in names if n not in kwargs}}
-            elif not listified and any(w in text for w in _WANTS_SEQUENCE):
-                listified = True
-                plural = {k: [v, v] for k, v in kwargs.items() if isinstance(v, int) and not isinstance(v, bool) and
-                          (k.endswith(("s", "_list")) and not k.endswith(("channels", "features", "classes", "heads", "chans")))}
-                if not plural:
-                    break
-                kwargs = {**kwargs, **plural}
-            else:
+            change = next((c for c in _repairs(cls, kwargs, e, sizes) if c and c not in used), None)
+            if change is None:
                 break
+            used.append(change)
+            kwargs = {**kwargs, **change}
     return None, kwargs, error
 
 
@@ -197,7 +316,9 @@ def _backward(model: nn.Module, args: list[Any], kw: dict[str, Any]) -> bool | N
     for train in (True, False):
         model.train(train)
         model.zero_grad(set_to_none=True)
-        inputs = [a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        # only the first input asks for a gradient: a loss's target is data, not a variable
+        inputs = [a.detach().requires_grad_(i == 0) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                  for i, a in enumerate(args)]
         try:
             out = model(*inputs, **kw)
             diff = [t for t in tensors(out) if t.requires_grad and t.is_floating_point()]

@@ -68,6 +68,7 @@ class ValidationRecord:
     message: str = ""
     class_name: str | None = None
     init_args: dict[str, str] = field(default_factory=dict)  # repr of each argument the probe passed
+    arguments: str = "guessed"  # "guessed", or "recorded" when taken from the source's own factories
     input_shapes: list[Any] = field(default_factory=list)
     output_shapes: list[Any] = field(default_factory=list)
     params: int | None = None

@@ -81,7 +81,7 @@ def confine(folder: Path, limits: Limits, report_fd: int) -> dict[str, str]:
     """Confine the current (freshly forked, single-threaded) process. Returns the isolation levels."""
     isolation = {"process": "fork", "network": "netns" if _unshare_network() else "audit-hook"}
     mb = 1024 * 1024
-    _limit(resource.RLIMIT_CPU, limits.cpu_s)
+    _limit(resource.RLIMIT_CPU, int(limits.cpu_s))
     _limit(resource.RLIMIT_DATA, status_kb("VmData") * 1024 + limits.memory_mb * mb)
     _limit(resource.RLIMIT_FSIZE, limits.file_mb * mb)
     _limit(resource.RLIMIT_CORE, 0)

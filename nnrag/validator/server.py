@@ -2,7 +2,8 @@
 
 Started as ``python -I -m nnrag.validator.server`` (isolated: no current directory or user site
 on ``sys.path``). Protocol: one JSON request per line on stdin, one JSON record per line on
-stdout. Requests: ``{"code", "filename", "class_name", "limits"}``.
+stdout. Requests: ``{"code", "filename", "class_name", "limits", "hints"}`` to check a candidate, or
+``{"task": "harvest", "factories", "packages", "paths", "limits"}`` to record usage (see harvest.py).
 
 The server itself never runs a torch operation: a process that has started OpenMP threads
 cannot fork safely, so only children compute.
@@ -27,7 +28,7 @@ from .record import Limits
 _POLL_S = 0.05
 
 
-def _child(folder: Path, filename: str, class_name: str | None, limits: Limits, report_fd: int) -> None:
+def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int) -> None:
     result: dict[str, Any] = {"ok": False, "stage": "import"}
     try:
         os.setsid()
@@ -52,8 +53,22 @@ def _child(folder: Path, filename: str, class_name: str | None, limits: Limits, 
 
         torch.set_num_threads(1)
         started = time.perf_counter()
+        if request.get("task") == "harvest":
+            from .harvest import harvest
+
+            result["stage"] = "harvest"
+            try:
+                harvest(request["factories"], request["packages"], request.get("paths", []),
+                        lambda record: os.write(report_fd, (json.dumps(record, default=str) + "\n").encode()))
+                result["ok"] = True
+            except BaseException as e:
+                result["message"] = probe.format_failure(e)
+            os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
+            return
         try:
-            probe.run(folder / filename, class_name, result, lambda stage: _progress(report_fd, stage))
+            filename = request.get("filename") or "candidate.py"
+            probe.run(folder / filename, request.get("class_name"), result, lambda stage: _progress(report_fd, stage),
+                      request.get("hints"))
             result["ok"] = True
         except probe.StageFailure as e:
             result.update(stage=e.stage, code=e.code, message=str(e)[:2000])
@@ -93,13 +108,14 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     limits = Limits(**request.get("limits", {}))
     folder = Path(tempfile.mkdtemp(prefix="nnrag-sandbox-"))
     filename = request.get("filename") or "candidate.py"
-    (folder / filename).write_text(request["code"], encoding="utf-8")
+    if "code" in request:
+        (folder / filename).write_text(request["code"], encoding="utf-8")
     read_fd, write_fd = os.pipe()
     started = time.perf_counter()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(folder, filename, request.get("class_name"), limits, write_fd)
+        _child(folder, request, limits, write_fd)
     os.close(write_fd)
     chunks: list[bytes] = []
     killed: str | None = None
@@ -144,6 +160,10 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
         else:
             how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit code {os.WEXITSTATUS(status)}"
             result.update(code=R.CRASH, message=f"the sandboxed process died ({how}) without a result")
+    if request.get("task") == "harvest":  # partial results count: factories report one by one
+        end = next((x for x in reversed(lines) if x.get("stage") == "harvest"), {})
+        return {"ok": bool(end.get("ok")), "factories": [x for x in lines if "factory" in x], "violations": violations,
+                "killed": killed, "message": end.get("message"), "output": output, "seconds": round(seconds, 4)}
     if violations:
         result.update(ok=False, code=R.SANDBOX_VIOLATION, message="; ".join(violations)[:2000])
     result["output"] = output

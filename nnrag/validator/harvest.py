@@ -1,0 +1,207 @@
+"""Usage harvest: run a source's own model factories and record how its blocks are really built and called.
+
+Guessing constructor arguments from names fails for blocks whose arguments are structured
+(``ResNet(block=Bottleneck, layers=[3, 4, 6, 3])``, a list of stage configs, a backbone module)
+and for inputs that are not one tensor (Swin blocks take channels-last maps, RoI pooling takes
+boxes). The source's factories (``resnet18()``, ``@register_model def vit_tiny(...)``) know both.
+Each factory runs once in the sandbox with every block class of the source wrapped: the wrappers
+record the recipe of each construction and of the first calls of ``forward`` on that instance.
+The probe later rebuilds those arguments and inputs inside the block's own file.
+
+Runs inside the sandbox child (torch imported).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import importlib
+import json
+import signal
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from .recipes import Unrecordable, dump, ref
+
+_ENTRIES_PER_CLASS = 3
+_INPUTS = ((1, 3, 64, 64), (1, 3, 224, 224), "list", (1, 3, 8, 64, 64), (1, 3, 16, 112, 112), "pair")
+
+
+def _no_downloads(factory: Callable[..., Any]) -> dict[str, Any]:
+    """Arguments that turn pretrained weights off, for the switches the factory has."""
+    import inspect
+
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return {}
+    off: dict[str, Any] = {}
+    for name in params:
+        if "weights" in name:
+            off[name] = None
+        elif "pretrained" in name and name != "pretrained_cfg":
+            off[name] = False
+    return off
+
+
+class FactoryTimeout(BaseException):
+    pass
+
+
+class Recorder:
+    """Wraps ``__init__`` and ``forward`` of the block classes of some packages."""
+
+    def __init__(self, packages: list[str]) -> None:
+        self.packages = packages
+        self.instances: dict[int, dict[str, Any]] = {}
+        self.keep: list[nn.Module] = []  # ids stay unique while recipes refer to them
+        self.entries: dict[int, dict[str, Any]] = {}
+        self.building: set[int] = set()
+        self.wrapped: set[type] = set()
+
+    def _ours(self, name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in self.packages)
+
+    def wrap_loaded(self) -> None:
+        for name, module in list(sys.modules.items()):
+            ours = self._ours(name)
+            if not (ours or name.startswith("torch.nn.modules")) or module is None:
+                continue
+            for obj in list(vars(module).values()):
+                if (isinstance(obj, type) and issubclass(obj, nn.Module) and obj.__module__ == name
+                        and obj not in self.wrapped):
+                    self.wrapped.add(obj)
+                    if "__init__" in obj.__dict__:
+                        obj.__init__ = self._init(obj.__dict__["__init__"])  # type: ignore[misc]
+                    if ours and "forward" in obj.__dict__ and callable(obj.__dict__["forward"]):
+                        obj.forward = self._forward(obj.__dict__["forward"])  # type: ignore[method-assign]
+
+    def _init(self, orig: Callable[..., None]) -> Callable[..., None]:
+        recorder = self
+
+        @functools.wraps(orig)
+        def __init__(self: nn.Module, *args: Any, **kwargs: Any) -> None:
+            key = id(self)
+            outer = key not in recorder.building
+            recipe = None
+            if outer:
+                recorder.building.add(key)
+                try:
+                    recipe = {"cls": ref(type(self)), "args": [dump(a, recorder.instances) for a in args],
+                              "kwargs": {k: dump(v, recorder.instances) for k, v in kwargs.items()}}
+                except Unrecordable:
+                    recipe = None
+            try:
+                orig(self, *args, **kwargs)
+            finally:
+                if outer:
+                    recorder.building.discard(key)
+            if recipe is not None:
+                recorder.instances[key] = recipe
+                recorder.keep.append(self)
+                if recorder._ours(type(self).__module__):
+                    recorder.entries[key] = {"init": recipe}
+
+        return __init__
+
+    def _forward(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        recorder = self
+
+        @functools.wraps(orig)
+        def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+            entry = recorder.entries.get(id(self))
+            if entry is not None and "call" not in entry:
+                try:
+                    entry["call"] = {"args": [dump(a, recorder.instances) for a in args],
+                                     "kwargs": {k: dump(v, recorder.instances) for k, v in kwargs.items()}}
+                except Unrecordable:
+                    entry["call"] = None
+            return orig(self, *args, **kwargs)
+
+        return forward
+
+    def take(self) -> dict[str, list[dict[str, Any]]]:
+        """Entries per block class (``module.Qualname``), those with a recorded call first."""
+        per_class: dict[str, list[dict[str, Any]]] = {}
+        seen: set[str] = set()
+        ordered = sorted(self.entries.values(), key=lambda e: not e.get("call"))
+        for entry in ordered:
+            module, qualname = entry["init"]["cls"]
+            key = f"{module}.{qualname}"
+            bucket = per_class.setdefault(key, [])
+            text = json.dumps(entry, sort_keys=True)
+            if len(bucket) < _ENTRIES_PER_CLASS and text not in seen:
+                seen.add(text)
+                bucket.append({k: v for k, v in entry.items() if v is not None})
+        self.instances.clear()
+        self.entries.clear()
+        self.keep.clear()
+        return per_class
+
+
+def _call(model: nn.Module, kind: Any) -> None:
+    if kind == "list":  # detection models take a list of images
+        model([torch.rand(3, 64, 64)])
+    elif kind == "pair":  # optical flow takes two frames
+        model(torch.rand(1, 3, 128, 128), torch.rand(1, 3, 128, 128))
+    else:
+        model(torch.rand(kind))
+
+
+def _exercise(model: Any) -> str | None:
+    """Run a forward pass on the first input shape that fits; the error text when none does."""
+    if not isinstance(model, nn.Module):
+        return f"the factory returned {type(model).__name__}, not a module"
+    model.eval()
+    first: str | None = None
+    for kind in _INPUTS:
+        try:
+            with torch.no_grad():
+                _call(model, kind)
+            return None
+        except FactoryTimeout:
+            raise
+        except Exception as e:
+            first = first or f"{type(e).__name__}: {e}"[:300]
+    return first
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise FactoryTimeout()
+
+
+def harvest(factories: list[list[str]], packages: list[str], paths: list[str], emit: Callable[[dict[str, Any]], None],
+            per_factory_s: float = 30.0) -> None:
+    """Run ``[module, function]`` factories in turn, emitting one record per factory."""
+    sys.path[:0] = [p for p in paths if p not in sys.path]
+    recorder = Recorder(packages)
+    recorder.wrap_loaded()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    for module_name, function in factories:
+        started = time.perf_counter()
+        record: dict[str, Any] = {"factory": f"{module_name}.{function}", "ok": False}
+        model = None
+        try:
+            signal.setitimer(signal.ITIMER_REAL, per_factory_s)
+            module = importlib.import_module(module_name)
+            recorder.wrap_loaded()
+            factory = getattr(module, function)
+            model = factory(**_no_downloads(factory))
+            error = _exercise(model)
+            record.update(ok=error is None, message=error)
+        except FactoryTimeout:
+            record["message"] = f"no result within {per_factory_s:g} s"
+        except BaseException as e:  # a sandbox violation ends this factory, not the harvest
+            record["message"] = "".join(traceback.format_exception_only(type(e), e))[-300:].strip()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        record["usage"] = recorder.take()
+        record["seconds"] = round(time.perf_counter() - started, 3)
+        emit(record)
+        del model
+        gc.collect()

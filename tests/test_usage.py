@@ -1,0 +1,118 @@
+"""Recorded usage: a source's own model factories supply the arguments and inputs no guess can."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nnrag
+from conftest import FIXTURES
+from nnrag import usage
+from nnrag.library import library_entries, open_library
+from nnrag.retrieval.factories import factory_functions
+from nnrag.validator.record import Limits
+from nnrag.workspace import Workspace
+
+LIMITS = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)
+RECORDED = {"ConvStage", "BoxPool", "TinyNet"}
+
+
+@pytest.fixture(scope="module")
+def homes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    src = tmp_path_factory.mktemp("src")
+    shutil.copytree(FIXTURES / "usage_repo", src / "usage_repo")
+    with_usage, guesses_only = tmp_path_factory.mktemp("with"), tmp_path_factory.mktemp("without")
+    return {
+        "with": with_usage,
+        "without": guesses_only,
+        "report": nnrag.build([str(src / "usage_repo")], home=with_usage, limits=LIMITS),
+        "guess_report": nnrag.build([str(src / "usage_repo")], home=guesses_only, limits=LIMITS, harvest=False),
+    }
+
+
+def _entries(home: object) -> dict[str, dict[str, object]]:
+    entries = {str(e["name"]): e for e in library_entries(Workspace.resolve(home))}  # type: ignore[arg-type]
+    with open_library(Workspace.resolve(home)) as store:  # type: ignore[arg-type]
+        for name, record in store.conn.execute("SELECT name, record FROM library"):
+            entries[name]["record"] = json.loads(record)
+    return entries
+
+
+def test_factories_are_found_statically() -> None:
+    text = (FIXTURES / "usage_repo" / "upkg" / "models.py").read_text()
+    assert factory_functions(text) == ["tiny_net"]
+    assert factory_functions("def helper(x, y=1):\n    return x\n\ndef _private(pretrained=False):\n    return 1\n") == []
+    ranked = factory_functions("".join(f"def {n}(pretrained=False, **kw):\n    return 1\n" for n in ("net_large", "net_tiny", "net_base")))
+    assert ranked[0] == "net_tiny"
+
+
+def test_guesses_alone_fail_these_blocks(homes: dict[str, object]) -> None:
+    entries = _entries(homes["without"])
+    for name in RECORDED:
+        assert entries[name]["status"] == "failed", name
+        assert entries[name]["code"] in ("constructor-args", "input-inference"), (name, entries[name]["message"])
+
+
+def test_recorded_usage_validates_them(homes: dict[str, object]) -> None:
+    entries = _entries(homes["with"])
+    for name in RECORDED:
+        e = entries[name]
+        assert e["status"] == "validated", (name, e["message"])
+        record = e["record"]
+        assert record["arguments"] == "recorded", name  # type: ignore[index]
+    conv = entries["ConvStage"]["record"]
+    # the settings class is the caller's, not part of the block: an object with its attributes stands in
+    assert conv["init_args"]["setting"] == "namespace(out_chs=8, depth=1, stride=2)"  # type: ignore[index]
+    assert entries["BoxPool"]["record"]["input_shapes"][0] == {"p2": [1, 16, 16, 16]}  # as the factory's model called it  # type: ignore[index]
+    report = homes["report"]
+    assert report.harvest["rescued"] == 3 and report.harvest["factories"] == 1  # type: ignore[attr-defined]
+    assert report.passed == homes["guess_report"].passed + 3  # type: ignore[attr-defined]
+
+
+def test_harvest_is_stored_and_not_rerun(homes: dict[str, object]) -> None:
+    again = nnrag.build(home=homes["with"], limits=LIMITS)  # type: ignore[arg-type]
+    assert again.cached == again.tried and again.harvest == {}
+    with open_library(Workspace.resolve(homes["with"])) as store:  # type: ignore[arg-type]
+        assert usage.plan(store, "usage_repo", {"upkg.models"}) == []  # ran against this very text
+        assert [r[0] for r in store.conn.execute("SELECT ok FROM harvests")] == [1]
+
+
+_RUNNER = """
+import importlib.util, json, sys
+assert importlib.util.find_spec("upkg") is None
+import torch
+from nnrag.validator.recipes import Resolver, call_args
+spec = importlib.util.spec_from_file_location("block", "block.py")
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+entry = json.loads(sys.argv[2])
+resolve = Resolver(vars(mod), lambda m: m.split(".")[0] in sys.stdlib_module_names | {"torch"})
+args, kwargs = call_args(entry["init"], resolve)
+model = getattr(mod, sys.argv[1])(*args, **kwargs)
+args, kwargs = call_args(entry["call"], resolve)
+print("ran", type(model(*args, **kwargs)).__name__)
+"""
+
+
+def test_recorded_blocks_run_alone_from_their_recipes(homes: dict[str, object], tmp_path: Path) -> None:
+    home = homes["with"]
+    with open_library(Workspace.resolve(home)) as store:  # type: ignore[arg-type]
+        rows = store.conn.execute("SELECT name, qualname, path FROM library WHERE status='validated'").fetchall()
+        hints = {name: usage.hints(store.conn, "usage_repo", qualname) for name, qualname, _ in rows}
+    for name, _, path in rows:
+        if name not in RECORDED:
+            continue
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(Path(str(home)) / path, folder / "block.py")
+        entry = next(h for h in hints[name] if h.get("call"))
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NNRAG_HOME")}
+        proc = subprocess.run([sys.executable, "-I", "-c", _RUNNER, name, json.dumps(entry)], cwd=folder,
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0 and "ran Tensor" in proc.stdout, (name, proc.stderr[-2000:])
