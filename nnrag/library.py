@@ -15,7 +15,7 @@ import os
 import sqlite3
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "4"
+GATE_VERSION = "6"
 # A guess-based failure waiting for its retry with recorded usage; redone by the next build.
 _AWAITING_USAGE = GATE_VERSION + "-guess"
 # Failures that recorded arguments or inputs may fix.
@@ -366,7 +366,9 @@ def _retry_with_usage(store: Store, gate: "Gate", retry: dict[str, tuple[tuple, 
             save(key, record)
             report.count(key[1], False, record.code)
     done = 0
-    for (key, first), record in gate.check_many(items):
+    # recorded usage builds models at their real size (a detection model resizes to 800 px): more time
+    limits = replace(gate.limits, timeout_s=gate.limits.timeout_s * 3, cpu_s=gate.limits.cpu_s * 3)
+    for (key, first), record in gate.check_many(items, limits):
         best = record if record.ok else first
         save(key, best)
         report.count(key[1], best.ok, best.code)

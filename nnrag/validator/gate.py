@@ -136,13 +136,13 @@ class Gate:
         return result
 
     def check_code(self, code: str, class_name: str | None = None, filename: str = "candidate.py",
-                   hints: list[dict[str, Any]] | None = None) -> ValidationRecord:
+                   hints: list[dict[str, Any]] | None = None, limits: Limits | None = None) -> ValidationRecord:
         """Run every stage on ``code``; ``hints`` are recorded usages of the class to try first."""
         started = time.perf_counter()
         failed = static_check(code, filename)
         if failed is not None:
             return failed
-        request = {"code": code, "filename": filename, "class_name": class_name, "limits": asdict(self.limits)}
+        request = {"code": code, "filename": filename, "class_name": class_name, "limits": asdict(limits or self.limits)}
         if hints:
             request["hints"] = hints
         try:
@@ -167,7 +167,7 @@ class Gate:
         p = Path(path)
         return self.check_code(p.read_text(encoding="utf-8"), class_name, p.name)
 
-    def check_many(self, items: Iterable[tuple[Any, ...]]) -> Iterator[tuple[T, ValidationRecord]]:
+    def check_many(self, items: Iterable[tuple[Any, ...]], limits: Limits | None = None) -> Iterator[tuple[T, ValidationRecord]]:
         """Check ``(key, code, class_name[, hints])`` items on all workers; yields in completion order."""
         todo: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=self.workers * 2)
         done: queue.Queue[tuple[T, ValidationRecord] | BaseException | None] = queue.Queue()
@@ -180,7 +180,7 @@ class Gate:
                     return
                 key, code, class_name, *hints = item
                 try:
-                    done.put((key, self.check_code(code, class_name, hints=hints[0] if hints else None)))
+                    done.put((key, self.check_code(code, class_name, hints=hints[0] if hints else None, limits=limits)))
                 except BaseException as e:  # a worker that cannot start
                     done.put(e)
 

@@ -9,6 +9,7 @@ import dataclasses
 import inspect
 import itertools
 import re
+import sys
 import typing
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -29,7 +30,10 @@ class Sizes:
     tokens: int = 16
 
 
-SIZE_VARIANTS = (Sizes(), Sizes(dim=32, heads=4, spatial=32), Sizes(dim=3, heads=1, spatial=32), Sizes(dim=64, heads=4, spatial=32))
+SIZE_VARIANTS = (
+    Sizes(), Sizes(dim=32, heads=4, spatial=32), Sizes(dim=3, heads=1, spatial=32), Sizes(dim=64, heads=4, spatial=32),
+    Sizes(dim=128, heads=4, spatial=16),  # group norms of 32 groups behind a 4x bottleneck
+)
 
 _CHANNEL_NAMES = {
     "channels", "in_channels", "out_channels", "in_chans", "in_chs", "out_chs", "chs", "in_ch", "out_ch", "dim",
@@ -81,6 +85,23 @@ def _dataclass_value(annotation: Any, s: Sizes, depth: int) -> Any:
         return None
 
 
+def _module_value(cls: type, s: Sizes, depth: int) -> Any:
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:
+        hints = {}
+    kwargs = {p.name: guess_value(p.name, hints.get(p.name, p.annotation), s, cls, depth + 1) for p in params
+              if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    try:
+        return cls(**kwargs)
+    except Exception:
+        return None
+
+
 def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
     if annotation is inspect.Parameter.empty:
         return False, None
@@ -113,10 +134,15 @@ def guess_value(name: str, annotation: Any, s: Sizes, owner: type | None = None,
     """A small, consistent value for a required constructor argument."""
     n = name.lower()
     w = _words(name)
+    if isinstance(annotation, str) and owner is not None and annotation.isidentifier():
+        # an annotation get_type_hints could not evaluate as a whole: resolve the plain name alone
+        annotation = vars(sys.modules.get(owner.__module__, typing)).get(annotation, annotation)
     cls = _class_of(annotation)
     if cls is not None:  # ``block: Type[Bottleneck]`` names the very class to pass
         return cls
-    made = _dataclass_value(annotation, s, depth)
+    made = _dataclass_value(annotation, s, depth) if cls is None else None
+    if made is None and depth < 2 and isinstance(annotation, type) and issubclass(annotation, nn.Module) and annotation is not nn.Module:
+        made = _module_value(annotation, s, depth)  # ``encoder_layer: TransformerEncoderLayer``
     if made is not None:
         return made
     if n in ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp"):
@@ -221,6 +247,29 @@ _DEPTH_NAMES = {
 }
 
 
+def _is_depth(name: str) -> bool:
+    n = name.lower()
+    return n in _DEPTH_NAMES or n.endswith(("_depths", "_layers", "_blocks")) or n in ("stages", "stage_depths")
+
+
+def _passed_through(cls: type, sig: inspect.Signature) -> list[inspect.Parameter]:
+    """Parameters of ``cls`` and, when it takes ``**kwargs``, of the bases it passes them to."""
+    params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+        return params
+    names = {p.name for p in params}
+    for base in cls.__mro__[1:]:
+        if base is nn.Module or "__init__" not in vars(base):
+            continue
+        try:
+            more = inspect.signature(base.__init__).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        params += [p for p in more if p.name not in names and p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        names |= {p.name for p in params}
+    return params
+
+
 def _shallow(value: Any) -> Any:
     """The one-block version of a depth default (12 -> 1, (3, 4, 6, 3) -> (1, 1, 1, 1)), or None."""
     if isinstance(value, bool):
@@ -252,7 +301,7 @@ def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
         hints = {}
     usable = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     required = [p for p in usable if p.default is inspect.Parameter.empty]
-    shallow = {p.name: v for p in usable if p.name.lower() in _DEPTH_NAMES and (v := _shallow(p.default)) is not None}
+    shallow = {p.name: v for p in _passed_through(cls, sig) if _is_depth(p.name) and (v := _shallow(p.default)) is not None}
     seen: list[dict[str, Any]] = []
 
     def fresh(kwargs: dict[str, Any]) -> bool:
@@ -430,6 +479,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor) -> Iterator[tuple[list[
             value = torch.zeros(main.shape[0], dtype=torch.long)
         elif n in ("t", "timestep", "timesteps", "time", "noise_level", "sigma"):
             value = torch.rand(main.shape[0])
+        elif n == "indices":  # index 0 is a valid position in any unpooled output
+            value = torch.zeros(main.shape, dtype=torch.long)
         elif n in ("var", "variance", "std"):
             value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
         else:

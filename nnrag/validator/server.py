@@ -26,6 +26,9 @@ from . import record as R
 from .record import Limits
 
 _POLL_S = 0.05
+# Imported once here so that no child pays for them: a block file that imports torchvision
+# (which pulls in torch._dynamo) spends ~1.6 s on that import alone. Missing ones are skipped.
+_PRELOAD = "torch,torch.nn,torch.nn.functional,torch.utils.checkpoint,torch.fx,torchvision,torchvision.ops,numpy"
 
 
 def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int) -> None:
@@ -176,7 +179,7 @@ def main() -> None:
     sys.dont_write_bytecode = True
     from . import probe  # noqa: F401  (children must not import, and so write, anything of ours)
 
-    preload = os.environ.get("NNRAG_PRELOAD", "torch,torch.nn,torch.nn.functional").split(",")
+    preload = os.environ.get("NNRAG_PRELOAD", _PRELOAD).split(",")
     for name in filter(None, preload):
         try:
             __import__(name)
