@@ -63,6 +63,16 @@ def test_every_failure_is_contained_and_classified(built: Path) -> None:
     assert "Swish" in passed
 
 
+def test_probe_reads_losses_layouts_and_depth(built: Path) -> None:
+    with open_library(Workspace.resolve(built)) as store:
+        records = {name: json.loads(rec) for name, rec in store.conn.execute("SELECT name, record FROM library")}
+    assert records["DeepStack"]["init_args"] == {"depth": "1"}  # tried with one block first
+    loss = records["FocalLoss"]
+    assert loss["input_dtypes"] == ["float32", "int64"] and len(loss["input_shapes"][1]) == 1  # class indices
+    mix = records["ChannelsLastMix"]
+    assert len(mix["input_shapes"][0]) == 4 and mix["input_shapes"][0][-1] == int(mix["init_args"]["dim"])
+
+
 def test_build_is_resumable_and_report_matches(built: Path) -> None:
     again = nnrag.build(home=built, limits=LIMITS)
     assert again.cached == again.tried - sum(1 for s, _ in FAILING.values() if s == "extract")
@@ -87,7 +97,8 @@ cls = mod
 for part in sys.argv[1].split("."):
     cls = getattr(cls, part)
 model = cls(**{k: ast.literal_eval(v) for k, v in json.loads(sys.argv[3]).items()})
-out = model(*[torch.randn(s) for s in json.loads(sys.argv[2])])
+dtypes = json.loads(sys.argv[4])
+out = model(*[torch.randint(0, 2, s) if d == "int64" else torch.randn(s) for s, d in zip(json.loads(sys.argv[2]), dtypes)])
 print("ran", type(out).__name__)
 """
 
@@ -113,10 +124,11 @@ def test_each_validated_block_runs_alone_in_an_isolated_interpreter(built: Path,
         folder.mkdir()
         (folder / "block.py").write_text(code)
         probe = json.loads(record)
-        shapes, init_args = probe["input_shapes"], probe["init_args"]
+        shapes, init_args, dtypes = probe["input_shapes"], probe["init_args"], probe["input_dtypes"]
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NNRAG_HOME")}
-        proc = subprocess.run([sys.executable, "-I", "-c", _RUNNER, class_name, json.dumps(shapes), json.dumps(init_args)], cwd=folder,
-                              capture_output=True, text=True, env=env, timeout=120)
+        argv = [class_name, json.dumps(shapes), json.dumps(init_args), json.dumps(dtypes)]
+        proc = subprocess.run([sys.executable, "-I", "-c", _RUNNER, *argv], cwd=folder, capture_output=True, text=True,
+                              env=env, timeout=120)
         assert proc.returncode == 0 and "ran" in proc.stdout, (name, proc.stderr[-2000:])
         assert set(json.loads(requirements)) == _third_party(code), name
 

@@ -207,6 +207,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         # counted after forward: lazy modules have no parameter sizes before it
         result["params"] = sum(p.numel() for p in model.parameters())
         result["input_shapes"] = [shapes(a) if isinstance(a, (torch.Tensor, list, tuple, dict)) else short_repr(a) for a in args]
+        result["input_dtypes"] = [str(a.dtype).removeprefix("torch.") if isinstance(a, torch.Tensor) else None for a in args]
         result["output_shapes"] = shapes(out)
         result["stage"] = "backward"
         progress("backward")

@@ -70,6 +70,7 @@ class ValidationRecord:
     init_args: dict[str, str] = field(default_factory=dict)  # repr of each argument the probe passed
     arguments: str = "guessed"  # "guessed", or "recorded" when taken from the source's own factories
     input_shapes: list[Any] = field(default_factory=list)
+    input_dtypes: list[str | None] = field(default_factory=list)  # per input: "float32", "int64", ... or None
     output_shapes: list[Any] = field(default_factory=list)
     params: int | None = None
     backward: bool | None = None  # None: outputs not differentiable

@@ -1,0 +1,51 @@
+"""The probe's guesses, in process: shallow first attempts and inputs read off torch's errors."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nnrag.validator.infer import Sizes, constructor_attempts, forward_calls, input_repairs
+
+
+class Deep(nn.Module):
+    def __init__(self, dim: int, depth: int = 12, depths: tuple[int, ...] = (2, 2, 6, 2)) -> None:
+        super().__init__()
+
+
+class Wrapper(Deep):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_architectures_are_tried_shallow_first_then_as_defined() -> None:
+    attempts = [kwargs for _, kwargs in constructor_attempts(Deep)]
+    assert attempts[0] == {"dim": 16, "depth": 1, "depths": (1, 1, 1, 1)}
+    assert attempts[1] == {"dim": 16}
+    # a **kwargs pass-through is looked through to the base it feeds
+    assert next(iter(constructor_attempts(Wrapper)))[1] == {"depth": 1, "depths": (1, 1, 1, 1)}
+
+
+def test_inputs_are_read_off_shape_errors() -> None:
+    sizes = Sizes()
+    wanted = RuntimeError("Given groups=1, weight of size [64, 3, 3, 3], expected input[2, 16, 32, 32] to have 3 channels, but got 16 channels instead")
+    assert input_repairs(wanted, "float", (2, 16, 32, 32), sizes, 16)[0] == ("float", (2, 3, 32, 32))
+    norm = RuntimeError("Given normalized_shape=[96], expected input with shape [*, 96], but got input of size[2, 1, 32, 32]")
+    assert ("float", (2, 16, 16, 96)) in input_repairs(norm, "float", (2, 1, 32, 32), sizes, 16)
+    rank = ValueError("not enough values to unpack (expected 4, got 3)")
+    assert input_repairs(rank, "float", (2, 16, 32), sizes, 16)[0] == ("float", (2, 16, 16, 16))
+    matmul = RuntimeError("mat1 and mat2 shapes cannot be multiplied (32x16 and 48x8)")
+    assert input_repairs(matmul, "float", (2, 16, 16), sizes, 16)[0] == ("float", (2, 16, 48))
+
+
+class Loss(nn.modules.loss._Loss):
+    def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return input.sum()
+
+
+def test_loss_targets_include_class_indices_and_signs() -> None:
+    calls = list(forward_calls(Loss(), torch.randn(2, 5)))
+    targets = [args[1] for args, _ in calls]
+    assert targets[0].shape == (2, 5) and targets[0].min() >= 0  # probabilities like the input
+    assert any(t.dtype == torch.long and t.shape == (2,) and int(t.max()) < 5 for t in targets)
+    assert any(t.is_floating_point() and set(t.unique().tolist()) <= {-1.0, 1.0} for t in targets)
