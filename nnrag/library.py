@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from . import usage
 from .errors import NnragError, NotFoundError
 from .retrieval.assemble import Assembled, Provenance, assemble
 from .retrieval.closure import Closure, ClosureIssue, Extractor
 from .retrieval.store import Store
-from .usage import SCHEMA as usage_schema
 from .validator.record import Limits, ValidationRecord
 from .workspace import Workspace
 
@@ -102,7 +102,7 @@ def open_library(workspace: Workspace) -> Store:
         raise NotFoundError(f"no index in {workspace.home}: run `nnrag index` or `nnrag build` first")
     store = Store(workspace.index_path)
     store.conn.executescript(_SCHEMA)
-    store.conn.executescript(usage_schema)
+    store.conn.executescript(usage.SCHEMA)
     return store
 
 
@@ -295,12 +295,12 @@ def build_library(
                 report.count(src, prev[2] == "validated", prev[3])
                 continue
             key = (block_id, src, qualname, name, category, closure, assembled, seconds)
-            pending.append(((key, assembled.code, assembled.class_name), assembled.code, assembled.class_name))
+            pending.append((key, assembled.code, assembled.class_name))
 
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
         v_started = time.perf_counter()
         done = 0
-        retry: dict[str, tuple[tuple, str, str | None, ValidationRecord]] = {}
+        retry: list[tuple[tuple, ValidationRecord]] = []
 
         def save(key: tuple, record: ValidationRecord, version: str = GATE_VERSION) -> None:
             block_id, src, qualname, name, category, closure, assembled, seconds = key
@@ -310,11 +310,10 @@ def build_library(
 
         try:
             with Gate(workers, limits) as gate:
-                for item, record in gate.check_many(pending):
-                    key, code, class_name = item
+                for key, record in gate.check_many(pending):
                     if harvest and not record.ok and record.code in _RETRY_CODES:
                         save(key, record, _AWAITING_USAGE)
-                        retry[key[0]] = (key, code, class_name, record)
+                        retry.append((key, record))
                     else:
                         save(key, record)
                         report.count(key[1], record.ok, record.code)
@@ -337,47 +336,39 @@ def build_library(
     return report
 
 
-def _retry_with_usage(store: Store, gate: "Gate", retry: dict[str, tuple[tuple, str, str | None, ValidationRecord]],
+def _retry_with_usage(store: Store, gate: "Gate", retry: list[tuple[tuple, ValidationRecord]],
                       save: Callable[..., None], report: BuildReport, progress: ProgressFn | None) -> dict[str, object]:
     """Harvest the sources of the failed blocks, then re-check those blocks with their recorded usage.
     A block keeps its first verdict unless recorded usage makes it pass."""
-    from . import usage
-
-    conn = store.conn
-    by_source: dict[str, set[str]] = {}
-    for key, *_ in retry.values():
-        block_id, src, qualname = key[0], key[1], key[2]
-        by_source.setdefault(src, set()).add(qualname.rsplit(".", 1)[0])
-    stats: dict[str, object] = {"factories": 0, "factories_ok": 0, "seconds": 0.0, "retried": 0, "rescued": 0}
-    for src, modules in sorted(by_source.items()):
-        factories = usage.plan(store, src, modules)
-        if not factories:
-            continue
-        ran = usage.run(store, gate, src, factories, (lambda d, t: progress("harvest", d, t)) if progress else None)
-        stats["factories"] = int(stats["factories"]) + ran.factories  # type: ignore[call-overload]
-        stats["factories_ok"] = int(stats["factories_ok"]) + ran.ok  # type: ignore[call-overload]
-        stats["seconds"] = round(float(stats["seconds"]) + ran.seconds, 2)  # type: ignore[arg-type]
+    modules: dict[str, set[str]] = {}  # source -> modules holding failed blocks
+    for key, _ in retry:
+        modules.setdefault(key[1], set()).add(key[5].module)
+    ran = usage.HarvestStats()
+    for src in sorted(modules):
+        factories = usage.plan(store, src, modules[src])
+        one = usage.run(store, gate, src, factories, (lambda d, t: progress("harvest", d, t)) if progress else None)
+        ran.factories, ran.ok, ran.seconds = ran.factories + one.factories, ran.ok + one.ok, ran.seconds + one.seconds
     items = []
-    for block_id, (key, code, class_name, record) in retry.items():
-        found = usage.hints(conn, key[1], key[2])
+    for key, first in retry:
+        assembled = key[6]
+        found = usage.hints(store.conn, key[1], key[2])
         if found:
-            items.append(((key, record), code, class_name, found))
+            items.append(((key, first), assembled.code, assembled.class_name, found))
         else:
-            save(key, record)
-            report.count(key[1], False, record.code)
-    done = 0
+            save(key, first)
+            report.count(key[1], False, first.code)
+    rescued = 0
     # recorded usage builds models at their real size (a detection model resizes to 800 px): more time
     limits = replace(gate.limits, timeout_s=gate.limits.timeout_s * 3, cpu_s=gate.limits.cpu_s * 3)
-    for (key, first), record in gate.check_many(items, limits):
+    for done, ((key, first), record) in enumerate(gate.check_many(items, limits), 1):
         best = record if record.ok else first
         save(key, best)
         report.count(key[1], best.ok, best.code)
-        done += 1
-        stats["rescued"] = int(stats["rescued"]) + record.ok  # type: ignore[call-overload]
+        rescued += record.ok
         if progress:
             progress("retry", done, len(items))
-    stats["retried"] = len(items)
-    return stats
+    return {"factories": ran.factories, "factories_ok": ran.ok, "seconds": round(ran.seconds, 2),
+            "retried": len(items), "rescued": rescued}
 
 
 def _store(conn: sqlite3.Connection, workspace: Workspace, block_id: str, source: str, qualname: str, name: str,

@@ -13,7 +13,7 @@ import logging
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -65,9 +65,7 @@ class Factory:
 class HarvestStats:
     factories: int = 0
     ok: int = 0
-    blocks: int = 0
     seconds: float = 0.0
-    failures: dict[str, str] = field(default_factory=dict)
 
 
 def plan(store: Store, source: str, focus: set[str], per_focus_module: int = 2) -> list[Factory]:
@@ -144,9 +142,6 @@ def run(store: Store, gate: "Gate", source: str, factories: list[Factory],
                 _save(store.conn, factory, record)
                 stats.factories += 1
                 stats.ok += bool(record.get("ok"))
-                stats.blocks += len(record.get("usage", {}))
-                if not record.get("ok") and record.get("message"):
-                    stats.failures[factory.key] = str(record["message"])[:300]
             for factory in job:  # the job ended (time limit, crash) before these reported
                 if factory.key not in reported:
                     _save(store.conn, factory, {"ok": False, "message": result.get("killed") or "not reached", "usage": {}})

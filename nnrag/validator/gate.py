@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
 from . import record as R
 from .record import Limits, ValidationRecord
@@ -150,7 +150,8 @@ class Gate:
         except _WorkerDied as e:
             return ValidationRecord(False, "import", R.CRASH, f"validation worker died: {e}", seconds=time.perf_counter() - started)
 
-    def harvest(self, factories: list[tuple[str, str]], packages: list[str], paths: list[str] = (), timeout_s: float = 300.0) -> dict[str, Any]:
+    def harvest(self, factories: Sequence[tuple[str, str]], packages: Sequence[str], paths: Sequence[str] = (),
+                timeout_s: float = 300.0) -> dict[str, Any]:
         """Run ``(module, function)`` factories of a source in one sandboxed child, recording usage.
 
         Returns ``{"factories": [record, ...], "killed": code or None}``; records arrive factory by

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import gc
 import importlib
+import inspect
 import json
 import signal
 import sys
@@ -34,8 +35,6 @@ _INPUTS = ((1, 3, 64, 64), (1, 3, 224, 224), "list", (1, 3, 8, 64, 64), (1, 3, 1
 
 def _no_downloads(factory: Callable[..., Any]) -> dict[str, Any]:
     """Arguments that turn pretrained weights off, for the switches the factory has."""
-    import inspect
-
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):

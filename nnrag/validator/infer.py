@@ -85,19 +85,32 @@ def _dataclass_value(annotation: Any, s: Sizes, depth: int) -> Any:
         return None
 
 
-def _module_value(cls: type, s: Sizes, depth: int) -> Any:
+def _parameters(cls: type) -> tuple[inspect.Signature, list[inspect.Parameter], dict[str, Any]] | None:
+    """The signature, the parameters a keyword can fill, and the evaluated annotations of ``cls``."""
     try:
-        params = inspect.signature(cls).parameters.values()
+        sig = inspect.signature(cls)
     except (TypeError, ValueError):
         return None
     try:
         hints = typing.get_type_hints(cls.__init__)
-    except Exception:
+    except Exception:  # an annotation naming something the file does not define
         hints = {}
-    kwargs = {p.name: guess_value(p.name, hints.get(p.name, p.annotation), s, cls, depth + 1) for p in params
-              if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    usable = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return sig, usable, hints
+
+
+def _guess_required(cls: type, usable: list[inspect.Parameter], hints: dict[str, Any], s: Sizes, depth: int = 0) -> dict[str, Any]:
+    return {p.name: guess_value(p.name, hints.get(p.name, p.annotation), s, cls, depth)
+            for p in usable if p.default is inspect.Parameter.empty}
+
+
+def _module_value(cls: type, s: Sizes, depth: int) -> Any:
+    found = _parameters(cls)
+    if found is None:
+        return None
+    _, usable, hints = found
     try:
-        return cls(**kwargs)
+        return cls(**_guess_required(cls, usable, hints, s, depth + 1))
     except Exception:
         return None
 
@@ -140,7 +153,7 @@ def guess_value(name: str, annotation: Any, s: Sizes, owner: type | None = None,
     cls = _class_of(annotation)
     if cls is not None:  # ``block: Type[Bottleneck]`` names the very class to pass
         return cls
-    made = _dataclass_value(annotation, s, depth) if cls is None else None
+    made = _dataclass_value(annotation, s, depth)
     if made is None and depth < 2 and isinstance(annotation, type) and issubclass(annotation, nn.Module) and annotation is not nn.Module:
         made = _module_value(annotation, s, depth)  # ``encoder_layer: TransformerEncoderLayer``
     if made is not None:
@@ -290,17 +303,11 @@ def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
     with each size variant, then variants that fill one ``None`` default each, for classes whose
     ``None`` defaults mean "the caller must choose" (``Upsample(size=None, scale_factor=None)``).
     """
-    try:
-        sig = inspect.signature(cls)
-    except (TypeError, ValueError):
+    found = _parameters(cls)
+    if found is None:
         yield Sizes(), {}
         return
-    try:
-        hints = typing.get_type_hints(cls.__init__)
-    except Exception:
-        hints = {}
-    usable = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    required = [p for p in usable if p.default is inspect.Parameter.empty]
+    sig, usable, hints = found
     shallow = {p.name: v for p in _passed_through(cls, sig) if _is_depth(p.name) and (v := _shallow(p.default)) is not None}
     seen: list[dict[str, Any]] = []
 
@@ -312,7 +319,7 @@ def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
 
     first: dict[str, Any] = {}
     for i, sizes in enumerate(SIZE_VARIANTS):
-        kwargs = {p.name: guess_value(p.name, hints.get(p.name, p.annotation), sizes, cls) for p in required}
+        kwargs = _guess_required(cls, usable, hints, sizes)
         if i == 0:
             first = kwargs
             if shallow and fresh({**kwargs, **shallow}):

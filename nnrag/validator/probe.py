@@ -7,8 +7,8 @@ import importlib.util
 import inspect
 import re
 import sys
-from collections import deque
 import traceback
+from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
