@@ -238,11 +238,14 @@ class Store:
         """Forget content no file refers to any more."""
         self.conn.execute("DELETE FROM blobs WHERE sha1 NOT IN (SELECT sha1 FROM files WHERE sha1 IS NOT NULL)")
 
-    def file_text(self, sha1: str) -> str:
+    def file_bytes(self, sha1: str) -> bytes:
         row = self.conn.execute("SELECT data FROM blobs WHERE sha1=?", (sha1,)).fetchone()
         if row is None:
             raise IndexStoreError(f"content {sha1} is not in the index; re-run `nnrag index`")
-        return zlib.decompress(row[0]).decode("utf-8", errors="surrogateescape")
+        return zlib.decompress(row[0])
+
+    def file_text(self, sha1: str) -> str:
+        return self.file_bytes(sha1).decode("utf-8", errors="surrogateescape")
 
 
 def open_or_rebuild(path: Path) -> Store:

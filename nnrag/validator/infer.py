@@ -260,7 +260,7 @@ _DEPTH_NAMES = {
 }
 
 
-def _is_depth(name: str) -> bool:
+def is_depth(name: str) -> bool:
     n = name.lower()
     return n in _DEPTH_NAMES or n.endswith(("_depths", "_layers", "_blocks")) or n in ("stages", "stage_depths")
 
@@ -308,7 +308,7 @@ def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
         yield Sizes(), {}
         return
     sig, usable, hints = found
-    shallow = {p.name: v for p in _passed_through(cls, sig) if _is_depth(p.name) and (v := _shallow(p.default)) is not None}
+    shallow = {p.name: v for p in _passed_through(cls, sig) if is_depth(p.name) and (v := _shallow(p.default)) is not None}
     seen: list[dict[str, Any]] = []
 
     def fresh(kwargs: dict[str, Any]) -> bool:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import math
 import re
 import sys
+import time
 import traceback
 from collections import deque
 from pathlib import Path
@@ -17,17 +19,35 @@ from torch import nn
 
 from . import record as R
 from .infer import (
-    Sizes, constructor_attempts, forward_calls, guess_value, input_repairs, input_shapes, make_tensor, shapes,
-    short_repr, tensors,
+    Sizes, constructor_attempts, forward_calls, guess_value, input_repairs, input_shapes, is_depth, make_tensor,
+    shapes, short_repr, tensors,
 )
 from .recipes import Resolver, call_args
 from .sandbox import SandboxViolation
 
 _MAX_FORWARD_TRIES = 40  # forward calls per candidate, over all constructor attempts
+# Seconds of guessing after which no new attempt starts (one under way finishes). A block whose
+# guesses fail this long is a large model on wrong inputs; recorded usage serves it better.
+_SEARCH_S = 5.0
 _TRIES_PER_MODEL = 16
 _CALLS_PER_INPUT = 6
+# Larger guessed inputs are skipped: 1088 channels at 224x224 costs ~10 s of convolutions to fail
+_MAX_INPUT_ELEMENTS = 1 << 24
+# Guessed arguments that would build more parameters are skipped (ConVit's defaults: 1.3 billion)
+_MAX_PARAMS = 300_000_000
 _SHAPE_WORDS = ("shape", "size", "dimension", "dim", "expected", "mat1", "mat2", "channels", "match", "broadcast",
                 "view", "reshape", "must be", "invalid", "out of range", "index", "too many", "not enough", "unpack")
+
+
+class _Budget:
+    """Forward calls and seconds left for guessing."""
+
+    def __init__(self, tries: int, seconds: float) -> None:
+        self.tries = tries
+        self.deadline = time.perf_counter() + seconds
+
+    def left(self) -> bool:
+        return self.tries > 0 and time.perf_counter() < self.deadline
 
 
 class StageFailure(Exception):
@@ -166,7 +186,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     cls = _find_class(module, path, class_name)
     result["class_name"] = cls.__qualname__
     errors: dict[str, BaseException] = {}  # the first error of each stage: the likeliest attempt's
-    budget = [_MAX_FORWARD_TRIES]
+    budget = _Budget(_MAX_FORWARD_TRIES, _SEARCH_S)
 
     def attempts() -> Iterator[tuple[nn.Module, dict[str, str], Any, dict[str, Any], Sizes]]:
         if hints:
@@ -175,8 +195,9 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                 result["arguments"] = "recorded"
                 yield model, shown, call, {}, Sizes()
             result["arguments"] = "guessed"
+            budget.deadline = time.perf_counter() + _SEARCH_S
         for sizes, kwargs in constructor_attempts(cls):
-            if budget[0] <= 0:
+            if not budget.left():
                 return
             model, kwargs, error = _instantiate(cls, kwargs, sizes)
             if model is None:
@@ -206,6 +227,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         args, kw, out = found
         # counted after forward: lazy modules have no parameter sizes before it
         result["params"] = sum(p.numel() for p in model.parameters())
+        result["submodules"] = _inventory(model)
         result["input_shapes"] = [shapes(a) if isinstance(a, (torch.Tensor, list, tuple, dict)) else short_repr(a) for a in args]
         result["input_dtypes"] = [str(a.dtype).removeprefix("torch.") if isinstance(a, torch.Tensor) else None for a in args]
         result["output_shapes"] = shapes(out)
@@ -221,7 +243,16 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     raise StageFailure(stage, classify(stage, last), last)
 
 
-def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: list[int]) -> tuple[Any, BaseException | None]:
+def _inventory(model: nn.Module) -> dict[str, int]:
+    """Counts of submodule types, outermost first (the block itself left out)."""
+    counts: dict[str, int] = {}
+    for sub in list(model.modules())[1:]:
+        name = type(sub).__name__
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Budget) -> tuple[Any, BaseException | None]:
     """Search inputs for one built model: the likeliest candidates first, and a candidate read off
     each error message tried next. Returns ((args, kwargs, output), None) or (None, first error)."""
     candidates = input_shapes(model, kwargs, sizes)
@@ -230,16 +261,16 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: lis
     tried: set[tuple[str, tuple[int, ...]]] = set()
     first: BaseException | None = None
     local = _TRIES_PER_MODEL
-    while queue and local > 0 and budget[0] > 0:
+    while queue and local > 0 and (budget.left() or local == _TRIES_PER_MODEL):
         kind, shape = queue.popleft()
-        if (kind, shape) in tried or any(d <= 0 for d in shape):
+        if (kind, shape) in tried or any(d <= 0 for d in shape) or math.prod(shape) > _MAX_INPUT_ELEMENTS:
             continue
         tried.add((kind, shape))
         main = make_tensor(kind, shape)
         for i, (args, kw) in enumerate(forward_calls(model, main)):
-            if i >= _CALLS_PER_INPUT or budget[0] <= 0:
+            if i >= _CALLS_PER_INPUT or not (budget.left() or local == _TRIES_PER_MODEL):
                 break
-            budget[0] -= 1
+            budget.tries -= 1
             local -= 1
             try:
                 with torch.no_grad():
@@ -299,6 +330,8 @@ def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Sizes) -> tuple[nn.Mo
     used: list[dict[str, Any]] = []
     for _ in range(8):
         try:
+            if (n := _oversized(cls, kwargs)) is not None:
+                return None, kwargs, MemoryError(f"these arguments build {n:,} parameters; too large to probe")
             return cls(**kwargs), kwargs, None
         except BaseException as e:
             _guard(e)
@@ -309,6 +342,21 @@ def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Sizes) -> tuple[nn.Mo
             used.append(change)
             kwargs = {**kwargs, **change}
     return None, kwargs, error
+
+
+def _oversized(cls: type, kwargs: dict[str, Any]) -> int | None:
+    """The parameter count of an architecture too large to probe, counted on the meta device
+    (no memory, no initialisation); None when it is small enough or cannot be counted there.
+    Only classes with a depth argument are counted: it costs a second construction."""
+    try:
+        if not any(is_depth(name) for name in inspect.signature(cls).parameters):
+            return None
+        with torch.device("meta"):
+            model = cls(**kwargs)
+        n = sum(p.numel() for p in model.parameters())
+    except Exception:
+        return None
+    return n if n > _MAX_PARAMS else None
 
 
 def _backward(model: nn.Module, args: list[Any], kw: dict[str, Any]) -> bool | None:

@@ -73,6 +73,7 @@ class ValidationRecord:
     input_dtypes: list[str | None] = field(default_factory=list)  # per input: "float32", "int64", ... or None
     output_shapes: list[Any] = field(default_factory=list)
     params: int | None = None
+    submodules: dict[str, int] = field(default_factory=dict)  # submodule type -> count, from the built block
     backward: bool | None = None  # None: outputs not differentiable
     seconds: float = 0.0
     peak_mb: float | None = None  # resident memory growth over the warm worker

@@ -1,0 +1,108 @@
+"""The neutral specification of a block: what it is, how it is called, what it computes from what,
+where it comes from. A spec holds no source code and no docstring longer than one sentence, so it
+can be shown to a model that is asked to write its own implementation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SPEC_VERSION = "1"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Parameter(_Frozen):
+    name: str
+    kind: Literal["positional", "positional-or-keyword", "keyword", "var-positional", "var-keyword"]
+    annotation: str | None = None
+    default: str | None = Field(None, description="the default as written, or None when required")
+    required: bool = False
+    probe_value: str | None = Field(None, description="the value the validator's probe passed, if any")
+
+
+class ForwardSignature(_Frozen):
+    parameters: list[Parameter]
+    returns: str | None = None
+
+
+class ShapeProbe(_Frozen):
+    """What the validator ran: inputs it built and the outputs it got."""
+
+    inputs: list[Any] = Field(default_factory=list, description="shape per input ([2, 16, 32, 32]) or a value")
+    input_dtypes: list[str | None] = Field(default_factory=list)
+    outputs: Any = Field(default_factory=list, description="shape of the output, nested like the output (list, dict)")
+    arguments: Literal["guessed", "recorded"] | None = None
+    parameter_count: int | None = None
+    backward: bool | None = None
+
+
+class Submodule(_Frozen):
+    type: str
+    count: int
+
+
+class Provenance(_Frozen):
+    source: str
+    origin: str = Field(description="where the source came from: a distribution and version, a git URL and commit, a path")
+    version: str | None = None
+    commit: str | None = None
+    module: str
+    path: str = Field(description="the defining file, relative to the source root")
+    line_start: int
+    line_end: int
+    file_sha1: str | None = None
+    swhid: str | None = Field(None, description="Software Heritage id of the file content (swh:1:cnt:...)")
+    license: str | None = None
+    files: dict[str, str] = Field(default_factory=dict, description="every contributing path -> SHA-1")
+
+
+class Validation(_Frozen):
+    status: Literal["validated", "failed", "not-run"]
+    stage: str | None = None
+    code: str | None = None
+    message: str | None = None
+    gate_version: str | None = None
+
+
+class BlockSpec(_Frozen):
+    """A neutral specification of one block."""
+
+    spec_version: str = SPEC_VERSION
+    id: str = Field(description="source:module.Qualname")
+    name: str
+    qualname: str
+    category: str | None = None
+    summary: str = Field(description="one paragraph: the docstring's first sentence, or one generated from structure")
+    bases: list[str] = Field(default_factory=list)
+    constructor: list[Parameter] = Field(default_factory=list)
+    forward: ForwardSignature | None = None
+    probe: ShapeProbe | None = None
+    submodules: list[Submodule] = Field(default_factory=list)
+    operations: list[str] = Field(default_factory=list, description="torch operations the code calls or builds")
+    requirements: list[str] = Field(default_factory=list, description="PEP 508 requirements")
+    provenance: Provenance
+    validation: Validation
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return self.model_dump_json(indent=indent)
+
+    def to_markdown(self) -> str:
+        from .render import markdown
+
+        return markdown(self)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of :class:`BlockSpec` (draft 2020-12, as pydantic emits it)."""
+    schema = BlockSpec.model_json_schema()
+    schema["title"] = f"nnrag BlockSpec {SPEC_VERSION}"
+    return schema
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2)
