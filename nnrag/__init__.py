@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from .retrieval.catalog import Block, SourceInfo, Stats
     from .retrieval.indexer import IndexReport, ProgressFn
     from .library import BuildReport, Extraction
+    from .block_search import Hit, Method, SearchIndex, SyncReport
+    from .specs.model import BlockSpec
     from .retrieval.sources import SourceSpec
     from .validator.record import Limits, ValidationRecord
 
@@ -133,12 +135,14 @@ def build(
     limits: "Limits | None" = None,
     progress: "ProgressFn | None" = None,
     harvest: bool = True,
+    search: bool = True,
 ) -> "BuildReport":
     """Index, discover, extract and validate; store every block's file and verdict in the library.
 
     With no sources, every source already indexed is refreshed (or the default corpus on a new home).
     Blocks that fail on guessed arguments are retried with usage recorded from their source's own
-    model factories unless ``harvest`` is False.
+    model factories unless ``harvest`` is False. Then specs and the search index are brought up to
+    date unless ``search`` is False.
     """
     from .library import build_library
     from .retrieval.catalog import indexed_specs
@@ -149,11 +153,70 @@ def build(
     else:
         specs = (indexed_specs(workspace) if workspace.index_path.exists() else []) or resolve_sources()
     indexed = index(specs, home=home, workers=workers, progress=progress)
-    return build_library(
+    built = build_library(
         workspace,
         sources=[s.name for s in indexed.sources], names=names, limit=limit, workers=workers, limits=limits,
         progress=progress, harvest=harvest,
     )
+    if search and not built.interrupted:
+        built.search = sync_search(home=home, progress=progress).to_dict()
+    return built
+
+
+def spec(name: str, *, source: str | None = None, home: PathLike | None = None) -> "BlockSpec":
+    """The neutral specification of a library block (``Name``, ``module.Name`` or an id)."""
+    from .library import open_library
+    from .specs.build import spec_for
+
+    workspace = Workspace.resolve(home)
+    with open_library(workspace) as store:
+        return spec_for(store, workspace, name, source)
+
+
+def spec_schema() -> dict[str, object]:
+    """The JSON Schema of :class:`~nnrag.specs.BlockSpec`."""
+    from .specs.model import json_schema
+
+    return json_schema()
+
+
+_INDEXES: dict[tuple[str, str | None, str | None], "SearchIndex"] = {}
+
+
+def search_index(*, home: PathLike | None = None, embedder: str | None = None,
+                 chroma_url: str | None = None) -> "SearchIndex":
+    """The search index of a home; kept per process so the embedding model loads once."""
+    from .block_search import SearchIndex
+
+    workspace = Workspace.resolve(home)
+    key = (str(workspace.home), embedder, chroma_url)
+    if key not in _INDEXES:
+        _INDEXES[key] = SearchIndex(workspace, embedder, chroma_url)
+    return _INDEXES[key]
+
+
+def sync_search(*, home: PathLike | None = None, embedder: str | None = None, chroma_url: str | None = None,
+                progress: "ProgressFn | None" = None) -> "SyncReport":
+    """Bring specs, the lexical index and the vector index up to date with the library."""
+    return search_index(home=home, embedder=embedder, chroma_url=chroma_url).sync(progress)
+
+
+def search(
+    query: str,
+    k: int = 10,
+    *,
+    source: str | None = None,
+    category: str | None = None,
+    validated: bool | None = True,
+    method: "Method" = "hybrid",
+    home: PathLike | None = None,
+    embedder: str | None = None,
+    chroma_url: str | None = None,
+) -> list["Hit"]:
+    """Blocks best matching a natural-language query. ``validated``: True (default) only blocks
+    that passed the gate, False only failed ones, None all."""
+    index = search_index(home=home, embedder=embedder, chroma_url=chroma_url)
+    return index.search(query, k, source=source, category=category, validated=validated, method=method)
 
 
 def report(*, home: PathLike | None = None) -> "BuildReport":
@@ -181,4 +244,9 @@ __all__ = [
     "validate",
     "build",
     "report",
+    "spec",
+    "spec_schema",
+    "search",
+    "search_index",
+    "sync_search",
 ]

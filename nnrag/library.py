@@ -187,6 +187,7 @@ class BuildReport:
     seconds: float = 0.0
     interrupted: bool = False
     harvest: dict[str, object] = field(default_factory=dict)  # factories run, seconds, blocks rescued
+    search: dict[str, object] = field(default_factory=dict)  # specs built, texts embedded, seconds
 
     @property
     def pass_rate(self) -> float:

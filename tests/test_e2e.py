@@ -50,6 +50,17 @@ def test_default_corpus(home: Path) -> None:
     assert built["tried"] == built["per_source"]["timm"]["tried"] == len(named) >= 3
     assert built["pass_rate"] == 1.0
 
+    # The build indexed specs and vectors: search finds BlurPool2d, and its spec holds no code.
+    assert built["search"]["blocks"] == built["tried"]
+    hits = json.loads(run_cli("search", "find anti-aliased downsampling", "--json", "--home", str(home)).stdout)
+    assert hits[0]["id"] == "timm:timm.layers.blur_pool.BlurPool2d"
+    spec = json.loads(run_cli("spec", "BlurPool2d", "--json", "--home", str(home)).stdout)
+    import jsonschema
+
+    jsonschema.validate(spec, json.loads(run_cli("spec", "--schema").stdout))
+    source_lines = {ln.strip() for ln in text.read_text().splitlines() if len(ln.strip()) > 12 and '"""' not in ln}
+    assert not [ln for ln in source_lines if ln in json.dumps(spec)]
+
 
 def _names(home: Path) -> Path:
     path = home / "names.json"

@@ -51,6 +51,9 @@ class SentenceTransformerEmbedder:
         started = time.perf_counter()
         try:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # a bar per model load is noise on a command line
 
             self._st = SentenceTransformer(self._path(), device="cpu")
         except ConfigError:
@@ -71,5 +74,13 @@ class SentenceTransformerEmbedder:
         return vectors.tolist()
 
 
+_LOADED: dict[str, SentenceTransformerEmbedder] = {}
+
+
 def make_embedder(model: str | None = None) -> Embedder:
-    return SentenceTransformerEmbedder(model or DEFAULT_MODEL)
+    """The embedder for ``model`` (default: the shipped MiniLM); one per model per process, since
+    loading takes seconds."""
+    name = model or DEFAULT_MODEL
+    if name not in _LOADED:
+        _LOADED[name] = SentenceTransformerEmbedder(name)
+    return _LOADED[name]

@@ -43,6 +43,7 @@ def _first(shape: Any) -> Any:
 
 
 def _scale(before: int, after: int) -> str | None:
+    """How one spatial size changed: "halves", "downsamples by 4x", ...; None when it did not."""
     if before == after:
         return None
     if after and before % after == 0:
@@ -51,12 +52,12 @@ def _scale(before: int, after: int) -> str | None:
     if before and after % before == 0:
         k = after // before
         return "doubles" if k == 2 else f"upsamples by {k}x"
-    return f"changes ({before} to {after})"
+    return "changes"
 
 
 def shape_behaviour(probe: ShapeProbe | None) -> str | None:
     """How the first output's shape relates to the first input's, in words."""
-    if probe is None or not probe.inputs or not probe.outputs:
+    if probe is None or not probe.inputs:
         return None
     x, y = _dims(probe.inputs[0]), _dims(_first(probe.outputs))
     if x is None or y is None:
@@ -73,8 +74,9 @@ def shape_behaviour(probe: ShapeProbe | None) -> str | None:
             spatial = [_scale(a, b) for a, b in zip(x[2:], y[2:])]
             if all(s is None for s in spatial):
                 parts.append("keeps spatial size")
-            elif len(set(spatial)) == 1 and spatial[0] and not spatial[0].startswith("changes"):
-                parts.append(f"{spatial[0]} spatial size")
+            elif len(set(spatial)) == 1 and spatial[0] and spatial[0] != "changes":
+                verb, _, factor = spatial[0].partition(" by ")
+                parts.append(f"{verb} spatial size" + (f" by {factor}" if factor else ""))
             else:
                 parts.append(f"changes spatial size {x[2:]} to {y[2:]}")
         elif x[-1] != y[-1]:

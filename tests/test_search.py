@@ -1,0 +1,142 @@
+"""Specs and search over a real fixture library: real SQLite FTS5, real Chroma, the real embedder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import nnrag
+from conftest import FIXTURES, run_cli
+from nnrag.evals.retrieval import evaluate, load_queries
+from nnrag.validator.record import Limits
+
+LIMITS = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    src = tmp_path_factory.mktemp("src")
+    for name in ("search_repo", "search_mirror"):
+        shutil.copytree(FIXTURES / name, src / name)
+    home = tmp_path_factory.mktemp("home")
+    report = nnrag.build([str(src / "search_repo"), str(src / "search_mirror")], home=home, limits=LIMITS)
+    return {"home": home, "src": src, "report": report}
+
+
+def test_build_indexes_every_block(lib: dict[str, object]) -> None:
+    report = lib["report"]
+    assert report.search["blocks"] == report.tried == 7  # type: ignore[attr-defined]
+    assert report.search["embedded"] == 7 and report.search["specs_failed"] == 0  # type: ignore[attr-defined]
+    assert (Path(lib["home"]) / "chroma").is_dir()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("method", ["lexical", "dense", "hybrid"])
+def test_each_method_finds_the_described_block(lib: dict[str, object], method: str) -> None:
+    hits = nnrag.search("find anti-aliased downsampling", 3, home=lib["home"], method=method)  # type: ignore[arg-type]
+    assert hits[0].name == "BlurDownsample", [h.name for h in hits]
+    attention = nnrag.search("multi-head attention over token sequences", 3, home=lib["home"], method=method)  # type: ignore[arg-type]
+    assert attention[0].name == "TokenSelfAttention"
+
+
+def test_filters_and_grouping(lib: dict[str, object]) -> None:
+    home = lib["home"]
+    hits = nnrag.search("channel attention that rescales channels with a sigmoid gate", 5, home=home)  # type: ignore[arg-type]
+    se = hits[0]
+    assert se.name == "SqueezeExcite" and se.validated
+    # the vendored copy has the same structure: grouped under the first, not listed twice
+    assert len([h for h in hits if h.name == "SqueezeExcite"]) == 1
+    assert len(se.also_in) == 1 and se.also_in[0].startswith(("search_mirror:", "search_repo:"))
+    only_mirror = nnrag.search("channel attention", 5, source="search_mirror", home=home)  # type: ignore[arg-type]
+    assert {h.source for h in only_mirror} == {"search_mirror"}
+    losses = nnrag.search("segmentation overlap", 5, category="loss", home=home)  # type: ignore[arg-type]
+    assert [h.name for h in losses] == ["DiceLoss"]
+    # a block that fails the gate is found only when failed blocks are asked for
+    assert "NativeOnly" not in [h.name for h in nnrag.search("rotated box pooling", 10, home=home)]  # type: ignore[arg-type]
+    everything = nnrag.search("rotated box pooling", 10, home=home, validated=None)  # type: ignore[arg-type]
+    assert everything[0].name == "NativeOnly" and not everything[0].validated
+
+
+def test_specs_validate_and_hold_no_code(lib: dict[str, object]) -> None:
+    home = lib["home"]
+    schema = nnrag.spec_schema()
+    sources = {p.name: p.read_text() for p in Path(lib["src"]).rglob("*.py")}  # type: ignore[arg-type]
+    code_lines = {ln.strip() for text in sources.values() for ln in text.splitlines()
+                  if len(ln.strip()) > 12 and not ln.strip().startswith(("#", '"""')) and '"""' not in ln}
+    for block in ("BlurDownsample", "SqueezeExcite", "TokenSelfAttention", "ConvNormAct", "DiceLoss", "NativeOnly"):
+        spec = nnrag.spec(block, source="search_repo", home=home)  # type: ignore[arg-type]
+        data = json.loads(spec.to_json())
+        jsonschema.validate(data, schema)
+        text = spec.to_json() + spec.to_markdown()
+        leaked = [ln for ln in code_lines if ln in text]
+        assert not leaked, (block, leaked)
+    blur = nnrag.spec("BlurDownsample", source="search_repo", home=home)  # type: ignore[arg-type]
+    assert blur.summary.startswith("Anti-aliased downsampling: blur with a fixed binomial filter, then subsample by two.")
+    assert "Shift-Invariant" not in blur.to_json()  # only the docstring's first sentence is kept
+    assert blur.probe is not None and blur.probe.outputs == [2, 8, 8, 8]
+    assert "halves spatial size" in blur.summary
+    assert [p.name for p in blur.constructor] == ["channels", "stride"]
+    assert blur.provenance.path == "spkg/layers.py" and blur.provenance.swhid.startswith("swh:1:cnt:")  # type: ignore[union-attr]
+    conv = nnrag.spec("ConvNormAct", home=home)  # type: ignore[arg-type]
+    assert {(s.type, s.count) for s in conv.submodules} == {("Conv2d", 1), ("BatchNorm2d", 1), ("ReLU", 1)}
+    assert "keeps spatial size" in conv.summary and "maps 8 to 16 channels" in conv.summary
+    assert conv.constructor[0].probe_value is not None or conv.probe.arguments == "guessed"  # type: ignore[union-attr]
+    failed = nnrag.spec("NativeOnly", home=home)  # type: ignore[arg-type]
+    assert failed.validation.status == "failed" and failed.validation.code == "missing-dependency"
+
+
+def test_cli_spec_and_schema(lib: dict[str, object]) -> None:
+    home = str(lib["home"])
+    data = json.loads(run_cli("spec", "BlurDownsample", "--source", "search_repo", "--json", "--home", home).stdout)
+    jsonschema.validate(data, json.loads(run_cli("spec", "--schema").stdout))
+    md = run_cli("spec", "search_repo:spkg.layers.BlurDownsample", "--md", "--home", home).stdout
+    assert md.startswith("# BlurDownsample") and "## Provenance" in md
+    ambiguous = run_cli("spec", "SqueezeExcite", "--home", home, check=False)
+    assert ambiguous.returncode == 1 and "search_mirror:mpkg.copied.SqueezeExcite" in ambiguous.stderr
+
+
+def test_incremental_update_and_reopening(lib: dict[str, object], tmp_path: Path) -> None:
+    home, src = Path(lib["home"]), Path(lib["src"])  # type: ignore[arg-type]
+    # a fresh process reads the persisted index
+    rows = json.loads(run_cli("search", "anti-aliased downsampling", "-k", "3", "--json", "--home", str(home)).stdout)
+    assert rows[0]["name"] == "BlurDownsample" and {"name", "source", "path", "score", "id"} <= set(rows[0])
+    # a new block is embedded alone; an unchanged library is not touched
+    extra = src / "search_mirror" / "mpkg" / "extra.py"
+    extra.write_text('import torch.nn as nn\n\n\nclass PixelGate(nn.Module):\n'
+                     '    """Gates every pixel with a learned sigmoid mask."""\n\n'
+                     '    def __init__(self, channels: int = 4) -> None:\n        super().__init__()\n'
+                     '        self.mask = nn.Conv2d(channels, 1, 1)\n\n'
+                     '    def forward(self, x):\n        return x * self.mask(x).sigmoid()\n')
+    report = nnrag.build([str(src / "search_mirror")], home=home, limits=LIMITS)
+    assert report.search["embedded"] == 1 and report.search["specs_built"] == 1
+    assert nnrag.search("sigmoid mask over pixels", 1, home=home)[0].name == "PixelGate"
+    extra.unlink()
+    nnrag.build([str(src / "search_mirror")], home=home, limits=LIMITS)
+    assert "PixelGate" not in [h.name for h in nnrag.search("sigmoid mask over pixels", 10, home=home, validated=None)]
+    again = nnrag.sync_search(home=home)
+    assert (again.specs_built, again.embedded, again.upserted) == (0, 0, 0)
+
+
+def test_retrieval_eval(lib: dict[str, object], tmp_path: Path) -> None:
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("\n".join(json.dumps(q) for q in [
+        {"query": "find anti-aliased downsampling", "gold": ["Blur"]},
+        {"query": "gate channels after global pooling through a bottleneck", "gold": ["SqueezeExcite"]},
+        {"query": "graph convolution with Chebyshev polynomials", "gold": ["ChebConv"]},
+    ]) + "\n")
+    report = evaluate(nnrag.search_index(home=lib["home"]), load_queries(queries))  # type: ignore[arg-type]
+    data = report.to_dict()
+    assert set(data) >= {"lexical", "dense", "hybrid"}
+    assert report.evaluated == 2 and report.not_in_corpus == ["graph convolution with Chebyshev polynomials"]
+    for method in ("lexical", "dense", "hybrid"):
+        figures = data[method]
+        assert set(figures) >= {"recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10", "misses"}
+        assert all(0.0 <= figures[k] <= 1.0 for k in ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"))
+    assert data["hybrid"]["recall@5"] == 1.0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"query": "x"}\n')
+    with pytest.raises(nnrag.ConfigError, match="bad.jsonl:1"):
+        load_queries(bad)
