@@ -300,6 +300,11 @@ def _fuse(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def _one_line(summary: str, limit: int = 90) -> str:
+    first = summary.split(". ")[0].rstrip(".") + "."
+    return first if len(first) <= limit else first[: limit - 3].rsplit(" ", 1)[0] + "..."
+
+
 def _hits(store: Store, fused: list[tuple[str, float]], k: int) -> list[Hit]:
     """The top ``k`` fused results, near-identical blocks (same structural fingerprint) grouped."""
     hits: list[Hit] = []
@@ -316,7 +321,7 @@ def _hits(store: Store, fused: list[tuple[str, float]], k: int) -> list[Hit]:
         if len(hits) >= k:
             continue
         hit = Hit(rank=len(hits) + 1, id=s.id, name=s.name, source=s.provenance.source, path=s.provenance.path,
-                  line=s.provenance.line_start, score=round(score, 6), summary=s.summary.split(". ")[0].rstrip(".") + ".",
+                  line=s.provenance.line_start, score=round(score, 6), summary=_one_line(s.summary),
                   category=s.category, validated=s.validation.status == "validated")
         hits.append(hit)
         if bundle.fingerprint:

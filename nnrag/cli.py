@@ -447,8 +447,13 @@ def search(
         err.print(f"[bold red]error:[/] --method must be hybrid, lexical or dense, not {method!r}")
         raise typer.Exit(2)
     with _errors():
-        hits = nnrag.search(query, k, source=source, category=category, validated=True if validated else None,
-                            method=method, home=home, embedder=embedder, chroma_url=chroma_url)  # type: ignore[arg-type]
+        index = nnrag.search_index(home=home, embedder=embedder, chroma_url=chroma_url)
+        if index.stale():
+            err.print("[dim]the library changed since the search index was built: updating it[/]")
+            with _progress(True) as progress:
+                index.sync(progress)
+        hits = index.search(query, k, source=source, category=category, validated=True if validated else None,
+                            method=method)  # type: ignore[arg-type]
     if as_json:
         _print_json([h.to_dict() for h in hits])
         return

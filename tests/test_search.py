@@ -140,3 +140,34 @@ def test_retrieval_eval(lib: dict[str, object], tmp_path: Path) -> None:
     bad.write_text('{"query": "x"}\n')
     with pytest.raises(nnrag.ConfigError, match="bad.jsonl:1"):
         load_queries(bad)
+
+
+def test_shared_chroma_server(lib: dict[str, object], tmp_path: Path) -> None:
+    """`--chroma-url` puts the vectors in a `chroma run` server; texts embedded before are reused."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    chroma = Path(sys.executable).parent / "chroma"
+    server = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "db"), "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        report = nnrag.sync_search(home=lib["home"], chroma_url=url)  # type: ignore[arg-type]
+        assert report.upserted == report.blocks and report.embedded == 0
+        hits = nnrag.search("find anti-aliased downsampling", 3, home=lib["home"], chroma_url=url, method="dense")  # type: ignore[arg-type]
+        assert hits[0].name == "BlurDownsample"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

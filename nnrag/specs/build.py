@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NotFoundError
+from ..library import AmbiguousBlockError
 from ..retrieval.store import Store
 from ..workspace import Workspace
 from .model import BlockSpec, Parameter, Provenance, ShapeProbe, Submodule, Validation
@@ -154,8 +155,6 @@ def find_rows(conn: sqlite3.Connection, name: str, source: str | None = None) ->
 
 
 def spec_for(store: Store, workspace: Workspace, name: str, source: str | None = None) -> BlockSpec:
-    from ..library import AmbiguousBlockError
-
     rows = find_rows(store.conn, name, source)
     if not rows:
         where = f" in source {source!r}" if source else ""
