@@ -512,6 +512,15 @@ def evals_retrieval(
 
 
 @app.command()
+def mcp(home: HomeOpt = None) -> None:
+    """Serve the block tools over stdio to coding agents (Model Context Protocol)."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, force=True)  # stdout carries the protocol
+    from nnrag.tools.mcp_server import serve
+
+    serve(home)
+
+
+@app.command()
 def version() -> None:
     """Print the nnrag version."""
     out.print(nnrag.__version__)

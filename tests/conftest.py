@@ -35,3 +35,22 @@ def run_cli(*args: str, env: dict[str, str] | None = None, check: bool = True) -
     if check and proc.returncode != 0:
         raise AssertionError(f"nnrag {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+@pytest.fixture(scope="session")
+def search_lib(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """A home built from the search fixture repositories: library, specs, FTS5 and Chroma index."""
+    import nnrag
+
+    src = tmp_path_factory.mktemp("search_src")
+    for name in ("search_repo", "search_mirror"):
+        shutil.copytree(FIXTURES / name, src / name)
+    home = tmp_path_factory.mktemp("search_home")
+    report = nnrag.build([str(src / "search_repo"), str(src / "search_mirror")], home=home, limits=search_limits())
+    return {"home": home, "src": src, "report": report}
+
+
+def search_limits() -> object:
+    from nnrag.validator.record import Limits
+
+    return Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)

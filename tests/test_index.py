@@ -125,7 +125,8 @@ def test_interrupted_run_resumes(tmp_path: Path, home: Path, sig: int) -> None:
     )
     db = home / "index.sqlite3"
     deadline = time.monotonic() + 120
-    while _count_files(db) < 200 and time.monotonic() < deadline and proc.poll() is None:
+    # signal as soon as the first batch is in: the most margin before the run could finish on a loaded machine
+    while _count_files(db) < 1 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=120)

@@ -3,28 +3,21 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 import nnrag
-from conftest import FIXTURES, run_cli
+from conftest import run_cli, search_limits
 from nnrag.evals.retrieval import evaluate, load_queries
-from nnrag.validator.record import Limits
 
-LIMITS = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)
+LIMITS = search_limits()
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    src = tmp_path_factory.mktemp("src")
-    for name in ("search_repo", "search_mirror"):
-        shutil.copytree(FIXTURES / name, src / name)
-    home = tmp_path_factory.mktemp("home")
-    report = nnrag.build([str(src / "search_repo"), str(src / "search_mirror")], home=home, limits=LIMITS)
-    return {"home": home, "src": src, "report": report}
+def lib(search_lib: dict[str, object]) -> dict[str, object]:
+    return search_lib
 
 
 def test_build_indexes_every_block(lib: dict[str, object]) -> None:

@@ -1,0 +1,96 @@
+"""The tool functions agents call: thin wrappers over the public API that take plain arguments,
+return JSON-serialisable dicts, and report every failure as a result (``{"error": ...}``) a model
+can read, never as an exception.
+
+Nothing here runs repository or model-written code outside the validator's sandbox, and nothing
+writes outside the nnrag home.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import nnrag
+from nnrag.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., dict[str, Any]])
+_MAX_CODE_CHARS = 200_000
+
+
+def _as_result(fn: F) -> F:
+    """Turn any error into a result the model can read and act on."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return fn(*args, **kwargs)
+        except nnrag.NnragError as e:
+            return {"error": str(e), "kind": type(e).__name__}
+        except Exception as e:  # a bug or bad argument must not end the agent's run
+            log.exception("tool %s failed", fn.__name__)
+            return {"error": f"{type(e).__name__}: {e}", "kind": "internal"}
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Toolbox:
+    """The tools bound to one nnrag home."""
+
+    def __init__(self, home: str | Path | None = None) -> None:
+        self.workspace = Workspace.resolve(home)
+        self.home = str(self.workspace.home)
+
+    @_as_result
+    def search_blocks(self, query: str, k: int = 5, source: str | None = None, category: str | None = None) -> dict[str, Any]:
+        """Natural-language search over validated blocks."""
+        hits = nnrag.search(query, max(1, min(int(k), 50)), source=source or None, category=category or None, home=self.home)
+        return {"query": query, "results": [h.to_dict() for h in hits]}
+
+    @_as_result
+    def get_spec(self, name_or_id: str) -> dict[str, Any]:
+        """The neutral specification of a block: no code."""
+        return nnrag.spec(name_or_id, home=self.home).model_dump(mode="json")
+
+    @_as_result
+    def get_block_code(self, name_or_id: str) -> dict[str, Any]:
+        """The standalone file of a block already in the library."""
+        spec = nnrag.spec(name_or_id, home=self.home)
+        from nnrag.library import open_library
+
+        with open_library(self.workspace) as store:
+            row = store.conn.execute("SELECT path, status FROM library WHERE block_id=?", (spec.id,)).fetchone()
+        if row is None or not row[0]:
+            return {"error": f"{spec.id} has no standalone file (its extraction failed)", "kind": "NotFoundError"}
+        code = (self.workspace.home / row[0]).read_text(encoding="utf-8")
+        return {"id": spec.id, "validated": row[1] == "validated", "code": code[:_MAX_CODE_CHARS]}
+
+    @_as_result
+    def extract_block(self, name: str, source: str | None = None) -> dict[str, Any]:
+        """Extract a discovered block into one standalone file (returned, not written)."""
+        ex = nnrag.extract(name, source=source or None, home=self.home)
+        d = ex.to_dict()
+        d["code"] = str(d["code"])[:_MAX_CODE_CHARS]
+        return d
+
+    @_as_result
+    def validate_code(self, code: str, class_name: str | None = None) -> dict[str, Any]:
+        """Run the validator gate (sandboxed) on Python source text."""
+        if len(code) > _MAX_CODE_CHARS:
+            return {"error": f"code is {len(code)} characters; the limit is {_MAX_CODE_CHARS}", "kind": "ValueError"}
+        record = nnrag.validate(code=code, class_name=class_name or None)
+        d = record.to_dict()
+        d.pop("traceback", None)
+        d["traceback_tail"] = record.traceback[-800:]
+        return d
+
+    @_as_result
+    def list_sources(self) -> dict[str, Any]:
+        """The indexed sources."""
+        from dataclasses import asdict
+
+        return {"sources": [asdict(s) for s in nnrag.sources(home=self.home)]}
