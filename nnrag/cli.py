@@ -512,6 +512,44 @@ def evals_retrieval(
 
 
 @app.command()
+def agent(
+    question: Annotated[str, typer.Argument(help="What you want, in words.")],
+    model: Annotated[Optional[str], typer.Option("--model", help="Chat model name (else NNRAG_LLM_MODEL or [llm] in config.toml).")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (else OPENAI_BASE_URL).")] = None,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Model calls allowed before giving up.")] = 12,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Ask the agent: it searches the library, reads specs and validates code with the block tools."""
+    from nnrag.agent.agent import run_agent
+    from nnrag.agent.llm import LLMNotConfigured, resolve
+    from nnrag.tools.functions import Toolbox
+
+    _setup_logging(verbose)
+    try:
+        settings = resolve(nnrag.Workspace.resolve(home), model, base_url)
+    except LLMNotConfigured as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        raise typer.Exit(2) from None
+
+    def show(step: Any) -> None:
+        if step.kind == "tool_call":
+            err.print(f"[cyan]→ {step.name}[/] {step.content}", highlight=False)
+        elif step.kind == "tool_result":
+            err.print(f"[dim]← {step.name}: {step.content[:200]}[/]", highlight=False)
+
+    with _errors():
+        result = run_agent(question, settings, Toolbox(home), None if as_json else show, max_steps)
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        from rich.markdown import Markdown
+
+        out.print(Markdown(result.answer or "(no answer)"))
+
+
+@app.command()
 def mcp(home: HomeOpt = None) -> None:
     """Serve the block tools over stdio to coding agents (Model Context Protocol)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, force=True)  # stdout carries the protocol

@@ -1,0 +1,1 @@
+"""The agent layer: LLM configuration, the tool-using agent."""
