@@ -550,6 +550,69 @@ def agent(
 
 
 @app.command()
+def synthesize(
+    target: Annotated[Optional[str], typer.Argument(help="A block name or id, or a spec JSON file.")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Also write the passing file here.")] = None,
+    attempts: Annotated[int, typer.Option("--attempts", help="Model answers allowed, the first included.")] = 3,
+    all_blocks: Annotated[bool, typer.Option("--all", help="Every validated block with a spec (resumable batch).")] = False,
+    category: Annotated[Optional[str], typer.Option("--category", "-c", help="With --all: only this category.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="With --all: at most this many blocks.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Chat model name.")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")] = None,
+    timeout: TimeoutOpt = None,
+    memory_mb: MemoryOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Have the LLM implement blocks from their neutral specs; every answer goes through the gate."""
+    from nnrag.agent.llm import LLMNotConfigured, resolve
+    from nnrag.agent.synthesis import load_spec, synthesize as run_synthesis
+
+    _setup_logging(verbose)
+    if (target is None) == (not all_blocks):
+        err.print("[bold red]error:[/] give a block name or spec file, or --all")
+        raise typer.Exit(2)
+    workspace = nnrag.Workspace.resolve(home)
+    try:
+        settings = resolve(workspace, model, base_url)
+    except LLMNotConfigured as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        raise typer.Exit(2) from None
+    limits = _limits(timeout, memory_mb)
+    with _errors():
+        if target is not None:
+            path = Path(target)
+            spec_ = load_spec(path) if path.suffix == ".json" and path.exists() else nnrag.spec(target, home=home)
+            show = None if as_json else (lambda a: err.print(
+                f"attempt {a.number}: " + ("[green]passes and conforms[/]" if a.conformant else
+                                           f"[yellow]{a.code or 'non-conformant'} at {a.stage}[/] {a.message[:160]}"), highlight=False))
+            result = run_synthesis(spec_, settings, workspace, attempts, limits, on_attempt=show)
+            if output is not None and result.ok:
+                output.write_text(result.code, encoding="utf-8")
+            if as_json:
+                _print_json(result.to_dict())
+            else:
+                verdict = "[green]passed[/]" if result.ok else "[red]failed[/]"
+                out.print(f"{spec_.id}: {verdict} after {len(result.attempts)} attempt(s); parameters "
+                          f"{result.params} (original {result.original_params}); transcript {result.transcript}")
+            if not result.ok:
+                raise typer.Exit(1)
+            return
+        from nnrag.agent.batch import synthesize_all
+
+        with _progress(not as_json) as progress:
+            summary = synthesize_all(workspace, settings, attempts, limits, category, limit, progress)
+    if as_json:
+        _print_json(summary)
+    else:
+        out.print(f"{summary['tried']} blocks: pass@1 {summary['pass@1']:.1%}, pass@{attempts} "
+                  f"{summary['pass@attempts']:.1%}; {summary['skipped']} already done")
+        for code, n in summary["failures"].items():
+            out.print(f"  {code}: {n}")
+
+
+@app.command()
 def mcp(home: HomeOpt = None) -> None:
     """Serve the block tools over stdio to coding agents (Model Context Protocol)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, force=True)  # stdout carries the protocol
