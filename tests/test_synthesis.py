@@ -85,3 +85,26 @@ def test_hostile_answers_are_contained_and_classified(search_lib: dict[str, obje
     assert not result.ok and result.path is None
     assert [a.code for a in result.attempts] == ["sandbox-violation", "sandbox-violation", "timeout"]
     assert not Path("/tmp/nnrag-synth-escaped").exists()
+
+
+DICE = '''```python
+import torch
+from torch import nn
+
+
+class DiceLoss(nn.Module):
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        p = logits.sigmoid()
+        return 1 - (2 * (p * target).sum() + 1) / (p.sum() + target.sum() + 1)
+```'''
+
+
+def test_batch_is_resumable_and_reports_pass_rates(search_lib: dict[str, object]) -> None:
+    home = str(search_lib["home"])
+    with ScriptedLLM([answer(DICE)]) as llm:
+        args = ["synthesize", "--all", "--category", "loss", "--model", "stub-batch", "--base-url", llm.url,
+                "--home", home, "--json"]
+        first = json.loads(run_cli(*args, env={"OPENAI_API_KEY": "unused"}).stdout)
+        again = json.loads(run_cli(*args, env={"OPENAI_API_KEY": "unused"}).stdout)
+    assert (first["tried"], first["pass@1"], first["pass@attempts"]) == (1, 1.0, 1.0)
+    assert again["tried"] == 0 and len(llm.requests) == 1

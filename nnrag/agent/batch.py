@@ -36,5 +36,5 @@ def synthesize_all(workspace: Workspace, settings: LLMSettings, attempts: int, l
         if progress:
             progress("synthesize", i, len(todo))
     n = len(todo) or 1
-    return {"tried": len(todo), "skipped": len(specs) - len(todo) if limit is None else len(done & {s.id for s in specs}),
+    return {"tried": len(todo), "skipped": len(done & {s.id for s in specs}),
             "pass@1": first / n, "pass@attempts": passed / n, "attempts": attempts, "failures": dict(failures)}
