@@ -99,3 +99,10 @@ def test_mcp_server_over_stdio(search_lib: dict[str, object]) -> None:
     assert names == set(TOOLS)
     assert hit["results"][0]["name"] == "BlurDownsample"
     assert spec["kind"] == "NotFoundError"
+
+
+def test_synthesize_tool_without_llm_says_what_to_set(box: Toolbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NNRAG_LLM_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    result = box.synthesize("BlurDownsample")
+    assert result["kind"] == "LLMNotConfigured" and "OPENAI_BASE_URL" in result["error"]

@@ -89,6 +89,19 @@ class Toolbox:
         return d
 
     @_as_result
+    def synthesize(self, spec_or_name: str, attempts: int = 3) -> dict[str, Any]:
+        """Have the configured LLM implement a block from its neutral spec, gated by the validator."""
+        from nnrag.agent.llm import resolve
+        from nnrag.agent.synthesis import synthesize
+        from nnrag.specs.model import BlockSpec
+
+        settings = resolve(self.workspace)
+        text = spec_or_name.strip()
+        spec = BlockSpec.model_validate_json(text) if text.startswith("{") else nnrag.spec(text, home=self.home)
+        result = synthesize(spec, settings, self.workspace, max(1, min(int(attempts), 5)))
+        return result.to_dict()
+
+    @_as_result
     def list_sources(self) -> dict[str, Any]:
         """The indexed sources."""
         from dataclasses import asdict

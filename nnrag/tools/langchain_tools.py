@@ -31,6 +31,11 @@ class ValidateArgs(BaseModel):
     class_name: str | None = Field(None, description="the class to check (default: the last nn.Module in the file)")
 
 
+class SynthesizeArgs(BaseModel):
+    spec_or_name: str = Field(description="a block name or id, or a BlockSpec as JSON")
+    attempts: int = Field(3, ge=1, le=5, description="model answers allowed, repairs included")
+
+
 class NoArgs(BaseModel):
     pass
 
@@ -43,6 +48,8 @@ TOOLS: dict[str, tuple[type[BaseModel], str]] = {
     "validate_code": (ValidateArgs, "Run Python code through the sandboxed validator gate: parse, compile, import, "
                                     "instantiate, forward, backward. Returns the verdict and diagnostics."),
     "list_sources": (NoArgs, "List the indexed source repositories and distributions."),
+    "synthesize": (SynthesizeArgs, "Have the configured LLM write a new implementation from a block's neutral spec; "
+                                   "the result passes the validator gate and a conformance check, or reports why not."),
 }
 
 
