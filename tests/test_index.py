@@ -122,11 +122,12 @@ def test_interrupted_run_resumes(tmp_path: Path, home: Path, sig: int) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a test run started in the background inherits SIGINT ignored; Ctrl-C must reach the child
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     db = home / "index.sqlite3"
     deadline = time.monotonic() + 120
-    # signal as soon as the first batch is in: the most margin before the run could finish on a loaded machine
-    while _count_files(db) < 1 and time.monotonic() < deadline and proc.poll() is None:
+    while _count_files(db) < 200 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=120)
