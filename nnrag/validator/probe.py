@@ -33,7 +33,7 @@ _TRIES_PER_MODEL = 16
 _CALLS_PER_INPUT = 6
 # Larger guessed inputs are skipped: 1088 channels at 224x224 costs ~10 s of convolutions to fail
 _MAX_INPUT_ELEMENTS = 1 << 24
-# Guessed arguments that would build more parameters are skipped (ConVit's defaults: 1.3 billion)
+# Guessed arguments that would build more parameters are not built (ConVit's defaults: 12 billion)
 _MAX_PARAMS = 300_000_000
 _SHAPE_WORDS = ("shape", "size", "dimension", "dim", "expected", "mat1", "mat2", "channels", "match", "broadcast",
                 "view", "reshape", "must be", "invalid", "out of range", "index", "too many", "not enough", "unpack")
