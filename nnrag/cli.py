@@ -511,11 +511,31 @@ def evals_retrieval(
     out.print(f"[dim]index brought up to date in {rep.index_seconds:.1f} s[/]")
 
 
+ModelOpt = Annotated[Optional[str], typer.Option("--model", help="Chat model name (else NNRAG_LLM_MODEL or [llm] in config.toml).")]
+BaseUrlOpt = Annotated[
+    Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (else OPENAI_BASE_URL).")
+]
+
+
+def _llm_settings(home: Optional[Path], model: Optional[str], base_url: Optional[str]) -> Any:
+    """The configured chat model; with none, say which settings to give and exit 2."""
+    from nnrag.agent.llm import LLMNotConfigured, resolve
+
+    try:
+        return resolve(nnrag.Workspace.resolve(home), model, base_url)
+    except LLMNotConfigured as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        raise typer.Exit(2) from None
+    except NnragError as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        raise typer.Exit(1) from None
+
+
 @app.command()
 def agent(
     question: Annotated[str, typer.Argument(help="What you want, in words.")],
-    model: Annotated[Optional[str], typer.Option("--model", help="Chat model name (else NNRAG_LLM_MODEL or [llm] in config.toml).")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (else OPENAI_BASE_URL).")] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     max_steps: Annotated[int, typer.Option("--max-steps", help="Model calls allowed before giving up.")] = 12,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
@@ -523,15 +543,10 @@ def agent(
 ) -> None:
     """Ask the agent: it searches the library, reads specs and validates code with the block tools."""
     from nnrag.agent.agent import run_agent
-    from nnrag.agent.llm import LLMNotConfigured, resolve
     from nnrag.tools.functions import Toolbox
 
     _setup_logging(verbose)
-    try:
-        settings = resolve(nnrag.Workspace.resolve(home), model, base_url)
-    except LLMNotConfigured as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
-        raise typer.Exit(2) from None
+    settings = _llm_settings(home, model, base_url)
 
     def show(step: Any) -> None:
         if step.kind == "tool_call":
@@ -557,8 +572,8 @@ def synthesize(
     all_blocks: Annotated[bool, typer.Option("--all", help="Every validated block with a spec (resumable batch).")] = False,
     category: Annotated[Optional[str], typer.Option("--category", "-c", help="With --all: only this category.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="With --all: at most this many blocks.")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Chat model name.")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     timeout: TimeoutOpt = None,
     memory_mb: MemoryOpt = None,
     home: HomeOpt = None,
@@ -566,7 +581,6 @@ def synthesize(
     verbose: VerboseOpt = False,
 ) -> None:
     """Have the LLM implement blocks from their neutral specs; every answer goes through the gate."""
-    from nnrag.agent.llm import LLMNotConfigured, resolve
     from nnrag.agent.synthesis import load_spec, synthesize as run_synthesis
 
     _setup_logging(verbose)
@@ -574,11 +588,7 @@ def synthesize(
         err.print("[bold red]error:[/] give a block name or spec file, or --all")
         raise typer.Exit(2)
     workspace = nnrag.Workspace.resolve(home)
-    try:
-        settings = resolve(workspace, model, base_url)
-    except LLMNotConfigured as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
-        raise typer.Exit(2) from None
+    settings = _llm_settings(home, model, base_url)
     limits = _limits(timeout, memory_mb)
     with _errors():
         if target is not None:
