@@ -87,7 +87,10 @@ def _with_probe_values(params: list[Parameter], used: dict[str, str]) -> list[Pa
     return [p.model_copy(update={"probe_value": used[p.name]}) if p.name in used else p for p in params]
 
 
-def _spatial_rank(probe: ShapeProbe | None) -> int | None:
+def _spatial_rank(name: str, probe: ShapeProbe | None) -> int | None:
+    """1, 2 or 3 spatial dimensions: from the name (``MaxPool3d``) where it says, else the probe's input rank."""
+    if m := re.search(r"([123])[dD]$", name):
+        return int(m.group(1))
     if probe and probe.inputs and isinstance(probe.inputs[0], list) and len(probe.inputs[0]) >= 3:
         return len(probe.inputs[0]) - 2
     return None
@@ -122,7 +125,7 @@ def bundle_from_row(store: Store, workspace: Workspace, row: tuple) -> SpecBundl
     used = record.get("init_args") or {}
     spec_ = BlockSpec(
         id=block_id, name=name, qualname=qualname, category=category,
-        summary=summarize(name, category, first_sentence(facts.docstring), submodules, probe, _spatial_rank(probe)),
+        summary=summarize(category, first_sentence(facts.docstring), submodules, probe, _spatial_rank(name, probe)),
         bases=facts.bases,
         constructor=_with_probe_values(facts.constructor, used if record.get("ok") else {}),
         forward=facts.forward, probe=probe, submodules=submodules, operations=facts.operations,
@@ -154,12 +157,17 @@ def find_rows(conn: sqlite3.Connection, name: str, source: str | None = None) ->
     return library_rows(conn, where, (name, name, source) if source else (name, name))
 
 
-def spec_for(store: Store, workspace: Workspace, name: str, source: str | None = None) -> BlockSpec:
-    rows = find_rows(store.conn, name, source)
+def find_row(conn: sqlite3.Connection, name: str, source: str | None = None) -> tuple:
+    """The one library row a name means; an unknown or ambiguous name is an error that says what to do."""
+    rows = find_rows(conn, name, source)
     if not rows:
         where = f" in source {source!r}" if source else ""
         raise NotFoundError(f"no block named {name!r}{where} in the library; `nnrag build` extracts and validates "
                             "blocks, `nnrag blocks` lists discovered ones")
     if len(rows) > 1:
         raise AmbiguousBlockError(name, [r[0] for r in rows])
-    return bundle_from_row(store, workspace, rows[0]).spec
+    return rows[0]
+
+
+def spec_for(store: Store, workspace: Workspace, name: str, source: str | None = None) -> BlockSpec:
+    return bundle_from_row(store, workspace, find_row(store.conn, name, source)).spec

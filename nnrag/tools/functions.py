@@ -59,15 +59,16 @@ class Toolbox:
     @_as_result
     def get_block_code(self, name_or_id: str) -> dict[str, Any]:
         """The standalone file of a block already in the library."""
-        spec = nnrag.spec(name_or_id, home=self.home)
         from nnrag.library import open_library
+        from nnrag.specs.build import find_row
 
         with open_library(self.workspace) as store:
-            row = store.conn.execute("SELECT path, status FROM library WHERE block_id=?", (spec.id,)).fetchone()
-        if row is None or not row[0]:
-            return {"error": f"{spec.id} has no standalone file (its extraction failed)", "kind": "NotFoundError"}
-        code = (self.workspace.home / row[0]).read_text(encoding="utf-8")
-        return {"id": spec.id, "validated": row[1] == "validated", "code": code[:_MAX_CODE_CHARS]}
+            row = find_row(store.conn, name_or_id)
+        block_id, path, status = row[0], row[6], row[9]
+        if not path:
+            return {"error": f"{block_id} has no standalone file (its extraction failed)", "kind": "NotFoundError"}
+        code = (self.workspace.home / path).read_text(encoding="utf-8")
+        return {"id": block_id, "validated": status == "validated", "code": code[:_MAX_CODE_CHARS]}
 
     @_as_result
     def extract_block(self, name: str, source: str | None = None) -> dict[str, Any]:
