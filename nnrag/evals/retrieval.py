@@ -4,8 +4,7 @@ over a JSONL file of ``{"query": str, "gold": [regex, ...]}``.
 A result is relevant when its class name matches any gold pattern (``re.search``). Queries whose
 gold matches no block in the search index are reported as not in the corpus and left out of the
 figures. Latency is measured per query with the embedding model already loaded.
-
-    python -m nnrag.evals.retrieval --queries dev-queries.jsonl [--json]
+Run it with ``nnrag evals retrieval [--queries FILE] [--json]``.
 """
 
 from __future__ import annotations
@@ -132,33 +131,3 @@ def evaluate(index: SearchIndex, queries: list[Query], validated: bool | None = 
         methods[method] = res
     return RetrievalReport(len(queries), len(in_corpus), [q.query for q in queries if q not in in_corpus], methods,
                            index_seconds, len(names))
-
-
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    from ..workspace import Workspace
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries", type=Path, default=SHIPPED_QUERIES)
-    parser.add_argument("--home", default=None)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    report = evaluate(SearchIndex(Workspace.resolve(args.home)), load_queries(args.queries))
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-        return
-    print(format_table(report))
-
-
-def format_table(report: RetrievalReport) -> str:
-    rows = ["method    R@1    R@5    R@10   MRR@10 nDCG@10 p50ms  p95ms"]
-    for m, r in report.methods.items():
-        rows.append(f"{m:<9} {r.recall_at_1:.3f}  {r.recall_at_5:.3f}  {r.recall_at_10:.3f}  {r.mrr_at_10:.3f}  "
-                    f"{r.ndcg_at_10:.3f}   {r.latency_p50_ms:<6.1f} {r.latency_p95_ms:.1f}")
-    rows.append(f"{report.evaluated} of {report.queries} queries in the corpus ({report.blocks} blocks)")
-    return "\n".join(rows)
-
-
-if __name__ == "__main__":
-    main()

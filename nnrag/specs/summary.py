@@ -97,8 +97,8 @@ def structure(submodules: list[Submodule], limit: int = 6) -> str | None:
     return ", ".join(f"{s.type} x{s.count}" if s.count > 1 else s.type for s in shown)
 
 
-def summarize(name: str, category: str | None, sentence: str | None, submodules: list[Submodule],
-              probe: ShapeProbe | None, ndim: int | None = None) -> str:
+def summarize(category: str | None, sentence: str | None, submodules: list[Submodule], probe: ShapeProbe | None,
+              ndim: int | None = None) -> str:
     """``sentence`` (the docstring's first sentence) when there is one, then what structure says."""
     phrase = _CATEGORY_PHRASE.get(category or "utility", "Module")
     if ndim in (1, 2, 3) and category in ("convolution", "pooling", "normalization"):
