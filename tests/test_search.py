@@ -76,7 +76,10 @@ def test_specs_validate_and_hold_no_code(lib: dict[str, object]) -> None:
     conv = nnrag.spec("ConvNormAct", home=home)  # type: ignore[arg-type]
     assert {(s.type, s.count) for s in conv.submodules} == {("Conv2d", 1), ("BatchNorm2d", 1), ("ReLU", 1)}
     assert "keeps spatial size" in conv.summary and "maps 8 to 16 channels" in conv.summary
-    assert conv.constructor[0].probe_value is not None or conv.probe.arguments == "guessed"  # type: ignore[union-attr]
+    attention = nnrag.spec("TokenSelfAttention", home=home)  # type: ignore[arg-type]
+    dim = attention.constructor[0]
+    assert (dim.name, dim.required) == ("dim", True) and dim.probe_value is not None and dim.probe_value.isdigit()
+    assert attention.probe.inputs[0][-1] == int(dim.probe_value)  # type: ignore[union-attr]
     failed = nnrag.spec("NativeOnly", home=home)  # type: ignore[arg-type]
     assert failed.validation.status == "failed" and failed.validation.code == "missing-dependency"
 
