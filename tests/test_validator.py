@@ -154,3 +154,18 @@ def test_validate_command_exit_codes_and_record(tmp_path: Path) -> None:
                       "        assert x.shape[-1] == 7, 'wants 7 features'\n        return x\n")
     proc = run_cli("validate", str(shapes), check=False)
     assert proc.returncode == 1 and "input-inference" in proc.stdout
+
+
+def test_a_long_running_worker_keeps_forking_fresh_children() -> None:
+    """Past its 40th candidate a worker moves its memory to huge pages; later children must still
+    start fresh (no state from an earlier candidate) and pass or fail on their own."""
+    from nnrag.validator.gate import Gate
+    from nnrag.validator import server
+
+    code = ("import torch.nn as nn\nimport sys\n\nassert not hasattr(sys, 'seen'), 'state leaked from an earlier candidate'\n"
+            "sys.seen = True\n\nclass Count(nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+    with Gate(1) as gate:
+        records = [gate.check_code(code, "Count") for _ in range(server._HUGE_AFTER + 5)]
+        broken = gate.check_code(code.replace("return x * 2", "raise RuntimeError('boom')"), "Count")
+    assert all(r.ok for r in records), [r.message for r in records if not r.ok][:1]
+    assert not broken.ok and broken.stage == "forward" and "boom" in broken.message

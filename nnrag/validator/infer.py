@@ -272,7 +272,9 @@ def _passed_through(cls: type, sig: inspect.Signature) -> list[inspect.Parameter
         return params
     names = {p.name for p in params}
     for base in cls.__mro__[1:]:
-        if base is nn.Module or "__init__" not in vars(base):
+        # a builtin __init__ (object's) has nothing to pass through, and reading its signature
+        # copies sys.modules, which in a forked child copies the page of every module
+        if base is nn.Module or not inspect.isfunction(vars(base).get("__init__")):
             continue
         try:
             more = inspect.signature(base.__init__).parameters.values()

