@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from .specs.model import BlockSpec
     from .retrieval.sources import SourceSpec
     from .validator.record import Limits, ValidationRecord
+    from .agent.lemur.register import Registration, Setup
+    from typing import Callable
 
 PathLike = str | os.PathLike[str]
 
@@ -226,6 +228,44 @@ def report(*, home: PathLike | None = None) -> "BuildReport":
     return library_report(Workspace.resolve(home))
 
 
+def lemur_register(
+    names: Sequence[str] = (),
+    *,
+    everything: bool = False,
+    category: str | None = None,
+    dataset: str = "synthetic",
+    epochs: int = 1,
+    prefix: str = "nnrag",
+    lemur_root: PathLike | None = None,
+    limit: int | None = None,
+    synthesized: bool = False,
+    retry: bool = False,
+    offline: bool = False,
+    timeout_s: float = 900.0,
+    home: PathLike | None = None,
+    progress: "Callable[[str, int, int, str], None] | None" = None,
+) -> "tuple[Setup, list[Registration]]":
+    """Adapt validated blocks to LEMUR's model contract, gate them, and train and score them with
+    LEMUR's ``check_nn`` (one process per model). Outcomes are recorded; re-runs skip them."""
+    from pathlib import Path
+
+    from .agent.lemur.register import register
+
+    return register(Workspace.resolve(home), names, everything=everything, category=category, dataset=dataset,
+                    epochs=epochs, prefix=prefix, root=Path(lemur_root) if lemur_root else None, limit=limit,
+                    synthesized=synthesized, retry=retry, offline=offline, timeout_s=timeout_s, progress=progress)
+
+
+def lemur_list(*, prefix: str = "nnrag", lemur_root: PathLike | None = None,
+               home: PathLike | None = None) -> list[dict[str, object]]:
+    """The models with the prefix in LEMUR's database, read with LEMUR's own ``ab.nn.api.data()``."""
+    from pathlib import Path
+
+    from .agent.lemur.register import listed
+
+    return listed(Workspace.resolve(home), prefix, Path(lemur_root) if lemur_root else None)
+
+
 __all__ = [
     "__version__",
     "Workspace",
@@ -238,6 +278,8 @@ __all__ = [
     "index",
     "blocks",
     "sources",
+    "lemur_register",
+    "lemur_list",
     "forget",
     "stats",
     "extract",

@@ -631,6 +631,86 @@ def mcp(home: HomeOpt = None) -> None:
     serve(home)
 
 
+lemur_app = typer.Typer(help="LEMUR (nn-dataset): register blocks as models trained and scored by LEMUR.", no_args_is_help=True)
+app.add_typer(lemur_app, name="lemur")
+LemurRootOpt = Annotated[Optional[Path], typer.Option("--lemur-root", help="LEMUR root holding db/, out/, data/ (default: HOME/lemur).")]
+PrefixOpt = Annotated[str, typer.Option("--prefix", help="Prefix of the LEMUR model names.")]
+
+
+@lemur_app.command("register")
+def lemur_register(
+    names: Annotated[Optional[list[str]], typer.Argument(help="Blocks (Name, module.Name or source:id).")] = None,
+    everything: Annotated[bool, typer.Option("--all", help="Every validated block (with --category, of one category).")] = False,
+    category: Annotated[Optional[str], typer.Option("--category", help="Only blocks of this category (with --all).")] = None,
+    dataset: Annotated[str, typer.Option("--dataset", help="LEMUR dataset: synthetic (made here, offline) or a LEMUR loader such as cifar-10.")] = "synthetic",
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Training epochs per model.")] = 1,
+    prefix: PrefixOpt = "nnrag",
+    lemur_root: LemurRootOpt = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Register at most N blocks.")] = None,
+    synthesized: Annotated[bool, typer.Option("--synthesized", help="Also register the selected blocks' passing synthesised implementations.")] = False,
+    retry: Annotated[bool, typer.Option("--retry", help="Try again models an earlier run refused or could not train.")] = False,
+    offline: Annotated[bool, typer.Option("--offline", help="Do not try to download LEMUR's database; bootstrap an empty one.")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per model for LEMUR's training and scoring.")] = 900.0,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Adapt blocks to LEMUR's model contract, check them through the gate, then train and score
+    each with LEMUR's check_nn in its own process. Resumable: recorded outcomes are skipped."""
+    _setup_logging(verbose)
+    with _errors(), _progress(True) as progress:
+        setup, results = nnrag.lemur_register(
+            names or [], everything=everything, category=category, dataset=dataset, epochs=epochs, prefix=prefix,
+            lemur_root=lemur_root, limit=limit, synthesized=synthesized, retry=retry, offline=offline, timeout_s=timeout,
+            home=home, progress=(lambda phase, done, total, what: progress(phase, done, total)) if progress else None)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    if as_json:
+        _print_json({"lemur_root": str(setup.root), "database": str(setup.db), "bootstrapped": setup.bootstrapped,
+                     "bootstrap_reason": setup.reason, "counts": counts, "results": [r.to_dict() for r in results]})
+        return
+    if setup.bootstrapped:
+        err.print(f"[yellow]LEMUR had no database and none could be downloaded ({setup.reason}); "
+                  f"created an empty one with LEMUR's init_db at {setup.db}[/]", highlight=False)
+    table = Table(title=f"LEMUR registration on {dataset} ({setup.root})", title_justify="left")
+    for col in ("block", "status", "LEMUR name", "accuracy", "quality", "s", "reason"):
+        table.add_column(col, justify="right" if col in ("accuracy", "quality", "s") else "left")
+    for r in results:
+        table.add_row(r.block_id, r.status + (" (earlier run)" if r.skipped else ""), r.lemur_name or "",
+                      "" if r.accuracy is None else f"{r.accuracy:.3f}", "" if r.quality is None else f"{r.quality:.2f}",
+                      f"{r.seconds:.1f}", (r.reason or "")[:90])
+    out.print(table)
+    tried = [r for r in results if not r.skipped and r.status in ("registered", "below-floor", "failed", "timeout")]
+    per_model = sorted(r.seconds for r in tried)
+    median = f"; median {per_model[len(per_model) // 2]:.1f} s per trained model" if per_model else ""
+    out.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + median)
+
+
+@lemur_app.command("list")
+def lemur_list(
+    prefix: PrefixOpt = "nnrag",
+    lemur_root: LemurRootOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The models nnrag registered, as LEMUR's own ab.nn.api.data() reports them."""
+    with _errors():
+        rows = nnrag.lemur_list(prefix=prefix, lemur_root=lemur_root, home=home)
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table(title=f"LEMUR models with prefix {prefix!r}", title_justify="left")
+    for col in ("LEMUR name", "block", "dataset", "epoch", "accuracy"):
+        table.add_column(col, justify="right" if col in ("epoch", "accuracy") else "left")
+    for r in rows:
+        table.add_row(str(r["nn"]), str(r.get("block_id") or ""), str(r["dataset"]), str(r["epoch"]),
+                      f"{r['accuracy']:.3f}" if r.get("accuracy") is not None else "")
+    out.print(table)
+    if not rows:
+        out.print("[dim]none yet: `nnrag lemur register` adds them[/]")
+
+
 @app.command()
 def version() -> None:
     """Print the nnrag version."""
