@@ -169,3 +169,32 @@ def test_a_long_running_worker_keeps_forking_fresh_children() -> None:
         broken = gate.check_code(code.replace("return x * 2", "raise RuntimeError('boom')"), "Count")
     assert all(r.ok for r in records), [r.message for r in records if not r.ok][:1]
     assert not broken.ok and broken.stage == "forward" and "boom" in broken.message
+
+
+def test_a_warmed_gate_starts_its_workers_in_the_background() -> None:
+    """``warm`` returns at once and the workers come up on their own, so a build's extraction
+    overlaps their import of torch; a gate closed while warming leaves no worker behind."""
+    import time
+
+    from nnrag.validator.gate import Gate
+
+    code = "import torch.nn as nn\n\nclass Twice(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    with Gate(2) as gate:
+        started = time.perf_counter()
+        gate.warm()
+        assert time.perf_counter() - started < 1.0 and gate._idle.qsize() == 0
+        deadline = time.perf_counter() + 120
+        while gate._idle.qsize() < 2 and time.perf_counter() < deadline:
+            time.sleep(0.2)
+        assert gate._idle.qsize() == 2
+        workers = list(gate._idle.queue)
+        assert gate.check_code(code, "Twice").ok
+        assert {id(w) for w in gate._idle.queue} == {id(w) for w in workers}  # the warm ones served it
+    assert all(w.proc.poll() is not None for w in workers)
+
+    closing = Gate(1)
+    closing.warm()
+    closing.close()
+    for thread in closing._warming:
+        thread.join(120)
+    assert closing._idle.qsize() == 0  # the worker that came up after close was stopped, not kept

@@ -8,12 +8,11 @@ and every reference is rewritten with LibCST; only statements that need it are r
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 
 from .._version import __version__
 from .closure import Closure, DefTarget, ExtImport, ModTarget, Target
-from .requirements import Requirement, is_stdlib, requirements_of
+from .requirements import Requirement, is_stdlib, modules_in, requirements_of
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ def assemble(closure: Closure, provenance: Provenance) -> Assembled:
     if third:
         sections.append("\n".join(third) + "\n")
     code_wo_header = "\n".join(sections) + ("\n\n" if sections else "") + body
-    requirements = tuple(requirements_of(ast.parse(code_wo_header)))
+    requirements = tuple(requirements_of(set().union(*map(modules_in, [*import_lines, *bodies]))))
     header = _header(closure, provenance, requirements, out_def[DefTarget(closure.module, closure.qualname.split(".")[0])])
     class_name = out_def[DefTarget(closure.module, closure.qualname.split(".")[0])] + closure.qualname[len(closure.qualname.split(".")[0]) :]
     return Assembled(header + "\n" + code_wo_header, class_name, requirements, renames_done)

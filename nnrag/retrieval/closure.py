@@ -154,6 +154,7 @@ class Extractor:
         }
         self._units: dict[str, ModuleUnits] = {}
         self._bind_cache: dict[tuple[str, str], Target | None] = {}
+        self._nested: dict[tuple[str, int], list[tuple[int, int, str, list[tuple[str, Target]]]]] = {}
         # Every standalone file imports torch anyway: blocks of torch itself keep importing the rest
         # of torch instead of copying it (a copied Conv3d would carry 3,700 lines of torch.nn).
         self.inline = not all(m == "torch" or m.startswith("torch.") for m in self.infos)
@@ -393,9 +394,13 @@ class Extractor:
 
     def _nested_imports(self, mu: ModuleUnits, k: int) -> list[tuple[int, int, str, list[tuple[str, Target]]]]:
         """In-source imports inside a copied statement, with what each bound name means."""
+        cached = self._nested.get((mu.module, k))
+        if cached is not None:
+            return cached
         st = mu.stmts[k]
-        out = []
-        for node in ast.walk(st.node):
+        out: list[tuple[int, int, str, list[tuple[str, Target]]]] = []
+        has_import = any("import" in line for line in mu.lines[st.start - 1 : st.end])
+        for node in ast.walk(st.node) if has_import else ():
             if not isinstance(node, (ast.Import, ast.ImportFrom)) or node is st.node:
                 continue
             if isinstance(node, ast.ImportFrom):
@@ -416,6 +421,7 @@ class Extractor:
             line = mu.lines[node.lineno - 1]
             indent = line[: len(line) - len(line.lstrip())]
             out.append((first, last, indent, pairs))
+        self._nested[(mu.module, k)] = out
         return out
 
 

@@ -7,6 +7,7 @@ import importlib.metadata as md
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Iterable
 
 
 @dataclass(frozen=True, order=True)
@@ -41,10 +42,22 @@ def is_stdlib(module: str) -> bool:
     return module in sys.stdlib_module_names or module in sys.builtin_module_names
 
 
-def requirements_of(tree: ast.AST) -> list[Requirement]:
-    """The third-party distributions ``tree`` imports, with installed versions."""
+@lru_cache(maxsize=8192)
+def modules_in(text: str) -> frozenset[str]:
+    """:func:`imported_modules` of source text. Cached: the same helper definitions recur in many
+    blocks, and most statements import nothing (no parse needed)."""
+    if "import" not in text:
+        return frozenset()
+    try:
+        return frozenset(imported_modules(ast.parse(text)))
+    except (SyntaxError, ValueError):  # the gate's parse stage reports it, with its line
+        return frozenset()
+
+
+def requirements_of(modules: Iterable[str]) -> list[Requirement]:
+    """The third-party distributions behind imported top-level ``modules``, with installed versions."""
     by_dist: dict[str, set[str]] = {}
-    for module in imported_modules(tree):
+    for module in set(modules):
         if is_stdlib(module):
             continue
         dists = sorted(set(_packages().get(module, [])))

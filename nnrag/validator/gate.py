@@ -8,7 +8,6 @@ new interpreter needs to import torch.
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import os
@@ -23,24 +22,11 @@ from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
 from . import record as R
 from .record import Limits, ValidationRecord
+from .static import static_check
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _START_TIMEOUT_S = 180.0
-
-
-def static_check(code: str, filename: str = "<candidate>") -> ValidationRecord | None:
-    """Stages parse and compile; None when both pass."""
-    try:
-        tree = ast.parse(code, filename=filename)
-    except (SyntaxError, ValueError) as e:
-        line = getattr(e, "lineno", None)
-        return ValidationRecord(False, "parse", R.SYNTAX_ERROR, f"{e.__class__.__name__}: {e}" + (f" (line {line})" if line else ""))
-    try:
-        compile(tree, filename, "exec")
-    except (SyntaxError, ValueError, RecursionError) as e:
-        return ValidationRecord(False, "compile", R.COMPILE_ERROR, f"{e.__class__.__name__}: {e}")
-    return None
 
 
 class _WorkerDied(Exception):
@@ -85,7 +71,7 @@ class _Worker:
 
 
 class Gate:
-    """A pool of warm workers. Use as a context manager; workers start on first use."""
+    """A pool of warm workers. Use as a context manager; workers start on first use or on :meth:`warm`."""
 
     def __init__(self, workers: int | None = None, limits: Limits | None = None) -> None:
         self.workers = max(1, workers or min(2, os.cpu_count() or 1))
@@ -93,6 +79,8 @@ class Gate:
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._started = 0
         self._lock = threading.Lock()
+        self._closed = False
+        self._warming: list[threading.Thread] = []
 
     def __enter__(self) -> "Gate":
         return self
@@ -101,27 +89,61 @@ class Gate:
         self.close()
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         while True:
             try:
                 self._idle.get_nowait().close()
             except queue.Empty:
                 break
 
-    def _acquire(self) -> _Worker:
-        with self._lock:
-            if self._idle.empty() and self._started < self.workers:
-                self._started += 1
-                start = True
-            else:
-                start = False
-        if start:
+    def warm(self) -> None:
+        """Start the workers in the background, so their seconds of importing torch overlap the
+        caller's own work; a worker that fails to start here is started (and reported) on first use."""
+
+        def start() -> None:
             try:
-                return _Worker()
+                worker = _Worker()
             except BaseException:
+                log.debug("warming a validation worker failed", exc_info=True)
                 with self._lock:
                     self._started -= 1
-                raise
-        return self._idle.get(timeout=_START_TIMEOUT_S + self.limits.timeout_s * 4)
+                return
+            with self._lock:
+                closed = self._closed
+            if closed:
+                worker.close()
+            else:
+                self._idle.put(worker)
+
+        with self._lock:
+            missing = self.workers - self._started
+            self._started = self.workers
+        for _ in range(missing):
+            thread = threading.Thread(target=start, daemon=True)
+            thread.start()
+            self._warming.append(thread)
+
+    def _acquire(self) -> _Worker:
+        deadline = time.monotonic() + _START_TIMEOUT_S + self.limits.timeout_s * 4
+        while True:
+            with self._lock:
+                start = self._idle.empty() and self._started < self.workers
+                if start:
+                    self._started += 1
+            if start:
+                try:
+                    return _Worker()
+                except BaseException:
+                    with self._lock:
+                        self._started -= 1
+                    raise
+            try:
+                # short waits: a worker warming in the background may fail, freeing its slot
+                return self._idle.get(timeout=1.0)
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise
 
     def _send(self, request: dict[str, Any]) -> dict[str, Any]:
         worker = self._acquire()
@@ -139,8 +161,10 @@ class Gate:
                    hints: list[dict[str, Any]] | None = None, limits: Limits | None = None) -> ValidationRecord:
         """Run every stage on ``code``; ``hints`` are recorded usages of the class to try first."""
         started = time.perf_counter()
-        failed = static_check(code, filename)
-        if failed is not None:
+        # Parse and compile run in the worker, beside its fork, so this process (one thread per
+        # worker, one GIL) stays free; before any worker is up they run here, so code that cannot
+        # pass costs no worker start.
+        if self._started == 0 and (failed := static_check(code, filename)) is not None:
             return failed
         request = {"code": code, "filename": filename, "class_name": class_name, "limits": asdict(limits or self.limits)}
         if hints:

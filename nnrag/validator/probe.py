@@ -12,6 +12,7 @@ import time
 import traceback
 from collections import deque
 from pathlib import Path
+from types import CodeType
 from typing import Any, Callable, Iterator
 
 import torch
@@ -164,10 +165,11 @@ def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, error
 
 
 def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Callable[[str], None] = lambda s: None,
-        hints: list[dict[str, Any]] | None = None) -> None:
+        hints: list[dict[str, Any]] | None = None, compiled: CodeType | None = None) -> None:
     """Fill ``result`` stage by stage; raises StageFailure on the first failing stage.
 
-    ``hints`` are usage entries recorded by the harvest (see harvest.py), tried before any guess.
+    ``hints`` are usage entries recorded by the harvest (see harvest.py), tried before any guess;
+    ``compiled`` is the file's code object when the caller compiled it already.
     """
     # the CPU generator only: torch.manual_seed would also queue a lazy CUDA seeding, formatting a
     # stack trace (~6 ms of a trivial candidate's ~40)
@@ -179,7 +181,10 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     module = importlib.util.module_from_spec(spec)
     sys.modules["nnrag_candidate"] = module
     try:
-        spec.loader.exec_module(module)
+        if compiled is not None:
+            exec(compiled, module.__dict__)  # what exec_module does, without compiling again
+        else:
+            spec.loader.exec_module(module)
     except BaseException as e:
         raise StageFailure("import", classify("import", e), e) from e
 

@@ -22,10 +22,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 from . import record as R
-from .record import Limits
+from .record import Limits, ValidationRecord
+from .static import compile_candidate
 
 _POLL_S = 0.05
 # Imported once here so that no child pays for them: a block file that imports torchvision
@@ -33,7 +35,7 @@ _POLL_S = 0.05
 _PRELOAD = "torch,torch.nn,torch.nn.functional,torch.utils.checkpoint,torch.fx,torchvision,torchvision.ops,numpy"
 
 
-def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int) -> None:
+def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int, compiled: CodeType | None) -> None:
     result: dict[str, Any] = {"ok": False, "stage": "import"}
     try:
         os.setsid()
@@ -73,7 +75,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         try:
             filename = request.get("filename") or "candidate.py"
             probe.run(folder / filename, request.get("class_name"), result, lambda stage: _progress(report_fd, stage),
-                      request.get("hints"))
+                      request.get("hints"), compiled)
             result["ok"] = True
         except probe.StageFailure as e:
             result.update(stage=e.stage, code=e.code, message=str(e)[:2000])
@@ -140,16 +142,22 @@ def _kill(pid: int) -> None:
 
 def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     limits = Limits(**request.get("limits", {}))
-    folder = Path(tempfile.mkdtemp(prefix="nnrag-sandbox-"))
+    started = time.perf_counter()
     filename = request.get("filename") or "candidate.py"
+    folder = Path(tempfile.mkdtemp(prefix="nnrag-sandbox-"))
+    compiled = None
     if "code" in request:
         (folder / filename).write_text(request["code"], encoding="utf-8")
+        # compiled once here, before the fork: the child runs the code object
+        compiled = compile_candidate(request["code"], str(folder / filename), shown=filename)
+        if isinstance(compiled, ValidationRecord):
+            shutil.rmtree(folder, ignore_errors=True)
+            return compiled.to_dict() | {"seconds": round(time.perf_counter() - started, 4)}
     read_fd, write_fd = os.pipe()
-    started = time.perf_counter()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(folder, request, limits, write_fd)
+        _child(folder, request, limits, write_fd, compiled)
     os.close(write_fd)
     chunks: list[bytes] = []
     killed: str | None = None
