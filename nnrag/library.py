@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "7"
+GATE_VERSION = "8"
 # A guess-based failure waiting for its retry with recorded usage; redone by the next build.
 _AWAITING_USAGE = GATE_VERSION + "-guess"
 # Failures that recorded arguments or inputs may fix.

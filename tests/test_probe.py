@@ -49,3 +49,40 @@ def test_loss_targets_include_class_indices_and_signs() -> None:
     assert targets[0].shape == (2, 5) and targets[0].min() >= 0  # probabilities like the input
     assert any(t.dtype == torch.long and t.shape == (2,) and int(t.max()) < 5 for t in targets)
     assert any(t.is_floating_point() and set(t.unique().tolist()) <= {-1.0, 1.0} for t in targets)
+
+
+def test_integers_become_the_pairs_their_annotations_ask_for() -> None:
+    from typing import List, Optional, Tuple, Union
+
+    from nnrag.validator.infer import guess_value
+
+    sizes = Sizes()
+    assert guess_value("window_size", list[int], sizes) == [4, 4]  # code calls window_size.copy()
+    assert guess_value("shift_size", Optional[List[int]], sizes) == [2, 2]
+    assert guess_value("patch_size", Tuple[int, int], sizes) == (4, 4)
+    assert guess_value("patch_size", Union[int, Tuple[int, int]], sizes) == 4  # an int is accepted as it is
+    assert guess_value("kernel_size", int, sizes) == 3
+    assert guess_value("bias", List[int], sizes) is True  # not an integer guess
+
+
+class RoIPool(nn.Module):
+    def forward(self, input: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
+        return torch.stack([input[int(r[0]), :, int(r[2]):int(r[4]) + 1, int(r[1]):int(r[3]) + 1].amax((-2, -1)) for r in rois])
+
+
+def test_regions_of_interest_are_boxes_inside_the_images() -> None:
+    images = torch.randn(2, 3, 16, 12)
+    (args, _), = list(forward_calls(RoIPool(), images))
+    rois = args[1]
+    assert rois.shape == (4, 5) and set(rois[:, 0].tolist()) == {0.0, 1.0}
+    assert (rois[:, 3] <= 11).all() and (rois[:, 4] <= 15).all() and (rois[:, 1:3] >= 0).all()
+    assert RoIPool()(*args).shape == (4, 3)
+
+
+def test_an_input_pooled_away_is_retried_at_the_designed_size() -> None:
+    small = RuntimeError("Given input size: (832x4x1x1). Calculated output size: (832x2x0x0). Output size is too small")
+    assert input_repairs(small, "float", (2, 3, 8, 32, 32), Sizes(), 3)[0] == ("float", (2, 3, 16, 112, 112))
+    assert input_repairs(small, "float", (2, 3, 32, 32), Sizes(), 3) == [("float", (2, 3, 224, 224))]
+    rank = ValueError("not enough values to unpack (expected 4, got 3)")
+    assert ("float", (2, 16, 16, 16)) in input_repairs(rank, "float", (2, 16, 48), Sizes(), 16)
+    assert ("float", (2, 16, 16, 48)) in input_repairs(rank, "float", (2, 16, 48), Sizes(), 16)  # channels last

@@ -145,6 +145,29 @@ def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
 
 def guess_value(name: str, annotation: Any, s: Sizes, owner: type | None = None, depth: int = 0) -> Any:
     """A small, consistent value for a required constructor argument."""
+    return _as_annotated(_guess(name, annotation, s, owner, depth), annotation)
+
+
+def _as_annotated(value: Any, annotation: Any) -> Any:
+    """An integer guessed by name, as the pair an annotation asks for (``window_size: list[int]``
+    gets ``[4, 4]``: code that copies or indexes it fails on an int, and on a tuple ``.copy()``)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return value
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin is typing.Union:
+        if not args or int in args:
+            return value
+        annotation = args[0]
+        origin, args = typing.get_origin(annotation), list(typing.get_args(annotation))
+    if origin is list and args[:1] == [int]:
+        return [value, value]
+    if origin is tuple and args[:1] == [int]:
+        return (value, value)
+    return value
+
+
+def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int) -> Any:
     n = name.lower()
     w = _words(name)
     if isinstance(annotation, str) and owner is not None and annotation.isidentifier():
@@ -196,6 +219,8 @@ def guess_value(name: str, annotation: Any, s: Sizes, owner: type | None = None,
         return 4
     if "window" in n:
         return 4
+    if n == "shift_size":  # half a window
+        return 2
     if n in ("img_size", "image_size", "resolution", "input_resolution", "feat_size", "size", "img_shape", "grid_size"):
         return s.spatial
     if "vocab" in n or "num_embeddings" in n or "num_tokens" in n or "n_token" in n:
@@ -449,6 +474,15 @@ def _target_variants(main: torch.Tensor) -> list[torch.Tensor]:
     ]
 
 
+def _rois(images: torch.Tensor, per_image: int = 2) -> torch.Tensor:
+    """Regions of interest in torchvision's ``Tensor[K, 5]`` form: image index, then x1, y1, x2, y2
+    inside the image (the top-left quarter and the whole image)."""
+    h, w = images.shape[-2:]
+    rows = [[float(i), 0.0, 0.0, (w - 1) / 2, (h - 1) / 2] for i in range(images.shape[0])]
+    rows += [[float(i), 0.0, 0.0, float(w - 1), float(h - 1)] for i in range(images.shape[0])]
+    return torch.tensor(rows[: images.shape[0] * per_image], dtype=images.dtype)
+
+
 def forward_calls(module: nn.Module, main: torch.Tensor) -> Iterator[tuple[list[Any], dict[str, Any]]]:
     """Arguments for ``forward`` given the main input, the likeliest fill first, then other targets."""
     try:
@@ -488,6 +522,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor) -> Iterator[tuple[list[
             value = torch.zeros(main.shape[0], dtype=torch.long)
         elif n in ("t", "timestep", "timesteps", "time", "noise_level", "sigma"):
             value = torch.rand(main.shape[0])
+        elif n in ("boxes", "rois") and main.dim() == 4:
+            value = _rois(main)
         elif n == "indices":  # index 0 is a valid position in any unpooled output
             value = torch.zeros(main.shape, dtype=torch.long)
         elif n in ("var", "variance", "std"):
@@ -586,10 +622,17 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         rank = int(m.group(1))
         last = shape[-1] if shape else c
         out += {2: [("float", (2, last))], 3: [("float", (2, t, last)), ("float", (2, t, ch))],
-                4: [("float", (2, ch, s, s)), ("float", (2, last, s, s))], 5: [("float", (2, ch, 8, 8, 8))]}.get(rank, [])
+                4: [("float", (2, ch, s, s)), ("float", (2, last, s, s)), ("float", (2, s, s, last))],
+                5: [("float", (2, ch, 8, 8, 8))]}.get(rank, [])
     if m := _MODEL_SIDE.search(text):
         side = int(m.group(1))
         out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
+    if "Output size is too small" in text or "can't be greater than actual input size" in text:
+        # pooled away by a deep stack: the sizes the architecture was designed for
+        if len(shape) == 4:
+            out.append((kind, shape[:2] + (224, 224)))
+        elif len(shape) == 5:
+            out += [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
     if "divisible" in text and len(shape) == 4:
         out += [("float", shape[:2] + (64, 64)), ("float", shape[:2] + (224, 224))]
     if not kind.startswith("long") and ("Long" in text or "indices" in text or "Embedding" in text):
