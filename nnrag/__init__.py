@@ -11,30 +11,46 @@ imported only by the functions that need them.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
+# The stage folders sources/, index/, extract/ and search/ share their names with functions of this
+# API. Importing a submodule binds its package as an attribute of this module, so the packages are
+# imported first (their __init__ modules import nothing) and the functions below rebind the names.
+from . import extract as _extract_stage, index as _index_stage, search as _search_stage, sources as _sources_stage  # noqa: F401
 from ._version import __version__
-from .errors import ConfigError, IndexStoreError, NnragError, NotFoundError, SourceError
+from .errors import (
+    AmbiguousBlockError,
+    ConfigError,
+    IndexStoreError,
+    LLMNotConfigured,
+    NnragError,
+    NotFoundError,
+    SourceError,
+)
+from .progress import ProgressFn
 from .workspace import Workspace
 
 if TYPE_CHECKING:
-    from .retrieval.catalog import Block, SourceInfo, Stats
-    from .retrieval.indexer import IndexReport, ProgressFn
-    from .library import BuildReport, Extraction
-    from .block_search import Hit, Method, SearchIndex, SyncReport
+    from .agent.agent import AgentResult, Step
+    from .extract.block import Extraction
+    from .index.catalog import Block, SourceInfo, Stats
+    from .index.indexer import IndexReport
+    from .lemur.register import Registration, Setup
+    from .library.report import BuildReport
+    from .search.index import Hit, Method, SearchIndex, SyncReport
+    from .sources.spec import SourceSpec
     from .specs.model import BlockSpec
-    from .retrieval.sources import SourceSpec
+    from .synthesis.llm import LLMSettings
+    from .synthesis.synthesize import Attempt, SynthesisResult
     from .validator.record import Limits, ValidationRecord
-    from .agent.lemur.register import Registration, Setup
-    from typing import Callable
 
 PathLike = str | os.PathLike[str]
 
 
 def resolve_sources(sources: Sequence["str | SourceSpec"] = (), corpus: PathLike | None = None) -> list["SourceSpec"]:
     """Source specifications from strings, a corpus file, or the embedded default corpus."""
-    from .retrieval.corpus import load_corpus
-    from .retrieval.sources import SourceSpec, default_corpus, parse_source
+    from .sources.corpus import load_corpus
+    from .sources.spec import SourceSpec, default_corpus, parse_source
 
     specs = [s if isinstance(s, SourceSpec) else parse_source(s) for s in sources]
     if corpus is not None:
@@ -48,7 +64,7 @@ def index(
     corpus: PathLike | None = None,
     home: PathLike | None = None,
     workers: int | None = None,
-    progress: "ProgressFn | None" = None,
+    progress: ProgressFn | None = None,
     refresh_all: bool = False,
 ) -> "IndexReport":
     """Index sources (default: the torch-ecosystem distributions installed beside nnrag).
@@ -56,8 +72,8 @@ def index(
     ``refresh_all`` re-indexes every source already in the index, with its stored settings,
     besides any given ones.
     """
-    from .retrieval.catalog import indexed_specs
-    from .retrieval.indexer import index_sources
+    from .index.catalog import indexed_specs
+    from .index.indexer import index_sources
 
     workspace = Workspace.resolve(home)
     if refresh_all:
@@ -77,35 +93,35 @@ def blocks(
     home: PathLike | None = None,
 ) -> list["Block"]:
     """Discovered blocks; ``pattern`` is an fnmatch on the class name or ``source/Name``."""
-    from .retrieval.catalog import list_blocks
+    from .index.catalog import list_blocks
 
     return list_blocks(Workspace.resolve(home), pattern, source=source, category=category)
 
 
 def sources(*, home: PathLike | None = None) -> list["SourceInfo"]:
     """The sources in the index."""
-    from .retrieval.catalog import list_sources
+    from .index.catalog import list_sources
 
     return list_sources(Workspace.resolve(home))
 
 
 def forget(name: str, *, home: PathLike | None = None) -> None:
     """Remove a source and everything indexed from it."""
-    from .retrieval.catalog import forget_source
+    from .index.catalog import forget_source
 
     forget_source(Workspace.resolve(home), name)
 
 
 def stats(*, home: PathLike | None = None) -> "Stats":
     """Counts per source and category, and file failures by reason."""
-    from .retrieval.catalog import index_stats
+    from .index.catalog import index_stats
 
     return index_stats(Workspace.resolve(home))
 
 
 def extract(name: str, *, source: str | None = None, home: PathLike | None = None) -> "Extraction":
     """The standalone file of one block (``Name``, ``module.Name`` or ``source:module.Name``)."""
-    from .library import extract_block
+    from .extract.block import extract_block
 
     return extract_block(Workspace.resolve(home), name, source)
 
@@ -135,7 +151,7 @@ def build(
     home: PathLike | None = None,
     workers: int | None = None,
     limits: "Limits | None" = None,
-    progress: "ProgressFn | None" = None,
+    progress: ProgressFn | None = None,
     harvest: bool = True,
     search: bool = True,
     scheduler: str | None = None,
@@ -149,8 +165,8 @@ def build(
     scheduler`` in ``HOME/config.toml``) is a Dask scheduler whose workers validate the blocks.
     """
     from .config import build_config
-    from .library import build_library
-    from .retrieval.catalog import indexed_specs
+    from .library.build import build_library
+    from .index.catalog import indexed_specs
 
     workspace = Workspace.resolve(home)
     scheduler = build_config(workspace, scheduler).scheduler
@@ -171,12 +187,12 @@ def build(
 
 def spec(name: str, *, source: str | None = None, home: PathLike | None = None) -> "BlockSpec":
     """The neutral specification of a library block (``Name``, ``module.Name`` or an id)."""
-    from .library import open_library
+    from .db import connect
     from .specs.build import spec_for
 
     workspace = Workspace.resolve(home)
-    with open_library(workspace) as store:
-        return spec_for(store, workspace, name, source)
+    with connect(workspace) as db:
+        return spec_for(db, workspace, name, source)
 
 
 def spec_schema() -> dict[str, object]:
@@ -192,7 +208,7 @@ _INDEXES: dict[tuple[str, str | None, str | None], "SearchIndex"] = {}
 def search_index(*, home: PathLike | None = None, embedder: str | None = None,
                  chroma_url: str | None = None) -> "SearchIndex":
     """The search index of a home; kept per process so the embedding model loads once."""
-    from .block_search import SearchIndex
+    from .search.index import SearchIndex
 
     workspace = Workspace.resolve(home)
     key = (str(workspace.home), embedder, chroma_url)
@@ -202,7 +218,7 @@ def search_index(*, home: PathLike | None = None, embedder: str | None = None,
 
 
 def sync_search(*, home: PathLike | None = None, embedder: str | None = None, chroma_url: str | None = None,
-                progress: "ProgressFn | None" = None) -> "SyncReport":
+                progress: ProgressFn | None = None) -> "SyncReport":
     """Bring specs, the lexical index and the vector index up to date with the library."""
     return search_index(home=home, embedder=embedder, chroma_url=chroma_url).sync(progress)
 
@@ -227,7 +243,7 @@ def search(
 
 def report(*, home: PathLike | None = None) -> "BuildReport":
     """Pass rate, failures by code and per-source figures of the stored library."""
-    from .library import library_report
+    from .library.report import library_report
 
     return library_report(Workspace.resolve(home))
 
@@ -247,17 +263,24 @@ def lemur_register(
     offline: bool = False,
     timeout_s: float = 900.0,
     home: PathLike | None = None,
-    progress: "Callable[[str, int, int, str], None] | None" = None,
+    progress: ProgressFn | None = None,
 ) -> "tuple[Setup, list[Registration]]":
     """Adapt validated blocks to LEMUR's model contract, gate them, and train and score them with
     LEMUR's ``check_nn`` (one process per model). Outcomes are recorded; re-runs skip them."""
     from pathlib import Path
 
-    from .agent.lemur.register import register
+    from .lemur.register import register
 
     return register(Workspace.resolve(home), names, everything=everything, category=category, dataset=dataset,
                     epochs=epochs, prefix=prefix, root=Path(lemur_root) if lemur_root else None, limit=limit,
                     synthesized=synthesized, retry=retry, offline=offline, timeout_s=timeout_s, progress=progress)
+
+
+def lemur_summary(results: "list[Registration]") -> dict[str, object]:
+    """Outcomes of a registration run by status, and the median seconds per trained model."""
+    from .lemur.register import summarize
+
+    return summarize(results)
 
 
 def lemur_list(*, prefix: str = "nnrag", lemur_root: PathLike | None = None,
@@ -265,24 +288,133 @@ def lemur_list(*, prefix: str = "nnrag", lemur_root: PathLike | None = None,
     """The models with the prefix in LEMUR's database, read with LEMUR's own ``ab.nn.api.data()``."""
     from pathlib import Path
 
-    from .agent.lemur.register import listed
+    from .lemur.register import listed
 
     return listed(Workspace.resolve(home), prefix, Path(lemur_root) if lemur_root else None)
+
+
+def library_entries(status: str | None = None, *, home: PathLike | None = None) -> list[dict[str, object]]:
+    """Every library block (id, name, source, category, verdict, file, requirements); ``status``:
+    ``validated`` or ``failed`` only."""
+    from .db import connect
+    from .library.records import entries
+
+    with connect(Workspace.resolve(home)) as db:
+        return entries(db.conn, status)
+
+
+def read_names(path: PathLike) -> set[str]:
+    """Block names for ``build(names=...)`` from a JSON list or a text file, one per line."""
+    from .library.names import read_names as read
+
+    return read(path)
+
+
+def limits(timeout_s: float | None = None, memory_mb: int | None = None) -> "Limits":
+    """The gate's limits per candidate, the defaults where not given (CPU time follows the wall clock)."""
+    from .validator.record import Limits
+
+    return Limits.scaled(timeout_s, memory_mb)
+
+
+def llm_settings(model: str | None = None, base_url: str | None = None, *, home: PathLike | None = None) -> "LLMSettings":
+    """The chat model to use: arguments, else the environment, else ``[llm]`` in ``HOME/config.toml``.
+    Raises :class:`LLMNotConfigured` naming every setting when none is given."""
+    from .synthesis.llm import resolve
+
+    return resolve(Workspace.resolve(home), model, base_url)
+
+
+def synthesize(
+    target: "str | BlockSpec",
+    *,
+    attempts: int = 3,
+    model: str | None = None,
+    base_url: str | None = None,
+    limits: "Limits | None" = None,
+    home: PathLike | None = None,
+    on_attempt: "Callable[[Attempt], None] | None" = None,
+) -> "SynthesisResult":
+    """Have the LLM implement a block from its neutral spec alone; every answer goes through the gate
+    and a conformance check, failures go back as diagnostics. ``target``: a spec, a spec JSON file,
+    or a library block's name or id."""
+    from pathlib import Path
+
+    from .specs.model import BlockSpec
+    from .synthesis.synthesize import load_spec, synthesize as run
+
+    workspace = Workspace.resolve(home)
+    settings = llm_settings(model, base_url, home=home)
+    if isinstance(target, BlockSpec):
+        block_spec = target
+    elif target.strip().startswith("{"):
+        block_spec = BlockSpec.model_validate_json(target)
+    elif target.endswith(".json") and Path(target).is_file():
+        block_spec = load_spec(Path(target))
+    else:
+        block_spec = spec(target, home=home)
+    return run(block_spec, settings, workspace, attempts, limits, on_attempt=on_attempt)
+
+
+def synthesize_all(
+    *,
+    attempts: int = 3,
+    category: str | None = None,
+    limit: int | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    limits: "Limits | None" = None,
+    home: PathLike | None = None,
+    progress: ProgressFn | None = None,
+) -> dict[str, object]:
+    """Synthesis for every validated library block (of a category); resumable; pass@1 and pass@attempts."""
+    from .synthesis.batch import synthesize_all as run
+
+    settings = llm_settings(model, base_url, home=home)
+    return run(Workspace.resolve(home), settings, attempts, limits, category, limit, progress)
+
+
+def ask(
+    question: str,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    max_steps: int = 12,
+    home: PathLike | None = None,
+    on_step: "Callable[[Step], None] | None" = None,
+) -> "AgentResult":
+    """Ask the agent: an LLM that searches the library, reads specs and validates code with the block tools."""
+    from .agent.agent import run_agent
+    from .tools.functions import Toolbox
+
+    settings = llm_settings(model, base_url, home=home)
+    return run_agent(question, settings, Toolbox(home), on_step, max_steps)
 
 
 __all__ = [
     "__version__",
     "Workspace",
+    "ProgressFn",
     "NnragError",
     "ConfigError",
     "SourceError",
     "IndexStoreError",
     "NotFoundError",
+    "AmbiguousBlockError",
+    "LLMNotConfigured",
+    "library_entries",
+    "read_names",
+    "limits",
+    "llm_settings",
+    "synthesize",
+    "synthesize_all",
+    "ask",
     "resolve_sources",
     "index",
     "blocks",
     "sources",
     "lemur_register",
+    "lemur_summary",
     "lemur_list",
     "forget",
     "stats",

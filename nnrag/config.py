@@ -7,6 +7,10 @@ overridden by explicit arguments.
 
     [build]
     scheduler = "tcp://10.0.0.5:8786"     # validate on a Dask cluster; unset: this machine
+
+    [llm]                                 # see nnrag.synthesis.llm
+    model = "qwen2.5-coder-7b-instruct"
+    base_url = "http://127.0.0.1:8000/v1"
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import ConfigError
 from .workspace import Workspace
@@ -30,7 +35,7 @@ class BuildConfig:
     scheduler: str | None = None
 
 
-def _file(workspace: Workspace) -> dict[str, object]:
+def _file(workspace: Workspace) -> dict[str, Any]:
     path = workspace.home / "config.toml"
     if not path.exists():
         return {}
@@ -40,20 +45,26 @@ def _file(workspace: Workspace) -> dict[str, object]:
         raise ConfigError(f"{path} is not valid TOML: {e}") from e
 
 
-def _settings(workspace: Workspace, table: str, env: dict[str, str], given: dict[str, str | None]) -> dict[str, str | None]:
-    """Each key of ``env``: the explicit value, else its environment variable, else ``[table]`` of the file."""
+def table(workspace: Workspace, name: str, known: tuple[str, ...] | set[str]) -> dict[str, Any]:
+    """``[name]`` of ``HOME/config.toml`` (empty when absent); unknown keys are an error that lists the known ones."""
     where = workspace.home / "config.toml"
-    section = _file(workspace).get(table, {})
+    section = _file(workspace).get(name, {})
     if not isinstance(section, dict):
-        raise ConfigError(f"{where}: [{table}] must be a table")
-    unknown = set(section) - set(env)
+        raise ConfigError(f"{where}: [{name}] must be a table")
+    unknown = set(section) - set(known)
     if unknown:
-        raise ConfigError(f"{where}: unknown [{table}] keys {sorted(unknown)}; known: {sorted(env)}")
+        raise ConfigError(f"{where}: unknown [{name}] keys {sorted(unknown)}; known: {sorted(known)}")
+    return section
+
+
+def _settings(workspace: Workspace, name: str, env: dict[str, str], given: dict[str, str | None]) -> dict[str, str | None]:
+    """Each key of ``env``: the explicit value, else its environment variable, else ``[name]`` of the file."""
+    section = table(workspace, name, set(env))
     values = {}
     for key, var in env.items():
         value = given.get(key) or os.environ.get(var) or section.get(key)
         if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{where}: [{table}] {key} must be a string")
+            raise ConfigError(f"{workspace.home / 'config.toml'}: [{name}] {key} must be a string")
         values[key] = value or None
     return values
 

@@ -36,7 +36,7 @@ def test_agent_without_llm_says_what_to_set(home: object) -> None:
     env = {k: "" for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "NNRAG_LLM_MODEL")}
     proc = run_cli("agent", "x", "--home", str(home), env=env, check=False)
     assert proc.returncode == 2
-    for setting in ("--model", "--base-url", "OPENAI_BASE_URL", "OPENAI_API_KEY", "config.toml"):
+    for setting in ("--model", "--base-url", "OPENAI_BASE_URL", "OPENAI_API_KEY", "an [llm] table", "config.toml"):
         assert setting in proc.stderr
 
 

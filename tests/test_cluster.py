@@ -21,10 +21,9 @@ def cluster() -> object:
 
 
 def _verdicts(home: Path, source: str) -> dict[str, tuple[str, str | None]]:
-    from nnrag.library import library_entries
-    from nnrag.workspace import Workspace
+    import nnrag
 
-    return {e["id"]: (e["status"], e["code"]) for e in library_entries(Workspace.resolve(home))
+    return {e["id"]: (e["status"], e["code"]) for e in nnrag.library_entries(home=home)
             if e["source"] == source}
 
 

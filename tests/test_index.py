@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import nnrag
-from nnrag.retrieval.sources import parse_source
+from nnrag.sources.spec import parse_source
 
 BLOCK = "import torch.nn as nn\n\n\nclass Block{i}(nn.Module):\n    def forward(self, x):\n        return x + {i}\n"
 
@@ -32,9 +32,9 @@ def test_incremental_reindex(forms_repo: Path, home: Path) -> None:
     assert (again.parsed, again.unchanged, again.removed) == (0, 9, 0)
 
     # The index keeps each file's content by SHA-1 (extraction reads it from there).
-    from nnrag.retrieval.store import Store
+    from nnrag.db import Database
 
-    with Store(home / "index.sqlite3") as store:
+    with Database(home / "index.sqlite3") as store:
         sha1 = _parsed_paths(home)["pkg/base.py"]
         assert store.file_text(sha1) == (forms_repo / "pkg/base.py").read_text()
 
@@ -159,7 +159,7 @@ def test_homes_do_not_interfere(forms_repo: Path, tmp_path: Path, monkeypatch: p
     nnrag.index([str(forms_repo)])
     assert (tmp_path / "from_env" / "index.sqlite3").exists()
     assert len(nnrag.blocks()) == 22
-    with pytest.raises(nnrag.NotFoundError, match="run `nnrag index` first"):
+    with pytest.raises(nnrag.NotFoundError, match="run `nnrag index` or `nnrag build` first"):
         nnrag.blocks(home=tmp_path / "other")
 
 

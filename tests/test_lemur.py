@@ -13,8 +13,9 @@ import pytest
 
 import nnrag
 from conftest import FIXTURES, run_cli, search_limits
-from nnrag.agent.lemur import contract
-from nnrag.agent.lemur.adapter import NotAdaptable, adapt
+from nnrag.lemur import contract
+from nnrag.errors import NotAdaptable
+from nnrag.lemur.adapter import adapt
 from nnrag.validator.gate import Gate
 
 pytestmark = pytest.mark.skipif(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nnrag.validator.infer import Sizes, constructor_attempts, forward_calls, input_repairs
+from nnrag.validator.arguments import Sizes, constructor_attempts
+from nnrag.validator.inputs import forward_calls, input_repairs
 
 
 class Deep(nn.Module):
@@ -54,7 +55,7 @@ def test_loss_targets_include_class_indices_and_signs() -> None:
 def test_integers_become_the_pairs_their_annotations_ask_for() -> None:
     from typing import List, Optional, Tuple, Union
 
-    from nnrag.validator.infer import guess_value
+    from nnrag.validator.arguments import guess_value
 
     sizes = Sizes()
     assert guess_value("window_size", list[int], sizes) == [4, 4]  # code calls window_size.copy()

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import nnrag
-from nnrag.retrieval.corpus import load_corpus
-from nnrag.retrieval.globs import PathFilter
-from nnrag.retrieval.sources import default_corpus, module_name, parse_source
+from nnrag.sources.corpus import load_corpus
+from nnrag.sources.globs import PathFilter
+from nnrag.sources.spec import default_corpus, module_name, parse_source
 
 LAYER = "import torch.nn as nn\n\n\nclass {name}(nn.Module):\n    def forward(self, x):\n        return x\n"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import nnrag
 from conftest import run_cli
 from llm_stub import ScriptedLLM, answer
-from nnrag.agent.llm import LLMSettings
-from nnrag.agent.synthesis import synthesize
+from nnrag.synthesis.llm import LLMSettings
+from nnrag.synthesis.synthesize import synthesize
 from nnrag.validator.record import Limits
 
 BROKEN = '''```python

@@ -13,9 +13,9 @@ import pytest
 
 import nnrag
 from conftest import FIXTURES
-from nnrag import usage
-from nnrag.library import library_entries, open_library
-from nnrag.retrieval.factories import factory_functions
+from nnrag.validator.usage import runs as usage
+from nnrag.db import connect
+from nnrag.validator.usage.factories import factory_functions
 from nnrag.validator.record import Limits
 from nnrag.workspace import Workspace
 
@@ -37,8 +37,8 @@ def homes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 
 
 def _entries(home: object) -> dict[str, dict[str, object]]:
-    entries = {str(e["name"]): e for e in library_entries(Workspace.resolve(home))}  # type: ignore[arg-type]
-    with open_library(Workspace.resolve(home)) as store:  # type: ignore[arg-type]
+    entries = {str(e["name"]): e for e in nnrag.library_entries(home=home)}  # type: ignore[arg-type]
+    with connect(Workspace.resolve(home)) as store:  # type: ignore[arg-type]
         for name, record in store.conn.execute("SELECT name, record FROM library"):
             entries[name]["record"] = json.loads(record)
     return entries
@@ -78,7 +78,7 @@ def test_recorded_usage_validates_them(homes: dict[str, object]) -> None:
 def test_harvest_is_stored_and_not_rerun(homes: dict[str, object]) -> None:
     again = nnrag.build(home=homes["with"], limits=LIMITS)  # type: ignore[arg-type]
     assert again.cached == again.tried and again.harvest == {}
-    with open_library(Workspace.resolve(homes["with"])) as store:  # type: ignore[arg-type]
+    with connect(Workspace.resolve(homes["with"])) as store:  # type: ignore[arg-type]
         assert usage.plan(store, "usage_repo", {"upkg.models"}) == []  # ran against this very text
         assert [r[0] for r in store.conn.execute("SELECT ok FROM harvests")] == [1]
 
@@ -87,7 +87,7 @@ _RUNNER = """
 import importlib.util, json, sys
 assert importlib.util.find_spec("upkg") is None
 import torch
-from nnrag.validator.recipes import Resolver, call_args
+from nnrag.validator.usage.recipes import Resolver, call_args
 spec = importlib.util.spec_from_file_location("block", "block.py")
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
@@ -102,7 +102,7 @@ print("ran", type(model(*args, **kwargs)).__name__)
 
 def test_recorded_blocks_run_alone_from_their_recipes(homes: dict[str, object], tmp_path: Path) -> None:
     home = homes["with"]
-    with open_library(Workspace.resolve(home)) as store:  # type: ignore[arg-type]
+    with connect(Workspace.resolve(home)) as store:  # type: ignore[arg-type]
         rows = store.conn.execute("SELECT name, qualname, path FROM library WHERE status='validated'").fetchall()
         hints = {name: usage.hints(store.conn, "usage_repo", qualname) for name, qualname, _ in rows}
     for name, _, path in rows:

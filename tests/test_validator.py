@@ -15,7 +15,7 @@ import pytest
 
 import nnrag
 from conftest import FIXTURES, run_cli
-from nnrag.library import library_entries, open_library
+from nnrag.db import connect
 from nnrag.workspace import Workspace
 from nnrag.validator.record import Limits
 
@@ -48,7 +48,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def report_entries(home: Path) -> dict[str, dict[str, object]]:
-    return {str(e["name"]): e for e in library_entries(Workspace.resolve(home))}
+    return {str(e["name"]): e for e in nnrag.library_entries(home=home)}
 
 
 def test_every_failure_is_contained_and_classified(built: Path) -> None:
@@ -65,7 +65,7 @@ def test_every_failure_is_contained_and_classified(built: Path) -> None:
 
 
 def test_probe_reads_losses_layouts_and_depth(built: Path) -> None:
-    with open_library(Workspace.resolve(built)) as store:
+    with connect(Workspace.resolve(built)) as store:
         records = {name: json.loads(rec) for name, rec in store.conn.execute("SELECT name, record FROM library")}
     giant = records["GiantNet"]
     assert "too large to probe" in giant["message"] and giant["seconds"] < 5  # counted, not built
@@ -118,7 +118,7 @@ def _third_party(code: str) -> set[str]:
 
 
 def test_each_validated_block_runs_alone_in_an_isolated_interpreter(built: Path, tmp_path: Path) -> None:
-    with open_library(Workspace.resolve(built)) as store:
+    with connect(Workspace.resolve(built)) as store:
         rows = store.conn.execute("SELECT name, path, class_name, requirements, record FROM library WHERE status='validated'").fetchall()
     assert len(rows) >= 14
     for name, path, class_name, requirements, record in rows:

@@ -1,1 +1,1 @@
-"""The agent layer: LLM configuration, the tool-using agent."""
+"""The agent: a tool-using LLM over the block tools."""

@@ -17,7 +17,10 @@ import tempfile
 import time
 
 import nnrag
-from nnrag.library import Extractors, build_library, open_library
+from nnrag.db import connect
+from nnrag.extract.block import Extractors
+from nnrag.index.lookup import BlockRef
+from nnrag.library.build import build_library
 from nnrag.workspace import Workspace
 
 
@@ -35,20 +38,21 @@ def main(argv: list[str] | None = None) -> None:
     home = args.home or tempfile.mkdtemp(prefix="nnrag-bench-")
     nnrag.index(args.sources, home=home)
     workspace = Workspace.resolve(home)
-    with open_library(workspace) as store:
-        rows = store.conn.execute(
-            "SELECT s.name, f.module, b.qualname FROM blocks b JOIN sources s ON s.id=b.source_id"
+    with connect(workspace) as db:
+        rows = db.conn.execute(
+            "SELECT s.name AS source, f.module, b.qualname, b.category FROM blocks b JOIN sources s ON s.id=b.source_id"
             " JOIN files f ON f.id=b.file_id ORDER BY s.name, b.qualname"
         ).fetchall()[: args.limit]
-        extractors = Extractors(store.conn)
-        for src, module, qualname in rows:  # cold pass: parses each module once
-            extractors.extract(src, module, qualname[len(module) + 1 :])
+        refs = [BlockRef.from_row(r) for r in rows]
+        extractors = Extractors(db.conn)
+        for ref in refs:  # cold pass: parses each module once
+            extractors.extract(ref)
         times = []
-        for src, module, qualname in rows:
+        for ref in refs:
             started = time.perf_counter()
-            extractors.extract(src, module, qualname[len(module) + 1 :])
+            extractors.extract(ref)
             times.append(time.perf_counter() - started)
-    source_names = sorted({r[0] for r in rows})
+    source_names = sorted({ref.source for ref in refs})
     with contextlib.ExitStack() as stack:
         scheduler = args.scheduler
         if scheduler == "local":

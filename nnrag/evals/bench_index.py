@@ -81,7 +81,7 @@ def _phase(args: argparse.Namespace) -> dict[str, object]:
 
     specs = nnrag.resolve_sources(args.sources, args.corpus)
     if args.phase == "floor":
-        from nnrag.retrieval.sources import materialize
+        from nnrag.sources.fetch import materialize
 
         files = [f.abspath for spec in specs for f in materialize(spec, Path(args.home) / "cache").files]
         start = time.perf_counter()

@@ -25,7 +25,7 @@ import tempfile
 import textwrap
 import warnings
 
-from ..retrieval.globs import PathFilter
+from ..sources.globs import PathFilter
 
 
 def _only_raises_not_implemented(fn: object) -> bool:
@@ -34,7 +34,7 @@ def _only_raises_not_implemented(fn: object) -> bool:
         node = ast.parse(src).body[0]
     except (OSError, TypeError, SyntaxError, IndexError):
         return False
-    from ..retrieval.parse import _only_raises_not_implemented as check
+    from ..index.parse import _only_raises_not_implemented as check
 
     return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and check(node)
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     import nnrag
-    from nnrag.retrieval.sources import parse_source
+    from nnrag.sources.spec import parse_source
 
     spec = parse_source(f"dist:{args.dist}", include=tuple(args.include))
     with tempfile.TemporaryDirectory() as home:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..block_search import METHODS, SearchIndex
+from ..search.index import METHODS, SearchIndex
 
 CUTOFF = 10
 # Paraphrased queries over the default corpus, written to avoid the gold class names.

@@ -12,25 +12,15 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from ..db import Database
 from ..errors import NotFoundError
-from ..library import AmbiguousBlockError
-from ..retrieval.store import Store
+from ..index.lookup import resolve_block
+from ..library.records import library_row
+from ..sources.spec import origin
 from ..workspace import Workspace
 from .model import BlockSpec, Parameter, Provenance, ShapeProbe, Submodule, Validation
 from .static import ClassFacts, class_facts, first_sentence
 from .summary import summarize
-
-_ROW = """
-SELECT l.block_id, l.source, l.qualname, l.name, l.category, l.class_name, l.path, l.files, l.requirements,
-       l.status, l.stage, l.code, l.message, l.record, l.gate_version,
-       b.line, b.end_line, f.path, f.module, f.sha1,
-       s.kind, s.spec, s.version, s.git_commit, s.license
-FROM library l
-JOIN sources s ON s.name = l.source
-JOIN blocks b ON b.source_id = s.id AND b.qualname = l.qualname
-JOIN files f ON f.id = b.file_id
-"""
-
 
 @dataclass(frozen=True)
 class SpecBundle:
@@ -65,14 +55,6 @@ def swhid(data: bytes) -> str:
     return "swh:1:cnt:" + hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def _origin(kind: str, spec: str, version: str | None, commit: str | None) -> str:
-    if kind == "dist":
-        return f"{spec} {version}" if version else spec
-    if kind == "git":
-        return f"{spec} @ {commit}" if commit else spec
-    return f"{spec} ({version})" if version else spec
-
-
 def _probe(record: dict[str, Any]) -> ShapeProbe | None:
     if not record.get("ok"):
         return None
@@ -96,78 +78,64 @@ def _spatial_rank(name: str, probe: ShapeProbe | None) -> int | None:
     return None
 
 
-def _facts(store: Store, workspace: Workspace, row: tuple) -> ClassFacts:
-    (_, _, qualname, _, _, class_name, path, *_rest) = row
-    module, file_sha1 = row[18], row[19]
+def _facts(db: Database, workspace: Workspace, row: sqlite3.Row) -> ClassFacts:
+    path, module = row["path"], row["module"]
     if path and (workspace.home / path).exists():
         code = (workspace.home / path).read_text(encoding="utf-8")
         try:
-            return class_facts(code, class_name)
+            return class_facts(code, row["class_name"])
         except (KeyError, SyntaxError):
             pass
     # no standalone file (its closure failed): read the defining module itself
+    qualname = row["qualname"]
     inner = qualname[len(module) + 1:] if module and qualname.startswith(module + ".") else qualname
-    return class_facts(store.file_text(file_sha1), inner)
+    return class_facts(db.file_text(row["file_sha1"]), inner)
 
 
-def bundle_from_row(store: Store, workspace: Workspace, row: tuple) -> SpecBundle:
-    (block_id, source, qualname, name, category, _cls, _path, files, requirements, status, stage, code, message,
-     record_json, gate_version, line, end_line, file_path, module, file_sha1, kind, spec, version, commit,
-     license_) = row
-    record = json.loads(record_json or "{}")
-    facts = _facts(store, workspace, row)
+def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row) -> SpecBundle:
+    """The spec of one library row (see ``nnrag.library.records.LIBRARY_ROW``) and what search keeps beside it."""
+    name, category, file_sha1, status = row["name"], row["category"], row["file_sha1"], row["status"]
+    record = json.loads(row["record"] or "{}")
+    facts = _facts(db, workspace, row)
     probe = _probe(record)
     submodules = [Submodule(type=t, count=n) for t, n in (record.get("submodules") or {}).items()]
     try:
-        content_id = swhid(store.file_bytes(file_sha1)) if file_sha1 else None
+        content_id = swhid(db.file_bytes(file_sha1)) if file_sha1 else None
     except Exception:  # content collected away: the id is optional
         content_id = None
     used = record.get("init_args") or {}
     spec_ = BlockSpec(
-        id=block_id, name=name, qualname=qualname, category=category,
+        id=row["block_id"], name=name, qualname=row["qualname"], category=category,
         summary=summarize(category, first_sentence(facts.docstring), submodules, probe, _spatial_rank(name, probe)),
         bases=facts.bases,
         constructor=_with_probe_values(facts.constructor, used if record.get("ok") else {}),
         forward=facts.forward, probe=probe, submodules=submodules, operations=facts.operations,
-        requirements=json.loads(requirements or "[]"),
+        requirements=json.loads(row["requirements"] or "[]"),
         provenance=Provenance(
-            source=source, origin=_origin(kind, spec, version, commit), version=version, commit=commit,
-            module=module or "", path=file_path, line_start=line, line_end=end_line, file_sha1=file_sha1,
-            swhid=content_id, license=license_, files=json.loads(files or "{}"),
+            source=row["source"], origin=origin(row["source_kind"], row["source_spec"], row["version"], row["git_commit"]),
+            version=row["version"], commit=row["git_commit"], module=row["module"] or "", path=row["file_path"],
+            line_start=row["line"], line_end=row["end_line"], file_sha1=file_sha1, swhid=content_id,
+            license=row["license"], files=json.loads(row["files"] or "{}"),
         ),
-        validation=Validation(status=status if status in ("validated", "failed") else "not-run", stage=stage,
-                              code=code, message=(message or "")[:300] or None, gate_version=gate_version),
+        validation=Validation(status=status if status in ("validated", "failed") else "not-run", stage=row["stage"],
+                              code=row["code"], message=(row["message"] or "")[:300] or None,
+                              gate_version=row["gate_version"]),
     )
     try:
-        context = module_context(store.file_text(file_sha1)) if file_sha1 else ""
+        context = module_context(db.file_text(file_sha1)) if file_sha1 else ""
     except Exception:
         context = ""
     return SpecBundle(spec_, facts.docstring, facts.identifiers, facts.fingerprint, context)
 
 
-def library_rows(conn: sqlite3.Connection, where: str = "", args: tuple = ()) -> list[tuple]:
-    return conn.execute(_ROW + where + " ORDER BY l.block_id", args).fetchall()
+def find_row(conn: sqlite3.Connection, name: str, source: str | None = None) -> sqlite3.Row:
+    """The library row of the one block a name means (see :func:`nnrag.index.lookup.resolve_block`)."""
+    ref = resolve_block(conn, name, source, in_library=True)
+    row = library_row(conn, ref.block_id)
+    if row is None:  # pragma: no cover - resolve_block checked the library
+        raise NotFoundError(f"{ref.block_id} is not in the library; `nnrag build` adds it")
+    return row
 
 
-def find_rows(conn: sqlite3.Connection, name: str, source: str | None = None) -> list[tuple]:
-    """Library rows for a name, a module-qualified name or a block id."""
-    if ":" in name:
-        source, name = name.split(":", 1)
-    where = " WHERE (l.name=? OR l.qualname=?)" + (" AND l.source=?" if source else "")
-    return library_rows(conn, where, (name, name, source) if source else (name, name))
-
-
-def find_row(conn: sqlite3.Connection, name: str, source: str | None = None) -> tuple:
-    """The one library row a name means; an unknown or ambiguous name is an error that says what to do."""
-    rows = find_rows(conn, name, source)
-    if not rows:
-        where = f" in source {source!r}" if source else ""
-        raise NotFoundError(f"no block named {name!r}{where} in the library; `nnrag build` extracts and validates "
-                            "blocks, `nnrag blocks` lists discovered ones")
-    if len(rows) > 1:
-        raise AmbiguousBlockError(name, [r[0] for r in rows])
-    return rows[0]
-
-
-def spec_for(store: Store, workspace: Workspace, name: str, source: str | None = None) -> BlockSpec:
-    return bundle_from_row(store, workspace, find_row(store.conn, name, source)).spec
+def spec_for(db: Database, workspace: Workspace, name: str, source: str | None = None) -> BlockSpec:
+    return bundle_from_row(db, workspace, find_row(db.conn, name, source)).spec

@@ -59,12 +59,12 @@ class Toolbox:
     @_as_result
     def get_block_code(self, name_or_id: str) -> dict[str, Any]:
         """The standalone file of a block already in the library."""
-        from nnrag.library import open_library
+        from nnrag.db import connect
         from nnrag.specs.build import find_row
 
-        with open_library(self.workspace) as store:
-            row = find_row(store.conn, name_or_id)
-        block_id, path, status = row[0], row[6], row[9]
+        with connect(self.workspace) as db:
+            row = find_row(db.conn, name_or_id)
+        block_id, path, status = row["block_id"], row["path"], row["status"]
         if not path:
             return {"error": f"{block_id} has no standalone file (its extraction failed)", "kind": "NotFoundError"}
         code = (self.workspace.home / path).read_text(encoding="utf-8")
@@ -92,8 +92,8 @@ class Toolbox:
     @_as_result
     def synthesize(self, spec_or_name: str, attempts: int = 3) -> dict[str, Any]:
         """Have the configured LLM implement a block from its neutral spec, gated by the validator."""
-        from nnrag.agent.llm import resolve
-        from nnrag.agent.synthesis import synthesize
+        from nnrag.synthesis.llm import resolve
+        from nnrag.synthesis.synthesize import synthesize
         from nnrag.specs.model import BlockSpec
 
         settings = resolve(self.workspace)

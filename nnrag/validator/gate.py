@@ -233,9 +233,3 @@ class Gate:
                 raise got
             else:
                 yield got
-
-
-def validate_file(path: str | os.PathLike[str], class_name: str | None = None, limits: Limits | None = None) -> ValidationRecord:
-    """One-off validation of a file (starts and stops a worker)."""
-    with Gate(1, limits) as gate:
-        return gate.check_file(path, class_name)

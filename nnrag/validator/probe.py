@@ -19,11 +19,9 @@ import torch
 from torch import nn
 
 from . import record as R
-from .infer import (
-    Sizes, constructor_attempts, forward_calls, guess_value, input_repairs, input_shapes, is_depth, make_tensor,
-    shapes, short_repr, tensors,
-)
-from .recipes import Resolver, call_args
+from .arguments import Sizes, constructor_attempts, guess_value, is_depth
+from .inputs import forward_calls, input_repairs, input_shapes, make_tensor, shapes, short_repr, tensors
+from .usage.recipes import Resolver, call_args
 from .sandbox import SandboxViolation
 
 _MAX_FORWARD_TRIES = 40  # forward calls per candidate, over all constructor attempts

@@ -5,51 +5,32 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..errors import (  # failure codes: one taxonomy for extraction and the gate
+    BACKWARD_ERROR,
+    CLASS_NOT_FOUND,
+    CODES,
+    CODE_HELP,
+    COMPILE_ERROR,
+    CONSTRUCTOR_ARGS,
+    CRASH,
+    DYNAMIC_REGISTRY,
+    IMPORT_ERROR,
+    INPUT_INFERENCE,
+    MEMORY,
+    MISSING_DEPENDENCY,
+    NATIVE_EXTENSION,
+    RUNTIME_ERROR,
+    SANDBOX_VIOLATION,
+    SYNTAX_ERROR,
+    TIMEOUT,
+    UNRESOLVED_NAME,
+)
+
 # Stages, in order. A record's ``stage`` is the last stage attempted.
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
-# Failure codes. Stable strings: reports, tests and the library count them.
-SYNTAX_ERROR = "syntax-error"
-COMPILE_ERROR = "compile-error"
-NATIVE_EXTENSION = "native-extension"
-MISSING_DEPENDENCY = "missing-dependency"
-UNRESOLVED_NAME = "unresolved-name"
-DYNAMIC_REGISTRY = "dynamic-registry"
-IMPORT_ERROR = "import-error"
-CLASS_NOT_FOUND = "class-not-found"
-CONSTRUCTOR_ARGS = "constructor-args"
-INPUT_INFERENCE = "input-inference"
-RUNTIME_ERROR = "runtime-error"
-BACKWARD_ERROR = "backward-error"
-TIMEOUT = "timeout"
-MEMORY = "memory"
-SANDBOX_VIOLATION = "sandbox-violation"
-CRASH = "crash"
-
-CODES = (
-    SYNTAX_ERROR, COMPILE_ERROR, NATIVE_EXTENSION, MISSING_DEPENDENCY, UNRESOLVED_NAME, DYNAMIC_REGISTRY,
-    IMPORT_ERROR, CLASS_NOT_FOUND, CONSTRUCTOR_ARGS, INPUT_INFERENCE, RUNTIME_ERROR, BACKWARD_ERROR,
-    TIMEOUT, MEMORY, SANDBOX_VIOLATION, CRASH,
-)
-CODE_HELP = {
-    SYNTAX_ERROR: "the file does not parse",
-    COMPILE_ERROR: "the file parses but does not compile",
-    NATIVE_EXTENSION: "needs a compiled extension module that is not Python source",
-    MISSING_DEPENDENCY: "imports a distribution that is not installed",
-    UNRESOLVED_NAME: "uses a name that is defined nowhere",
-    DYNAMIC_REGISTRY: "looks a string up in a registry filled at run time elsewhere",
-    IMPORT_ERROR: "raises while the file is imported",
-    CLASS_NOT_FOUND: "the file defines no such nn.Module class",
-    CONSTRUCTOR_ARGS: "no inferred constructor arguments instantiate it",
-    INPUT_INFERENCE: "no inferred input runs forward",
-    RUNTIME_ERROR: "forward raises an error unrelated to input shapes",
-    BACKWARD_ERROR: "forward passes but backward fails",
-    TIMEOUT: "exceeded the wall-clock or CPU time limit",
-    MEMORY: "exceeded the memory limit",
-    SANDBOX_VIOLATION: "tried to use the network, start a process or write outside its folder",
-    CRASH: "the sandboxed process died",
-}
-
+# Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
+GATE_VERSION = "8"
 
 @dataclass(frozen=True)
 class Limits:
@@ -58,6 +39,14 @@ class Limits:
     memory_mb: int = 6144  # growth over the warm worker
     file_mb: int = 64
     processes: int = 64  # beyond those already running
+
+    @classmethod
+    def scaled(cls, timeout_s: float | None = None, memory_mb: int | None = None) -> "Limits":
+        """Limits with a given wall clock and memory, the defaults elsewhere; the CPU allowance is at
+        least twice the wall clock (a candidate may use both cores)."""
+        base = cls()
+        return cls(timeout_s=timeout_s or base.timeout_s, cpu_s=int(max(base.cpu_s, (timeout_s or 0) * 2)),
+                   memory_mb=memory_mb or base.memory_mb)
 
 
 @dataclass(frozen=True)
@@ -94,3 +83,6 @@ class ValidationRecord:
         if self.ok:
             return f"ok: {self.class_name} {self.input_shapes} -> {self.output_shapes}"
         return f"{self.code} at {self.stage}: {self.message}"
+
+
+__all__ = ["STAGES", "GATE_VERSION", "Limits", "ValidationRecord", "SYNTAX_ERROR", "COMPILE_ERROR", "NATIVE_EXTENSION", "MISSING_DEPENDENCY", "UNRESOLVED_NAME", "DYNAMIC_REGISTRY", "IMPORT_ERROR", "CLASS_NOT_FOUND", "CONSTRUCTOR_ARGS", "INPUT_INFERENCE", "RUNTIME_ERROR", "BACKWARD_ERROR", "TIMEOUT", "MEMORY", "SANDBOX_VIOLATION", "CRASH", "CODES", "CODE_HELP"]

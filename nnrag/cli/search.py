@@ -1,0 +1,145 @@
+"""Commands over specs and search: spec, search, evals retrieval."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+import nnrag
+from .common import (
+    app,
+    ChromaUrlOpt,
+    EmbedderOpt,
+    HomeOpt,
+    JsonOpt,
+    VerboseOpt,
+    err,
+    errors,
+    out,
+    print_json,
+    progress_bar,
+    setup_logging,
+)
+
+
+@app.command()
+def spec(
+    name: Annotated[Optional[str], typer.Argument(help="Block name, module.Name or id (source:module.Name).")] = None,
+    source: Annotated[Optional[str], typer.Option("--source", "-s", help="Source of the block.")] = None,
+    as_json: JsonOpt = False,
+    as_md: Annotated[bool, typer.Option("--md", help="Print Markdown (the default for a terminal).")] = False,
+    schema: Annotated[bool, typer.Option("--schema", help="Print the JSON Schema of block specs instead.")] = False,
+    home: HomeOpt = None,
+) -> None:
+    """The neutral specification of a block: signature, shapes, structure, provenance; no code."""
+    setup_logging(False)
+    if schema:
+        print_json(nnrag.spec_schema())
+        return
+    if not name:
+        err.print("[bold red]error:[/] give a block name, or --schema")
+        raise typer.Exit(2)
+    with errors():
+        block_spec = nnrag.spec(name, source=source, home=home)
+    if as_json and not as_md:
+        sys.stdout.write(block_spec.to_json() + "\n")
+    else:
+        from rich.markdown import Markdown
+
+        text = block_spec.to_markdown()
+        if as_md or not out.is_terminal:
+            sys.stdout.write(text)
+        else:
+            out.print(Markdown(text))
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What you are looking for, in words.")],
+    k: Annotated[int, typer.Option("-k", "--top", help="How many results.")] = 10,
+    source: Annotated[Optional[str], typer.Option("--source", "-s", help="Only blocks of this source.")] = None,
+    category: Annotated[Optional[str], typer.Option("--category", "-c", help="Only blocks of this category.")] = None,
+    validated: Annotated[bool, typer.Option("--validated/--all", help="Only blocks that pass the gate (default), or all.")] = True,
+    method: Annotated[str, typer.Option("--method", help="hybrid, lexical (no model load) or dense.")] = "hybrid",
+    embedder: EmbedderOpt = None,
+    chroma_url: ChromaUrlOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Natural-language search over the block library (BM25 and embeddings, fused)."""
+    setup_logging(verbose)
+    if method not in ("hybrid", "lexical", "dense"):
+        err.print(f"[bold red]error:[/] --method must be hybrid, lexical or dense, not {method!r}")
+        raise typer.Exit(2)
+    with errors():
+        index = nnrag.search_index(home=home, embedder=embedder, chroma_url=chroma_url)
+        if index.stale():
+            err.print("[dim]the library changed since the search index was built: updating it[/]")
+            with progress_bar(True) as progress:
+                index.sync(progress)
+        hits = index.search(query, k, source=source, category=category, validated=True if validated else None,
+                            method=method)  # type: ignore[arg-type]
+    if as_json:
+        print_json([h.to_dict() for h in hits])
+        return
+    if not hits:
+        out.print("no matching blocks" + ("" if not validated else " among validated ones; try --all"))
+        return
+    table = Table(title=f"Search: {query}", title_justify="left")
+    for col in ("#", "name", "source", "path", "score", "summary", "ok"):
+        table.add_column(col, justify="right" if col in ("#", "score") else "left", overflow="fold")
+    for h in hits:
+        summary = h.summary + (f" [dim](also in: {', '.join(h.also_in)})[/]" if h.also_in else "")
+        table.add_row(str(h.rank), h.name, h.source, f"{h.path}:{h.line}", f"{h.score:.3f}", summary,
+                      "[green]✓[/]" if h.validated else "[red]✗[/]")
+    out.print(table)
+
+
+
+
+evals_app = typer.Typer(help="Evaluations: retrieval quality and speed.", no_args_is_help=True)
+app.add_typer(evals_app, name="evals")
+
+
+@evals_app.command("retrieval")
+def evals_retrieval(
+    queries: Annotated[Optional[Path], typer.Option("--queries", help="JSONL of {\"query\": str, \"gold\": [regex, ...]} (default: the shipped set).")] = None,
+    validated: Annotated[bool, typer.Option("--validated/--all", help="Search only validated blocks, or all (default).")] = False,
+    embedder: EmbedderOpt = None,
+    chroma_url: ChromaUrlOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Recall@1/5/10, MRR@10 and nDCG@10 of lexical, dense and hybrid search, with latency."""
+    from nnrag.evals.retrieval import SHIPPED_QUERIES, evaluate, load_queries
+
+    setup_logging(verbose)
+    with errors():
+        index = nnrag.search_index(home=home, embedder=embedder, chroma_url=chroma_url)
+        rep = evaluate(index, load_queries(queries or SHIPPED_QUERIES), validated=True if validated else None)
+    if as_json:
+        print_json(rep.to_dict())
+        return
+    table = Table(title=f"Retrieval: {rep.evaluated} of {rep.queries} queries in the corpus ({rep.blocks:,} blocks)",
+                  title_justify="left")
+    for col in ("method", "R@1", "R@5", "R@10", "MRR@10", "nDCG@10", "p50 ms", "p95 ms"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for m, r in rep.methods.items():
+        table.add_row(m, *(f"{v:.3f}" for v in (r.recall_at_1, r.recall_at_5, r.recall_at_10, r.mrr_at_10, r.ndcg_at_10)),
+                      f"{r.latency_p50_ms:.1f}", f"{r.latency_p95_ms:.1f}")
+    out.print(table)
+    for q in rep.not_in_corpus:
+        out.print(f"[dim]not in the corpus: {q}[/]")
+    for m, r in rep.methods.items():
+        for miss in r.misses:
+            out.print(f"[yellow]{m} miss:[/] {miss['query']} [dim](gold {', '.join(miss['gold'])}; top "
+                      f"{', '.join(miss['top'][:3])})[/]")
+    out.print(f"[dim]index brought up to date in {rep.index_seconds:.1f} s[/]")
+
+

@@ -1,0 +1,124 @@
+"""The one owner of the nnrag database: every connection comes from :func:`connect`.
+
+A connection is in WAL mode (readers such as ``nnrag blocks`` in another terminal run while a
+build writes, and every committed batch survives a kill), waits for a writer's lock instead of
+failing, enforces foreign keys, returns rows addressable by column name, and holds a database of
+the current schema: a new file gets every table, an older one is migrated step by step, a newer
+one is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import zlib
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+from ..errors import IndexStoreError, NotFoundError
+from ..workspace import Workspace
+from .schema import MIGRATIONS, SCHEMA_VERSION, TABLES
+
+log = logging.getLogger(__name__)
+
+_BUSY_TIMEOUT_S = 30.0
+
+
+class Database:
+    """A connection to one home's database, of the current schema."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self._bring_to_schema()
+        except sqlite3.DatabaseError as exc:
+            raise IndexStoreError(
+                f"the index at {path} cannot be opened ({exc}); move it away or delete it and re-run `nnrag index`"
+            ) from exc
+
+    def _bring_to_schema(self) -> None:
+        version = schema_version(self.conn)
+        if version == SCHEMA_VERSION:
+            return
+        if version is None:  # a new file
+            # one script, one transaction: a second process creating the same file waits, then finds it made
+            self.conn.executescript(f"BEGIN IMMEDIATE;\n{TABLES}\nINSERT OR REPLACE INTO meta VALUES "
+                                    f"('schema_version', '{SCHEMA_VERSION}');\nCOMMIT;")
+            return
+        if version > SCHEMA_VERSION or version not in MIGRATIONS:
+            raise IndexStoreError(
+                f"the index at {self.path} has schema {version}, this nnrag reads {SCHEMA_VERSION}"
+                + (" (it was made by a newer nnrag)" if version > SCHEMA_VERSION else "")
+                + ": upgrade nnrag, or delete it and re-run `nnrag index`"
+            )
+        while version < SCHEMA_VERSION:
+            log.info("migrating %s from schema %d to %d", self.path, version, version + 1)
+            MIGRATIONS[version](self.conn)
+            version += 1
+            self.conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def transaction(self) -> "Transaction":
+        return Transaction(self.conn)
+
+    # -- content of indexed files, stored once by SHA-1 --------------------------------------------
+    def file_bytes(self, sha1: str) -> bytes:
+        row = self.conn.execute("SELECT data FROM blobs WHERE sha1=?", (sha1,)).fetchone()
+        if row is None:
+            raise IndexStoreError(f"content {sha1} is not in the index; re-run `nnrag index`")
+        return zlib.decompress(row["data"])
+
+    def file_text(self, sha1: str) -> str:
+        return self.file_bytes(sha1).decode("utf-8", errors="surrogateescape")
+
+
+class Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on an exception)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def schema_version(conn: sqlite3.Connection) -> int | None:
+    """The version a database records, or None for a new (empty) file."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+        return None
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return int(row["value"]) if row else None
+
+
+D = TypeVar("D", bound=Database)
+
+
+def connect(workspace: Workspace, *, create: bool = False, kind: type[D] = Database) -> D:  # type: ignore[assignment]
+    """The database of a home (as ``kind``, a :class:`Database` with a stage's own methods). Without
+    ``create``, a home with no index is an error that says what to run."""
+    if not create and not workspace.index_path.exists():
+        raise NotFoundError(f"no index in {workspace.home}: run `nnrag index` or `nnrag build` first")
+    return kind(workspace.index_path)
+
+
+__all__ = ["Database", "Transaction", "connect", "schema_version", "SCHEMA_VERSION"]

@@ -1,0 +1,205 @@
+"""Every table of the nnrag database, its schema version and the ordered migrations to it.
+
+One SQLite file per home (``HOME/index.sqlite3``) holds the index (sources, files, content,
+definitions, imports, blocks), the library (standalone files and verdicts), recorded usage,
+specs, the lexical search tables, synthesised implementations and LEMUR registrations. No other
+module creates a table: a stage reads and writes the tables it owns through the connection
+:func:`nnrag.db.connect` gives.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Callable
+
+# Bump with a new entry in MIGRATIONS whenever a table or column changes.
+SCHEMA_VERSION = 2
+
+# Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
+SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
+
+_INDEX = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sources (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    spec TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    root TEXT,
+    module_style TEXT,
+    priority INTEGER NOT NULL DEFAULT 1,
+    config TEXT NOT NULL DEFAULT '{}',
+    version TEXT,
+    git_commit TEXT,
+    license TEXT,
+    note TEXT,
+    state TEXT NOT NULL DEFAULT 'new',       -- new | indexing | complete
+    indexed_at REAL
+);
+CREATE TABLE IF NOT EXISTS blobs (sha1 TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY,
+    source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    module TEXT,
+    sha1 TEXT,
+    size INTEGER NOT NULL DEFAULT 0,
+    mtime_ns INTEGER NOT NULL DEFAULT 0,
+    lines INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL,                    -- ok | error
+    reason TEXT,
+    message TEXT,
+    all_names TEXT,                          -- JSON list from __all__, or NULL
+    UNIQUE (source_id, path)
+);
+CREATE TABLE IF NOT EXISTS definitions (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    qualname TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    lineno INTEGER NOT NULL,
+    end_lineno INTEGER NOT NULL,
+    cond TEXT NOT NULL DEFAULT '',
+    bases TEXT,
+    keywords TEXT,
+    decorators TEXT,
+    docstring TEXT,
+    target TEXT,
+    forward TEXT,
+    methods TEXT,
+    abstract TEXT
+);
+CREATE INDEX IF NOT EXISTS definitions_file ON definitions(file_id);
+CREATE TABLE IF NOT EXISTS imports (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    module TEXT,
+    name TEXT,
+    asname TEXT,
+    level INTEGER NOT NULL DEFAULT 0,
+    lineno INTEGER NOT NULL,
+    cond TEXT NOT NULL DEFAULT '',
+    scope TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS imports_file ON imports(file_id);
+CREATE TABLE IF NOT EXISTS blocks (
+    id INTEGER PRIMARY KEY,
+    source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    qualname TEXT NOT NULL,                  -- module.Class[.Inner]
+    line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    category TEXT NOT NULL,
+    bases_chain TEXT NOT NULL,               -- JSON list, the class first, torch.nn.Module last
+    UNIQUE (source_id, qualname)
+);
+CREATE INDEX IF NOT EXISTS blocks_name ON blocks(name);
+"""
+
+_LIBRARY = """
+CREATE TABLE IF NOT EXISTS library (
+    block_id TEXT PRIMARY KEY,       -- source:module.Class
+    source TEXT NOT NULL,
+    qualname TEXT NOT NULL,
+    name TEXT NOT NULL,
+    category TEXT,
+    class_name TEXT,
+    path TEXT,                       -- the standalone file, relative to the home
+    code_sha1 TEXT,
+    files TEXT,                      -- JSON {path: sha1} of every contributing file
+    requirements TEXT,               -- JSON list of PEP 508 strings
+    status TEXT NOT NULL,            -- validated | failed
+    stage TEXT,
+    code TEXT,                       -- failure code
+    message TEXT,
+    record TEXT,                     -- JSON validation record
+    gate_version TEXT,
+    extract_s REAL,
+    updated_at REAL
+);
+CREATE INDEX IF NOT EXISTS library_source ON library(source);
+CREATE TABLE IF NOT EXISTS harvests (
+    source TEXT NOT NULL,
+    factory TEXT NOT NULL,                   -- module:function
+    stamp TEXT NOT NULL,                     -- source version and module SHA-1 it ran against
+    ok INTEGER NOT NULL,
+    message TEXT,
+    seconds REAL,
+    PRIMARY KEY (source, factory)
+);
+CREATE TABLE IF NOT EXISTS usage (
+    source TEXT NOT NULL,
+    factory TEXT NOT NULL,
+    block TEXT NOT NULL,                     -- module.Qualname
+    entries TEXT NOT NULL,                   -- JSON list of {"init": recipe, "call": recipe}
+    PRIMARY KEY (source, factory, block)
+);
+CREATE INDEX IF NOT EXISTS usage_block ON usage(source, block);
+"""
+
+_SEARCH = """
+CREATE TABLE IF NOT EXISTS specs (
+    block_id TEXT PRIMARY KEY,
+    key TEXT NOT NULL,          -- what the spec was built from; a new key rebuilds it
+    spec TEXT NOT NULL,
+    docstring TEXT,
+    identifiers TEXT,
+    fingerprint TEXT,
+    context TEXT
+);
+CREATE TABLE IF NOT EXISTS embeddings (
+    model TEXT NOT NULL, text_sha1 TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, text_sha1)
+);
+CREATE TABLE IF NOT EXISTS search_state (name TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS search_keys (block_id TEXT PRIMARY KEY, key TEXT NOT NULL);
+""" + "".join(
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS search_{f} USING fts5(block_id UNINDEXED, text, tokenize = 'porter unicode61');\n"
+    for f in SEARCH_FIELDS
+)
+
+_ACTIONS = """
+CREATE TABLE IF NOT EXISTS synthesized (
+    spec_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    code_path TEXT,
+    transcript_path TEXT,
+    code TEXT,                -- the gate's failure code of the last attempt, or NULL
+    record TEXT,
+    params INTEGER,
+    original_params INTEGER,
+    created_at REAL,
+    PRIMARY KEY (spec_id, model)
+);
+CREATE TABLE IF NOT EXISTS lemur (
+    lemur_name TEXT NOT NULL,     -- LEMUR's name: prefix-md5(code)
+    block_id TEXT NOT NULL,
+    dataset TEXT NOT NULL,
+    lemur_root TEXT NOT NULL,
+    epochs INTEGER NOT NULL,
+    status TEXT NOT NULL,         -- registered | refused | not-adaptable | duplicate | below-floor | failed | timeout
+    accuracy REAL,
+    accuracy_to_time REAL,
+    quality REAL,
+    seconds REAL,
+    reason TEXT,
+    model_path TEXT,
+    updated_at REAL,
+    PRIMARY KEY (lemur_name, dataset, lemur_root)
+);
+"""
+
+TABLES = _INDEX + _LIBRARY + _SEARCH + _ACTIONS
+
+
+def _v1_to_v2(conn: sqlite3.Connection) -> None:
+    """Release 0.1 versioned only the index tables and created the others on first use; every
+    table it made has the same columns here, so the step creates the ones a home lacks."""
+    conn.executescript(TABLES)
+
+
+# MIGRATIONS[v] turns a database of version v into one of version v + 1.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}

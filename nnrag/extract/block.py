@@ -1,0 +1,75 @@
+"""Extraction of one block: its closure over the index, assembled into one standalone file."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import asdict, dataclass
+
+from ..db import connect
+from ..index.lookup import BlockRef, resolve_block
+from ..sources.spec import origin
+from ..workspace import Workspace
+from .assemble import Assembled, Provenance, assemble
+from .closure import Closure, ClosureIssue, Extractor
+
+
+@dataclass(frozen=True)
+class Extraction:
+    block_id: str
+    source: str
+    qualname: str
+    class_name: str
+    code: str
+    requirements: list[str]
+    files: dict[str, str]
+    issues: list[ClosureIssue]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["issues"] = [asdict(i) for i in self.issues]
+        return d
+
+
+def provenance(conn: sqlite3.Connection, source: str) -> Provenance:
+    row = conn.execute("SELECT kind, spec, version, git_commit, license FROM sources WHERE name=?", (source,)).fetchone()
+    return Provenance(source, origin(row["kind"], row["spec"], row["version"], row["git_commit"]), row["license"])
+
+
+class Extractors:
+    """One cached :class:`Extractor` per source (parsed modules are shared by its blocks)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._by_source: dict[str, tuple[Extractor, Provenance]] = {}
+
+    def extract(self, ref: BlockRef) -> tuple[Closure, Assembled | None, float]:
+        if ref.source not in self._by_source:
+            self._by_source[ref.source] = (Extractor(self.conn, ref.source), provenance(self.conn, ref.source))
+        extractor, prov = self._by_source[ref.source]
+        started = time.perf_counter()
+        closure = extractor.closure(ref.module, ref.name_in_module)
+        assembled = None if closure.issues else assemble(closure, prov)
+        return closure, assembled, time.perf_counter() - started
+
+
+def extract_block(workspace: Workspace, name: str, source: str | None = None) -> Extraction:
+    with connect(workspace) as db:
+        ref = resolve_block(db.conn, name, source)
+        closure, assembled, seconds = Extractors(db.conn).extract(ref)
+    return Extraction(
+        block_id=ref.block_id,
+        source=ref.source,
+        qualname=ref.qualname,
+        class_name=assembled.class_name if assembled else ref.name_in_module,
+        code=assembled.code if assembled else "",
+        requirements=[r.pep508 for r in assembled.requirements] if assembled else [],
+        files=closure.files,
+        issues=closure.issues,
+        seconds=seconds,
+    )

@@ -1,0 +1,472 @@
+"""The dependency closure of a block: every top-level statement of its source it needs, transitively.
+
+Each statement's global names come from :mod:`nnrag.extract.scope` (the compiler's scoping);
+each name is then followed in its module: to the statements that bind it there (definitions,
+assignments, compound ``try``/``if`` statements, plus statements that fill a registry in place),
+through imports of every form with :class:`~nnrag.index.resolve.Resolver`, or out of the
+source, where it stays an import statement. Dependencies always come from the block's own source:
+a name from another source, indexed or not, is an external import.
+"""
+
+from __future__ import annotations
+
+import ast
+import heapq
+import importlib.machinery
+import sqlite3
+import zlib
+from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+from typing import Union
+
+from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME
+from ..index.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
+from .units import ModuleUnits
+
+MODULE_DUNDERS = frozenset(
+    {"__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__", "__path__",
+     "__annotations__", "__dict__", "__debug__", "__cached__"}
+)
+_NATIVE_SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES) + (".so", ".pyd")
+
+
+@dataclass(frozen=True, order=True)
+class DefTarget:
+    """A module-level name of the source, bound by one or more copied statements."""
+
+    module: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ExtImport:
+    """An import statement kept as written: ``import module [as asname]`` or ``from module import name [as asname]``."""
+
+    module: str
+    name: str | None = None
+    asname: str | None = None
+
+    @property
+    def binds(self) -> str:
+        if self.asname:
+            return self.asname
+        return self.name if self.name is not None else self.module.split(".")[0]
+
+    @property
+    def top(self) -> str:
+        return self.module.split(".")[0]
+
+    def render(self, asname: str | None = None) -> str:
+        alias = asname if asname is not None else self.asname
+        suffix = f" as {alias}" if alias else ""
+        if self.name is None:
+            return f"import {self.module}{suffix}"
+        return f"from {self.module} import {self.name}{suffix}"
+
+
+@dataclass(frozen=True)
+class ModTarget:
+    """A module of the source used as a namespace (``H.make_divisible``)."""
+
+    module: str
+    # the import as written, kept when the module is only a folder of the source (``import torch``
+    # where the source holds just ``torch/nn``) and an attribute chain leads out of the source
+    fallback: ExtImport | None = None
+
+
+@dataclass(frozen=True)
+class Missing:
+    code: str
+    message: str
+
+
+Target = Union[DefTarget, ExtImport, ModTarget, Missing]
+UnitKey = tuple[str, int]  # (module, statement position in ModuleUnits.stmts)
+_TYPE_ONLY = Missing("type-only", "bound only under `if TYPE_CHECKING`")
+
+
+@dataclass(frozen=True)
+class ClosureIssue:
+    """A name the closure could not follow: the name, where it is used, and why."""
+
+    code: str
+    name: str
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.name}: {self.message}"
+
+
+@dataclass
+class UnitPlan:
+    key: UnitKey
+    text: str
+    binds: frozenset[str]
+    refs: dict[str, Target] = field(default_factory=dict)
+    builtins: set[str] = field(default_factory=set)  # builtin names it uses (never shadowed)
+    chains: dict[str, tuple[Target, str]] = field(default_factory=dict)  # "H.f.x" -> (DefTarget f, ".x")
+    # in-source imports inside the statement (lazy or conditional), replaced when assembling:
+    # (first line, last line, indent) relative to ``text``, and the (local name, target) pairs
+    rewrites: list[tuple[int, int, str, list[tuple[str, Target]]]] = field(default_factory=list)
+    early: set[UnitKey] = field(default_factory=set)
+    late: set[UnitKey] = field(default_factory=set)
+
+
+@dataclass
+class Closure:
+    source: str
+    module: str
+    qualname: str
+    units: dict[UnitKey, UnitPlan]
+    order: list[UnitKey]
+    imports: set[ExtImport]
+    targets: dict[DefTarget, list[UnitKey]]
+    issues: list[ClosureIssue]
+    files: dict[str, str]  # path -> sha1 of every contributing file
+    future: set[str]
+    cyclic: bool = False
+
+
+class Extractor:
+    """Computes closures for the blocks of one source, caching parsed modules across blocks."""
+
+    def __init__(self, conn: sqlite3.Connection, source: str) -> None:
+        row = conn.execute("SELECT id, root FROM sources WHERE name=?", (source,)).fetchone()
+        if row is None:
+            raise KeyError(source)
+        self.conn = conn
+        self.source = source
+        self.source_id: int = row["id"]
+        self.root = Path(row["root"]) if row["root"] else None
+        modules = [m for m in load_modules(conn) if m.source_id == self.source_id]
+        self.resolver = Resolver(modules, {self.source_id: 0})
+        self.infos: dict[str, ModuleInfo] = {}
+        for m in modules:
+            self.infos.setdefault(m.module, m)
+        self._sha1 = {
+            fid: sha1 for fid, sha1 in conn.execute("SELECT id, sha1 FROM files WHERE source_id=? AND status='ok'", (self.source_id,))
+        }
+        self._units: dict[str, ModuleUnits] = {}
+        self._bind_cache: dict[tuple[str, str], Target | None] = {}
+        self._nested: dict[tuple[str, int], list[tuple[int, int, str, list[tuple[str, Target]]]]] = {}
+        # Every standalone file imports torch anyway: blocks of torch itself keep importing the rest
+        # of torch instead of copying it (a copied Conv3d would carry 3,700 lines of torch.nn).
+        self.inline = not all(m == "torch" or m.startswith("torch.") for m in self.infos)
+        self._home = ""
+
+    # -- modules ------------------------------------------------------------------------
+    def units_of(self, module: str) -> ModuleUnits:
+        mu = self._units.get(module)
+        if mu is None:
+            info = self.infos[module]
+            (data,) = self.conn.execute("SELECT data FROM blobs WHERE sha1=?", (self._sha1[info.file_id],)).fetchone()
+            text = zlib.decompress(data).decode("utf-8")
+            mu = self._units[module] = ModuleUnits(module, info.path, text, info.is_package)
+        return mu
+
+    def sha1_of(self, module: str) -> str:
+        return self._sha1[self.infos[module].file_id]
+
+    def _inside(self, dotted: str) -> str | None:
+        """The longest proper prefix of ``dotted`` that is a module of this source, if any."""
+        parts = dotted.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            prefix = ".".join(parts[:i])
+            if prefix in self.infos:
+                return prefix
+        return None
+
+    def _missing_module(self, dotted: str, owner: str) -> Missing:
+        """``dotted`` lies inside the source (under module ``owner``) but no Python file provides it."""
+        tail = dotted[len(owner) + 1 :].split(".")[0]
+        missing = f"{owner}.{tail}"
+        if self.root is not None:
+            owner_info = self.infos[owner]
+            folder = (self.root / owner_info.path).parent
+            if any(p.name.endswith(_NATIVE_SUFFIXES) for p in folder.glob(f"{tail}.*")):
+                return Missing(NATIVE_EXTENSION, f"{missing} is a compiled extension module, not Python source")
+        return Missing(UNRESOLVED_NAME, f"{missing} is not a Python module of source {self.source}")
+
+    # -- names --------------------------------------------------------------------------
+    def bind(self, mu: ModuleUnits, name: str) -> Target | None:
+        """What ``name`` means at module level of ``mu``; None for builtins."""
+        key = (mu.module, name)
+        if key in self._bind_cache:
+            return self._bind_cache[key]
+        self._bind_cache[key] = None  # cycles through aliases terminate
+        target = self._keep_import(self._bind(mu, name), name)
+        self._bind_cache[key] = target
+        return target
+
+    def _keep_import(self, target: Target | None, local: str) -> Target | None:
+        """Without inlining, only the block's own module is copied; the rest stays imported."""
+        if self.inline:
+            return target
+        if isinstance(target, DefTarget) and target.module != self._home:
+            return ExtImport(target.module, target.name, local if local != target.name else None)
+        if isinstance(target, ModTarget) and target.module != self._home and target.module in self.infos:
+            head = target.module.split(".")[0]
+            return ExtImport(target.module, None, None if local == head and target.module == head else local)
+        return target
+
+    def _bind(self, mu: ModuleUnits, name: str) -> Target | None:
+        if name in MODULE_DUNDERS:
+            return None
+        all_binders = mu.binders.get(name, [])
+        binders = [k for k in all_binders if not mu.stmts[k].type_checking]
+        if all_binders and not binders:
+            return _TYPE_ONLY
+        if any(not mu.stmts[k].is_import for k in binders):
+            return DefTarget(mu.module, name)
+        if binders:
+            node = mu.stmts[binders[-1]].node
+            assert isinstance(node, (ast.Import, ast.ImportFrom))
+            return self.import_target(mu, node, name)
+        ref = self.resolver.resolve_name(self.infos[mu.module], name)
+        if ref.kind == "external" and ref.target == f"builtins.{name}":
+            return None
+        return self.from_ref(ref, name)
+
+    def import_target(self, mu: ModuleUnits, node: ast.Import | ast.ImportFrom, local: str) -> Target:
+        """What the ``local`` name bound by one import statement of ``mu`` means."""
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname == local or (a.asname is None and a.name.split(".")[0] == local):
+                    dotted = a.name if a.asname else local
+                    if dotted in self.infos:
+                        return ModTarget(dotted)
+                    owner = self._inside(dotted)
+                    if owner is not None:
+                        return self._missing_module(dotted, owner)
+                    if not a.asname and any(m.startswith(local + ".") for m in self.infos):
+                        return ModTarget(local, ExtImport(a.name))  # a folder of the source
+                    return ExtImport(a.name, None, a.asname)
+            raise LookupError(local)
+        module = absolute_module(mu.module, mu.is_package, node.level, node.module)
+        for a in node.names:
+            if (a.asname or a.name) != local:
+                continue
+            if node.level or module in self.infos or self._inside(module) is not None:
+                ref = self.resolver.module_attr(module, a.name, self.source_id)
+                return self.from_ref(ref, local)
+            if any(m.startswith(module + ".") for m in self.infos):
+                sub = f"{module}.{a.name}"
+                return ModTarget(sub) if sub in self.infos else self.from_ref(self.resolver.module_attr(module, a.name, self.source_id), local)
+            return ExtImport(module, a.name, a.asname)
+        raise LookupError(local)
+
+    def from_ref(self, ref: Ref, local: str) -> Target:
+        if ref.kind == "module":
+            return ModTarget(ref.target)
+        if ref.kind == "unresolved":
+            return Missing(UNRESOLVED_NAME, ref.target)
+        if ref.kind == "external":
+            owner = self._inside(ref.target)
+            if owner is not None:
+                return self._missing_module(ref.target, owner)
+            if "." not in ref.target:
+                return ExtImport(ref.target, None, local if local != ref.target else None)
+            module, attr = ref.target.rsplit(".", 1)
+            return ExtImport(module, attr, local if local != attr else None)
+        assert ref.module is not None and ref.definition is not None
+        return DefTarget(ref.module.module, ref.definition.qualname.split(".")[0])
+
+    def units_for(self, target: DefTarget) -> list[UnitKey]:
+        mu = self.units_of(target.module)
+        ks = [k for k in mu.binders.get(target.name, []) if not mu.stmts[k].type_checking and not mu.stmts[k].is_import]
+        ks += mu.mutators.get(target.name, [])
+        return [(target.module, k) for k in sorted(set(ks))]
+
+    # -- closure ------------------------------------------------------------------------
+    def closure(self, module: str, qualname: str) -> Closure:
+        if not self.inline and module != self._home:
+            self._bind_cache.clear()
+        self._home = module
+        top = DefTarget(module, qualname.split(".")[0])
+        targets: dict[DefTarget, list[UnitKey]] = {}
+        units: dict[UnitKey, UnitPlan] = {}
+        imports: set[ExtImport] = set()
+        issues: list[ClosureIssue] = []
+        pending: list[UnitKey] = []
+
+        def want(t: DefTarget) -> list[UnitKey]:
+            if t not in targets:
+                targets[t] = self.units_for(t)
+                pending.extend(targets[t])
+            return targets[t]
+
+        want(top)
+        while pending:
+            key = pending.pop()
+            if key in units:
+                continue
+            mu = self.units_of(key[0])
+            st = mu.stmts[key[1]]
+            names = mu.names(key[1])
+            plan = UnitPlan(key, mu.text_of(key[1]), st.binds)
+            units[key] = plan
+
+            def issue(name: str, missing: Missing, _mu: ModuleUnits = mu, _plan: UnitPlan = plan) -> None:
+                line = _mu.stmts[_plan.key[1]].start + _first_use(_plan.text, name) - 1
+                issues.append(ClosureIssue(missing.code, name, _mu.path, line, missing.message))
+
+            def link(t: Target, early: bool, _key: UnitKey = key, _plan: UnitPlan = plan) -> None:
+                if isinstance(t, DefTarget):
+                    for dep in want(t):
+                        if dep != _key:
+                            (_plan.early if early else _plan.late).add(dep)
+                elif isinstance(t, ExtImport):
+                    imports.add(t)
+
+            for name in sorted(names.early | names.late | names.soft):
+                t = self.bind(mu, name)
+                if t is None:
+                    if name not in MODULE_DUNDERS:
+                        plan.builtins.add(name)
+                    continue
+                if t is _TYPE_ONLY:
+                    continue
+                soft = name not in names.early and name not in names.late
+                if soft and not isinstance(t, ExtImport):
+                    continue  # a string annotation: never evaluated, nothing to copy
+                if isinstance(t, Missing):
+                    issue(name, t)
+                    continue
+                plan.refs[name] = t
+                if isinstance(t, ModTarget):
+                    if name in names.bare:
+                        issue(name, Missing(UNRESOLVED_NAME, f"module {t.module} is used as a value"))
+                    for chain in sorted(c for c in names.chains if c.split(".", 1)[0] == name):
+                        resolved = self._chain(mu, chain)
+                        if t.fallback is not None and isinstance(resolved[0], (ExtImport, Missing)):
+                            imports.add(t.fallback)
+                            continue
+                        if isinstance(resolved[0], Missing):
+                            issue(chain, resolved[0])
+                            continue
+                        plan.chains[chain] = resolved
+                        link(resolved[0], name in names.early)
+                else:
+                    link(t, name in names.early)
+            for first, last, indent, pairs in self._nested_imports(mu, key[1]):
+                kept: list[tuple[str, Target]] = []
+                for local, t in pairs:
+                    if isinstance(t, Missing):
+                        if t.code == UNRESOLVED_NAME:
+                            issue(local, t)
+                    elif isinstance(t, ModTarget):
+                        issue(local, Missing(UNRESOLVED_NAME, f"module {t.module} is imported inside a statement"))
+                        continue
+                    elif isinstance(t, DefTarget):
+                        link(t, False)
+                    kept.append((local, t))
+                plan.rewrites.append((first, last, indent, kept))
+        # Successive bindings of one name keep their order.
+        for keys in targets.values():
+            for a, b in zip(keys, keys[1:]):
+                units[b].early.add(a)
+        order, cyclic = _order(units, next(iter(targets[top])))
+        files = {self.units_of(m).path: self.sha1_of(m) for m in sorted({k[0] for k in units})}
+        future = set().union(*(self.units_of(m).future for m in {k[0] for k in units}))
+        return Closure(self.source, module, qualname, units, order, imports, targets, issues, files, future, cyclic)
+
+    def _chain(self, mu: ModuleUnits, chain: str) -> tuple[Target, str]:
+        parts = chain.split(".")
+        info = self.infos[mu.module]
+        for i in range(2, len(parts) + 1):
+            ref = self.resolver.resolve_dotted(info, ".".join(parts[:i]))
+            if ref.kind == "module":
+                continue
+            rest = "".join("." + p for p in parts[i:])
+            if ref.kind in ("external", "unresolved"):
+                t = self.from_ref(ref, parts[i - 1])
+                return t, rest
+            assert ref.module is not None and ref.definition is not None
+            top, _, inner = ref.definition.qualname.partition(".")
+            return DefTarget(ref.module.module, top), ("." + inner if inner else "") + rest
+        return Missing(UNRESOLVED_NAME, f"module {chain} is used as a value"), ""
+
+    def _nested_imports(self, mu: ModuleUnits, k: int) -> list[tuple[int, int, str, list[tuple[str, Target]]]]:
+        """In-source imports inside a copied statement, with what each bound name means."""
+        cached = self._nested.get((mu.module, k))
+        if cached is not None:
+            return cached
+        st = mu.stmts[k]
+        out: list[tuple[int, int, str, list[tuple[str, Target]]]] = []
+        has_import = any("import" in line for line in mu.lines[st.start - 1 : st.end])
+        for node in ast.walk(st.node) if has_import else ():
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or node is st.node:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                if node.module == "__future__":
+                    continue
+                module = absolute_module(mu.module, mu.is_package, node.level, node.module)
+                inside = node.level > 0 or module in self.infos or self._inside(module) is not None
+                inside = inside or any(m.startswith(module + ".") for m in self.infos)
+                locals_ = [a.asname or a.name for a in node.names if a.name != "*"]
+            else:
+                inside = any(a.name in self.infos or self._inside(a.name) or a.name.split(".")[0] in self.infos for a in node.names)
+                locals_ = [a.asname or a.name.split(".")[0] for a in node.names]
+            if not inside:
+                continue
+            pairs = [(local, self._keep_import(self.import_target(mu, node, local), local)) for local in locals_]
+            first = node.lineno - st.start
+            last = (node.end_lineno or node.lineno) - st.start
+            line = mu.lines[node.lineno - 1]
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append((first, last, indent, pairs))
+        self._nested[(mu.module, k)] = out
+        return out
+
+
+def _first_use(text: str, name: str) -> int:
+    """1-based line of the first occurrence of ``name`` (or the chain's root) in ``text``."""
+    root = name.split(".")[0]
+    try:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Name) and node.id == root:
+                return node.lineno
+            if isinstance(node, ast.alias) and (node.asname or node.name) == root:
+                return node.lineno
+    except SyntaxError:
+        pass
+    return 1
+
+
+def _order(units: dict[UnitKey, UnitPlan], root: UnitKey) -> tuple[list[UnitKey], bool]:
+    """Topological order over definition-time edges; ties broken by a depth-first post-order."""
+    rank: dict[UnitKey, int] = {}
+    seen: set[UnitKey] = set()
+    stack: list[tuple[UnitKey, list[UnitKey]]] = []
+    for start in [root, *sorted(units)]:
+        if start in seen:
+            continue
+        seen.add(start)
+        stack.append((start, sorted(units[start].early | units[start].late, reverse=True)))
+        while stack:
+            node, children = stack[-1]
+            if children:
+                child = children.pop()
+                if child not in seen:
+                    seen.add(child)
+                    stack.append((child, sorted(units[child].early | units[child].late, reverse=True)))
+                continue
+            stack.pop()
+            rank[node] = len(rank)
+    sorter: TopologicalSorter[UnitKey] = TopologicalSorter({k: p.early for k, p in units.items()})
+    try:
+        sorter.prepare()
+    except CycleError:
+        return sorted(units, key=rank.__getitem__), True
+    ready: list[tuple[int, UnitKey]] = []
+    order: list[UnitKey] = []
+    while sorter.is_active():
+        for k in sorter.get_ready():
+            heapq.heappush(ready, (rank[k], k))
+        _, k = heapq.heappop(ready)
+        order.append(k)
+        sorter.done(k)
+    return order, False

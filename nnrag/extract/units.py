@@ -1,0 +1,160 @@
+"""A module's top-level statements as copyable units: what each binds, mutates and needs.
+
+The unit of extraction is one top-level statement, copied verbatim with its decorators and the
+comment lines directly above it. A compound statement (``try``/``if``/``with``) is one unit:
+its branches decide together what a name means.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..index.parse import is_type_checking
+from .scope import UnitNames, analyze
+
+
+def _target_names(target: ast.expr, out: set[str]) -> None:
+    if isinstance(target, ast.Name):
+        out.add(target.id)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            _target_names(elt, out)
+    elif isinstance(target, ast.Starred):
+        _target_names(target.value, out)
+
+
+def _bound_names(stmts: list[ast.stmt], out: set[str]) -> None:
+    """Names a block of module-level statements binds (not descending into defs or classes)."""
+    for stmt in stmts:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                _target_names(t, out)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            _target_names(stmt.target, out)
+        elif isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                out.add(a.asname or a.name.split(".")[0])
+        elif isinstance(stmt, ast.ImportFrom):
+            out.update(a.asname or a.name for a in stmt.names if a.name != "*")
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            _target_names(stmt.target, out)
+            _bound_names(stmt.body, out)
+            _bound_names(stmt.orelse, out)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    _target_names(item.optional_vars, out)
+            _bound_names(stmt.body, out)
+        elif isinstance(stmt, (ast.If, ast.While)):
+            _bound_names(stmt.body, out)
+            _bound_names(stmt.orelse, out)
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            _bound_names(stmt.body, out)  # type: ignore[attr-defined]
+            for h in stmt.handlers:  # type: ignore[attr-defined]
+                _bound_names(h.body, out)
+            _bound_names(stmt.orelse, out)  # type: ignore[attr-defined]
+            _bound_names(stmt.finalbody, out)  # type: ignore[attr-defined]
+
+
+def _root_name(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _mutated(stmt: ast.stmt) -> str | None:
+    """The module-level name a plain statement mutates in place (``REG[k] = v``, ``REG.update(...)``)."""
+    if isinstance(stmt, ast.Assign):
+        roots = {_root_name(t) for t in stmt.targets if isinstance(t, (ast.Subscript, ast.Attribute))}
+        return roots.pop() if len(roots) == 1 and None not in roots else None
+    if isinstance(stmt, ast.AugAssign):
+        return _root_name(stmt.target)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
+        return _root_name(stmt.value.func.value)
+    return None
+
+
+@dataclass
+class Stmt:
+    index: int
+    node: ast.stmt
+    start: int  # first line, 1-based: leading comments and decorators included
+    end: int
+    binds: frozenset[str]
+    type_checking: bool
+    is_import: bool  # a plain ``import`` / ``from ... import`` statement
+
+
+class ModuleUnits:
+    """One module's text split into top-level statements."""
+
+    def __init__(self, module: str, path: str, text: str, is_package: bool) -> None:
+        self.module = module
+        self.path = path
+        self.text = text
+        self.is_package = is_package
+        self.lines = text.splitlines(keepends=True)
+        self.tree = ast.parse(text)
+        self.future: set[str] = set()
+        self.stmts: list[Stmt] = []
+        self.binders: dict[str, list[int]] = {}
+        self.mutators: dict[str, list[int]] = {}
+        prev_end = 0
+        for i, node in enumerate(self.tree.body):
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            start = first
+            while start - 1 > prev_end and self.lines[start - 2].lstrip().startswith("#"):
+                start -= 1
+            end = node.end_lineno or node.lineno
+            prev_end = end
+            binds: set[str] = set()
+            _bound_names([node], binds)
+            tc = isinstance(node, ast.If) and is_type_checking(node.test)
+            is_import = isinstance(node, (ast.Import, ast.ImportFrom))
+            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+                self.future.update(a.name for a in node.names)
+                continue
+            st = Stmt(i, node, start, end, frozenset(binds), tc, is_import)
+            self.stmts.append(st)
+            for name in binds:
+                self.binders.setdefault(name, []).append(len(self.stmts) - 1)
+            mutated = _mutated(node)
+            if mutated is not None and not binds:
+                self.mutators.setdefault(mutated, []).append(len(self.stmts) - 1)
+        self._names: dict[int, UnitNames] = {}
+        self._texts: dict[int, str] = {}
+
+    def text_of(self, k: int) -> str:
+        text = self._texts.get(k)
+        if text is None:
+            text = self._texts[k] = self._text_of(k)
+        return text
+
+    def _text_of(self, k: int) -> str:
+        st = self.stmts[k]
+        node = st.node
+        if node.col_offset or k in self.shared_lines:  # ``a = 1; b = 2``: copy just its own source
+            return (ast.get_source_segment(self.text, node) or "") + "\n"
+        text = "".join(self.lines[st.start - 1 : st.end])
+        return text if text.endswith("\n") else text + "\n"
+
+    def names(self, k: int) -> UnitNames:
+        got = self._names.get(k)
+        if got is None:
+            got = self._names[k] = analyze(self.text_of(k), "annotations" in self.future)
+        return got
+
+    @cached_property
+    def shared_lines(self) -> set[int]:
+        """Statements sharing a line with another (``a = 1; b = 2``)."""
+        seen: dict[int, int] = {}
+        out: set[int] = set()
+        for k, st in enumerate(self.stmts):
+            if st.node.lineno in seen:
+                out.update({k, seen[st.node.lineno]})
+            seen[st.end] = k
+        return out

@@ -1,0 +1,273 @@
+"""Static name resolution across the modules of the index.
+
+Answers "what does the name ``X`` mean in module ``M``?" by following, in the order Python binds
+them, module-level definitions, imports of every form (absolute, relative, aliased, submodule
+attributes), assignments that alias another name, star imports (through ``__all__`` or the public
+names) and re-exports in ``__init__`` modules. A name resolves to a definition in the index, a
+module, an external dotted name (outside the corpus), or an unresolved reason.
+
+Lookups are by module name, preferring the asking module's own source, then the other sources in
+priority order.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .parse import COND_EXCEPT, COND_IF, COND_TYPE_CHECKING, KIND_ALIAS, KIND_ASSIGN, KIND_CLASS
+
+_COND_RANK = {COND_TYPE_CHECKING: 0, COND_EXCEPT: 1, COND_IF: 2}
+_MAX_DEPTH = 64
+
+
+@dataclass
+class DefInfo:
+    qualname: str
+    kind: str
+    lineno: int
+    end_lineno: int
+    cond: str
+    bases: list[str] = field(default_factory=list)
+    keywords: dict[str, str] = field(default_factory=dict)
+    target: str | None = None
+    forward: str | None = None
+    methods: list[str] = field(default_factory=list)
+    abstract: list[str] = field(default_factory=list)
+    docstring: str | None = None
+
+
+class Binding(NamedTuple):
+    """What a module-level name is bound to."""
+
+    kind: str  # "def" | "module" (import a.b as c) | "from" (from m import n)
+    module: str | None = None
+    name: str | None = None
+    definition: DefInfo | None = None
+
+
+@dataclass
+class ModuleInfo:
+    file_id: int
+    source_id: int
+    module: str
+    path: str
+    is_package: bool
+    defs: dict[str, DefInfo] = field(default_factory=dict)  # every definition, by qualname
+    namespace: dict[str, Binding] = field(default_factory=dict)  # module-level bindings
+    stars: list[str] = field(default_factory=list)  # absolute modules star-imported, in order
+    all_names: list[str] | None = None
+
+
+class Ref(NamedTuple):
+    """The meaning of a name: kind is class|function|assign|module|external|unresolved."""
+
+    kind: str
+    target: str  # dotted name (module.qualname for definitions), or the reason when unresolved
+    module: ModuleInfo | None = None
+    definition: DefInfo | None = None
+
+
+def absolute_module(current: str, is_package: bool, level: int, module: str | None) -> str:
+    """Resolve a relative import of ``level`` dots from module ``current``."""
+    if level == 0:
+        return module or ""
+    parts = current.split(".") if current else []
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: max(0, len(parts) - (level - 1))]
+    base = ".".join(parts)
+    if module:
+        return f"{base}.{module}" if base else module
+    return base
+
+
+class Resolver:
+    """Resolves names over an in-memory view of the index's modules."""
+
+    def __init__(self, modules: list[ModuleInfo], source_priority: dict[int, int]) -> None:
+        self.modules = modules
+        self._by_name: dict[str, list[ModuleInfo]] = {}
+        for m in sorted(modules, key=lambda m: (source_priority.get(m.source_id, 99), m.source_id, m.path)):
+            self._by_name.setdefault(m.module, []).append(m)
+        self._cache: dict[tuple[int, str], Ref] = {}
+
+    # -- modules -------------------------------------------------------------------------
+    def module(self, name: str, source_id: int) -> ModuleInfo | None:
+        candidates = self._by_name.get(name)
+        if not candidates:
+            return None
+        for m in candidates:
+            if m.source_id == source_id:
+                return m
+        return candidates[0]
+
+    def exported(self, mod: ModuleInfo, _seen: frozenset[int] = frozenset()) -> set[str]:
+        """Names ``from mod import *`` binds: ``__all__``, else every public name, star-imported ones too."""
+        if mod.all_names is not None:
+            return set(mod.all_names)
+        names = {n for n in mod.namespace if not n.startswith("_")}
+        for star in mod.stars:
+            target = self.module(star, mod.source_id)
+            if target is not None and target.file_id not in _seen and target is not mod:
+                names |= {n for n in self.exported(target, _seen | {mod.file_id}) if not n.startswith("_")}
+        return names
+
+    # -- names ---------------------------------------------------------------------------
+    def resolve_name(self, mod: ModuleInfo, name: str, depth: int = 0) -> Ref:
+        key = (mod.file_id, name)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        if depth > _MAX_DEPTH:
+            return Ref("unresolved", f"import cycle while resolving {name!r} in {mod.module}")
+        self._cache[key] = Ref("unresolved", f"cyclic definition of {name!r} in {mod.module}")
+        ref = self._resolve_name(mod, name, depth)
+        self._cache[key] = ref
+        return ref
+
+    def _resolve_name(self, mod: ModuleInfo, name: str, depth: int) -> Ref:
+        binding = mod.namespace.get(name)
+        if binding is not None:
+            if binding.kind == "def":
+                d = binding.definition
+                assert d is not None
+                if d.kind == KIND_ALIAS and d.target and d.target != name:
+                    return self.resolve_dotted(mod, d.target, depth + 1)
+                return Ref(d.kind, f"{mod.module}.{d.qualname}", mod, d)
+            if binding.kind == "module":
+                return self._module_ref(binding.module or "", mod.source_id)
+            return self.module_attr(binding.module or "", binding.name or "", mod.source_id, depth + 1)
+        external_star = None
+        for star in reversed(mod.stars):
+            target = self.module(star, mod.source_id)
+            if target is None:
+                external_star = external_star or star
+                continue
+            if target is not mod and name in self.exported(target):
+                ref = self.resolve_name(target, name, depth + 1)
+                if ref.kind != "unresolved":
+                    return ref
+        if external_star is not None:
+            return Ref("external", f"{external_star}.{name}")
+        if hasattr(builtins, name):
+            return Ref("external", f"builtins.{name}")
+        return Ref("unresolved", f"name {name!r} is not defined or imported in {mod.module} ({mod.path})")
+
+    def _module_ref(self, name: str, source_id: int) -> Ref:
+        m = self.module(name, source_id)
+        return Ref("module", name, m) if m is not None else Ref("external", name)
+
+    def module_attr(self, modname: str, attr: str, source_id: int, depth: int = 0) -> Ref:
+        """The meaning of ``modname.attr`` (``from modname import attr``)."""
+        mod = self.module(modname, source_id)
+        if mod is not None:
+            ref = self.resolve_name(mod, attr, depth + 1)
+            if ref.kind != "unresolved":
+                return ref
+        sub = self.module(f"{modname}.{attr}", source_id)
+        if sub is not None:
+            return Ref("module", sub.module, sub)
+        if mod is not None:
+            return Ref("unresolved", f"{modname} ({mod.path}) defines no {attr!r}")
+        return Ref("external", f"{modname}.{attr}" if modname else attr)
+
+    def resolve_dotted(self, mod: ModuleInfo, dotted: str, depth: int = 0) -> Ref:
+        """The meaning of a dotted expression such as ``nn.Module`` or ``H.make_divisible``."""
+        parts = dotted.split(".")
+        if not all(p.isidentifier() for p in parts):
+            return Ref("unresolved", f"dynamic expression {dotted!r} in {mod.module}")
+        ref = self.resolve_name(mod, parts[0], depth)
+        for part in parts[1:]:
+            if ref.kind == "module":
+                ref = self.module_attr(ref.target, part, ref.module.source_id if ref.module else mod.source_id, depth)
+            elif ref.kind == "external":
+                ref = Ref("external", f"{ref.target}.{part}")
+            elif ref.kind == KIND_CLASS and ref.module is not None and ref.definition is not None:
+                inner = ref.module.defs.get(f"{ref.definition.qualname}.{part}")
+                if inner is None:
+                    return Ref("unresolved", f"{ref.target} has no nested definition {part!r}")
+                ref = Ref(inner.kind, f"{ref.module.module}.{inner.qualname}", ref.module, inner)
+            else:
+                return Ref("unresolved", f"cannot take attribute {part!r} of {ref.kind} {ref.target}")
+        return ref
+
+
+# -- loading -------------------------------------------------------------------------------
+def _rank(cond: str, kind_rank: int, lineno: int) -> tuple[int, int, int]:
+    return (_COND_RANK.get(cond, 3), kind_rank, lineno)
+
+
+def load_modules(conn: sqlite3.Connection) -> list[ModuleInfo]:
+    """Read every parsed module of the index into memory."""
+    modules: dict[int, ModuleInfo] = {}
+    for file_id, source_id, module, path, all_names in conn.execute(
+        "SELECT id, source_id, module, path, all_names FROM files WHERE status='ok'"
+    ):
+        modules[file_id] = ModuleInfo(
+            file_id=file_id,
+            source_id=source_id,
+            module=module or "",
+            path=path,
+            is_package=path.endswith("__init__.py"),
+            all_names=json.loads(all_names) if all_names else None,
+        )
+    ranks: dict[int, dict[str, tuple[int, int, int]]] = {fid: {} for fid in modules}
+
+    def bind(fid: int, name: str, binding: Binding, rank: tuple[int, int, int]) -> None:
+        if name not in ranks[fid] or rank >= ranks[fid][name]:
+            ranks[fid][name] = rank
+            modules[fid].namespace[name] = binding
+
+    # No ORDER BY: the rank tuple ends with the line number, so row order does not matter.
+    for row in conn.execute(
+        "SELECT file_id, qualname, kind, lineno, end_lineno, cond, bases, keywords, target, forward, methods,"
+        " abstract, docstring FROM definitions"
+    ):
+        mod = modules.get(row["file_id"])
+        if mod is None:
+            continue
+        if row["kind"] == KIND_CLASS:
+            d = DefInfo(
+                qualname=row["qualname"],
+                kind=row["kind"],
+                lineno=row["lineno"],
+                end_lineno=row["end_lineno"],
+                cond=row["cond"],
+                bases=json.loads(row["bases"]) if row["bases"] else [],
+                keywords=json.loads(row["keywords"]) if row["keywords"] else {},
+                forward=row["forward"],
+                methods=json.loads(row["methods"]) if row["methods"] else [],
+                abstract=json.loads(row["abstract"]) if row["abstract"] else [],
+                docstring=row["docstring"],
+            )
+        else:
+            d = DefInfo(row["qualname"], row["kind"], row["lineno"], row["end_lineno"], row["cond"], target=row["target"])
+        mod.defs[d.qualname] = d
+        if "." not in d.qualname:
+            bind(row["file_id"], d.qualname, Binding("def", definition=d), _rank(d.cond, 0 if d.kind == KIND_ASSIGN else 1, d.lineno))
+    for fid, module, name, asname, level, lineno, cond in conn.execute(
+        "SELECT file_id, module, name, asname, level, lineno, cond FROM imports WHERE scope=''"
+    ):
+        mod = modules.get(fid)
+        if mod is None:
+            continue
+        rank = _rank(cond, 1, lineno)
+        if name is None:  # import a.b.c [as x]
+            if asname:
+                bind(fid, asname, Binding("module", module=module), rank)
+            else:
+                head = module.split(".")[0]
+                bind(fid, head, Binding("module", module=head), rank)
+            continue
+        source_module = absolute_module(mod.module, mod.is_package, level, module)
+        if name == "*":
+            if cond != COND_TYPE_CHECKING:
+                mod.stars.append(source_module)
+            continue
+        bind(fid, asname or name, Binding("from", module=source_module, name=name), rank)
+    return list(modules.values())

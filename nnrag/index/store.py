@@ -1,0 +1,143 @@
+"""Writes of the index: sources, files (with content by SHA-1), definitions and imports.
+
+The tables themselves belong to :mod:`nnrag.db`; this module fills them from parse results.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from ..db import Database
+from ..errors import IndexStoreError
+from .parse import ParsedFile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FileState:
+    """An indexed file as the last run left it: enough to tell whether it changed."""
+
+    id: int
+    sha1: str | None
+    size: int
+    mtime_ns: int
+    status: str  # ok | error
+    module: str | None
+
+
+class Store(Database):
+    """The index's writes: sources, parsed files, definitions, imports."""
+
+    # -- sources -------------------------------------------------------------------------
+    def source_row(self, name: str) -> sqlite3.Row | None:
+        return self.conn.execute("SELECT * FROM sources WHERE name=?", (name,)).fetchone()
+
+    def sources(self) -> list[sqlite3.Row]:
+        return self.conn.execute("SELECT * FROM sources ORDER BY priority, name").fetchall()
+
+    # -- files ---------------------------------------------------------------------------
+    def file_states(self, source_id: int) -> dict[str, FileState]:
+        """path -> what the index holds of that file, for one source."""
+        rows = self.conn.execute(
+            "SELECT path, id, sha1, size, mtime_ns, status, module FROM files WHERE source_id=?", (source_id,)
+        )
+        return {r["path"]: FileState(r["id"], r["sha1"], r["size"], r["mtime_ns"], r["status"], r["module"]) for r in rows}
+
+    def delete_files(self, file_ids: Iterable[int]) -> None:
+        ids = list(file_ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            self.conn.execute(f"DELETE FROM files WHERE id IN ({marks})", chunk)
+
+    def touch_file(self, file_id: int, size: int, mtime_ns: int, module: str) -> None:
+        """Record a new stat (and module name) for a file whose content did not change."""
+        self.conn.execute("UPDATE files SET size=?, mtime_ns=?, module=? WHERE id=?", (size, mtime_ns, module, file_id))
+
+    def write_parsed(
+        self, source_id: int, parsed: ParsedFile, module: str | None, mtime_ns: int, old_id: int | None
+    ) -> None:
+        """Replace one file's rows with a fresh parse result (caller holds the transaction)."""
+        if old_id is not None:
+            self.conn.execute("DELETE FROM files WHERE id=?", (old_id,))
+        ok = parsed.reason is None
+        cur = self.conn.execute(
+            "INSERT INTO files (source_id, path, module, sha1, size, mtime_ns, lines, status, reason, message, all_names)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                source_id,
+                parsed.path,
+                module,
+                parsed.sha1,
+                parsed.size,
+                mtime_ns,
+                parsed.lines,
+                "ok" if ok else "error",
+                parsed.reason,
+                parsed.message,
+                json.dumps(parsed.all_names) if parsed.all_names is not None else None,
+            ),
+        )
+        if not ok:
+            return
+        file_id = cur.lastrowid
+        if parsed.blob is not None:
+            self.conn.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (parsed.sha1, parsed.blob))
+        self.conn.executemany(
+            "INSERT INTO definitions (file_id, qualname, name, kind, lineno, end_lineno, cond, bases, keywords,"
+            " decorators, docstring, target, forward, methods, abstract) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (
+                    file_id,
+                    d.qualname,
+                    d.qualname.rsplit(".", 1)[-1],
+                    d.kind,
+                    d.lineno,
+                    d.end_lineno,
+                    d.cond,
+                    json.dumps(d.bases) if d.kind == "class" else None,
+                    json.dumps(d.keywords) if d.keywords else None,
+                    json.dumps(d.decorators) if d.decorators else None,
+                    d.docstring,
+                    d.target,
+                    d.forward,
+                    json.dumps(d.methods) if d.kind == "class" else None,
+                    json.dumps(d.abstract) if d.abstract else None,
+                )
+                for d in parsed.definitions
+            ],
+        )
+        self.conn.executemany(
+            "INSERT INTO imports (file_id, module, name, asname, level, lineno, cond, scope) VALUES (?,?,?,?,?,?,?,?)",
+            [(file_id, i.module, i.name, i.asname, i.level, i.lineno, i.cond, i.scope) for i in parsed.imports],
+        )
+
+    def collect_garbage(self) -> None:
+        """Forget content no file refers to any more."""
+        self.conn.execute("DELETE FROM blobs WHERE sha1 NOT IN (SELECT sha1 FROM files WHERE sha1 IS NOT NULL)")
+
+
+def open_or_rebuild(path: Path) -> Store:
+    """Open the index; one that is corrupted or of another schema is moved aside and started anew.
+
+    The index is derived data, so starting anew loses nothing that re-indexing does not bring
+    back; the old file is kept beside it for inspection.
+    """
+    try:
+        return Store(path)
+    except IndexStoreError as exc:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = path.with_name(f"{path.name}.broken-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            part = Path(str(path) + suffix)
+            if part.exists():
+                part.rename(Path(str(aside) + suffix))
+        log.warning("%s; moved it to %s and started a new index", exc, aside)
+        return Store(path)

@@ -1,0 +1,130 @@
+"""The library's records: one row per block in table ``library`` (its standalone file, verdict and
+validation record) and the file itself under ``HOME/library/SOURCE/QUALNAME.py``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..extract.assemble import Assembled
+from ..extract.closure import Closure
+from ..index.lookup import BlockRef
+from ..validator.record import GATE_VERSION, ValidationRecord
+from ..workspace import Workspace
+
+# A library row with what specs, tools and LEMUR read beside it: the block's lines, the defining
+# file and the source. Column names are unique, so rows are read by name.
+LIBRARY_ROW = """
+SELECT l.block_id, l.source, l.qualname, l.name, l.category, l.class_name, l.path, l.files, l.requirements,
+       l.status, l.stage, l.code, l.message, l.record, l.gate_version, l.updated_at,
+       b.line, b.end_line, f.path AS file_path, f.module, f.sha1 AS file_sha1,
+       s.kind AS source_kind, s.spec AS source_spec, s.version, s.git_commit, s.license
+FROM library l
+JOIN sources s ON s.name = l.source
+JOIN blocks b ON b.source_id = s.id AND b.qualname = l.qualname
+JOIN files f ON f.id = b.file_id
+"""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the library records of one block: its file (when the closure completed) and how it fared."""
+
+    block_id: str
+    source: str
+    qualname: str
+    name: str
+    category: str
+    status: str  # validated | failed
+    stage: str
+    code: str | None
+    message: str
+    record: dict[str, Any]
+    extract_s: float
+    gate_version: str
+    assembled: Assembled | None = None
+    closure: Closure | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A block whose file went to the gate: what its verdict is stored with."""
+
+    ref: BlockRef
+    name: str
+    closure: Closure
+    assembled: Assembled
+    extract_s: float
+
+    def verdict(self, record: ValidationRecord, version: str = GATE_VERSION) -> Verdict:
+        return Verdict(
+            self.ref.block_id, self.ref.source, self.ref.qualname, self.name, self.ref.category,
+            "validated" if record.ok else "failed", record.stage, record.code, record.message, record.to_dict(),
+            self.extract_s, version, self.assembled, self.closure,
+        )
+
+
+def file_for(workspace: Workspace, block_id: str) -> Path:
+    """Where a block's standalone file lives: ``HOME/library/SOURCE/module.Class.py``."""
+    source, qual = block_id.split(":", 1)
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in source)
+    return workspace.home / "library" / safe / f"{qual}.py"
+
+
+def code_sha1(code: str) -> str:
+    return hashlib.sha1(code.encode()).hexdigest()
+
+
+def save(conn: sqlite3.Connection, workspace: Workspace, v: Verdict) -> None:
+    """Write the block's file (atomically) and its row; a block without a file loses any old one."""
+    path = file_for(workspace, v.block_id)
+    sha = None
+    if v.assembled is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(v.assembled.code, encoding="utf-8")
+        os.replace(tmp, path)
+        sha = code_sha1(v.assembled.code)
+    else:
+        path.unlink(missing_ok=True)
+    a = v.assembled
+    conn.execute(
+        "INSERT OR REPLACE INTO library (block_id, source, qualname, name, category, class_name, path, code_sha1, files,"
+        " requirements, status, stage, code, message, record, gate_version, extract_s, updated_at)"
+        " VALUES (:block_id, :source, :qualname, :name, :category, :class_name, :path, :code_sha1, :files,"
+        " :requirements, :status, :stage, :code, :message, :record, :gate_version, :extract_s, :updated_at)",
+        {
+            "block_id": v.block_id, "source": v.source, "qualname": v.qualname, "name": v.name, "category": v.category,
+            "class_name": a.class_name if a else None,
+            "path": str(path.relative_to(workspace.home)) if a else None,
+            "code_sha1": sha,
+            "files": json.dumps(v.closure.files if v.closure else {}),
+            "requirements": json.dumps([r.pep508 for r in a.requirements] if a else []),
+            "status": v.status, "stage": v.stage, "code": v.code, "message": v.message,
+            "record": json.dumps(v.record, default=str), "gate_version": v.gate_version, "extract_s": v.extract_s,
+            "updated_at": time.time(),
+        },
+    )
+
+
+def library_rows(conn: sqlite3.Connection, where: str = "", args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    """Library rows joined with their block, file and source (see ``LIBRARY_ROW``), by block id."""
+    return conn.execute(LIBRARY_ROW + where + " ORDER BY l.block_id", args).fetchall()
+
+
+def library_row(conn: sqlite3.Connection, block_id: str) -> sqlite3.Row | None:
+    rows = library_rows(conn, " WHERE l.block_id=?", (block_id,))
+    return rows[0] if rows else None
+
+
+def entries(conn: sqlite3.Connection, status: str | None = None) -> list[dict[str, object]]:
+    """Each library block as a plain dict (id, name, source, category, verdict, file, requirements)."""
+    sql = ("SELECT block_id AS id, name, source, category, status, stage, code, message, path, requirements"
+           " FROM library" + (" WHERE status=?" if status else "") + " ORDER BY block_id")
+    return [dict(r) for r in conn.execute(sql, (status,) if status else ())]

@@ -1,0 +1,320 @@
+"""Natural-language search over the block library: BM25 and dense vectors, fused.
+
+``sync`` brings the search index up to date with the library (specs, the FTS5 table, the Chroma
+collection); it embeds only blocks whose text view changed, and reuses vectors of texts it has
+embedded before. ``search`` answers a query; it syncs first when the library changed since.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import struct
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Sequence
+
+from ..config import search_config
+from ..db import Database, connect
+from . import lexical
+from .embedders import Embedder, make_embedder
+from .glossary import expand, expand_only
+from .lexical import LexicalDoc, split_words
+from ..progress import ProgressFn
+from .vectors import VectorIndex, collection_name
+from ..specs import cache
+from ..specs.build import SpecBundle
+from ..workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+Method = Literal["hybrid", "lexical", "dense"]
+METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
+
+_CANDIDATES = 50  # per method, before fusion
+_EMBED_BATCH = 64
+_DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
+
+
+@dataclass
+class Hit:
+    rank: int
+    id: str
+    name: str
+    source: str
+    path: str
+    line: int
+    score: float
+    summary: str
+    category: str | None
+    validated: bool
+    also_in: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SyncReport:
+    specs_built: int = 0
+    specs_failed: int = 0
+    removed: int = 0
+    embedded: int = 0
+    upserted: int = 0
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+    blocks: int = 0
+
+    @property
+    def embed_per_s(self) -> float | None:
+        return self.embedded / self.embed_seconds if self.embedded and self.embed_seconds else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "embed_per_s": self.embed_per_s}
+
+
+# -- text views -----------------------------------------------------------------------------
+def dense_text(b: SpecBundle) -> str:
+    """What the embedder reads: words of the name first (the model stops at 256 tokens)."""
+    s = b.spec
+    params = ", ".join(p.name for p in s.constructor if p.name not in ("device", "dtype"))
+    parts = [f"{expand(split_words(s.name))}.", s.summary, f"Category: {s.category}." if s.category else "",
+             f"Module: {split_words(s.provenance.module)}.", f"Parameters: {params}." if params else "",
+             f"Uses: {', '.join(s.operations[:12])}." if s.operations else ""]
+    module_doc, _, names = b.context.partition(" | ")
+    spelled = expand_only(" ".join(split_words(w) for w in names.split()))
+    if spelled:
+        parts.append(f"Context: {spelled}.")
+    if b.docstring:
+        parts.append(" ".join(b.docstring.split())[:_DOC_CHARS])
+    if module_doc:
+        parts.append(module_doc[:200])
+    return " ".join(p for p in parts if p)
+
+
+def lexical_doc(b: SpecBundle) -> LexicalDoc:
+    s = b.spec
+    names = b.identifiers + [p.name for p in s.constructor] + s.operations
+    module_doc, _, context = b.context.partition(" | ")
+    # what the defining module is about (its docstring, the abbreviations its names spell) counts as docs
+    about = expand_only(" ".join(split_words(w) for w in context.split()))
+    return LexicalDoc(
+        block_id=s.id, name=f"{s.name} {expand(split_words(s.name))}", module=split_words(s.provenance.module),
+        doc=" ".join(filter(None, [s.summary, b.docstring or "", module_doc, about])),
+        identifiers=expand(" ".join(split_words(w) for w in names + context.split())),
+    )
+
+
+def _metadata(b: SpecBundle, key: str) -> dict[str, Any]:
+    s = b.spec
+    probe = s.probe
+    return {
+        "key": key, "name": s.name, "source": s.provenance.source, "category": s.category or "",
+        "validated": s.validation.status == "validated", "params": probe.parameter_count or 0 if probe else -1,
+        "inputs": json.dumps(probe.inputs) if probe else "", "outputs": json.dumps(probe.outputs) if probe else "",
+        "fingerprint": b.fingerprint,
+    }
+
+
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+# -- embedding cache ------------------------------------------------------------------------
+def _pack(v: Sequence[float]) -> bytes:
+    return struct.pack(f"<{len(v)}f", *v)
+
+
+def _unpack(data: bytes) -> list[float]:
+    return list(struct.unpack(f"<{len(data) // 4}f", data))
+
+
+def _embed_cached(conn: sqlite3.Connection, embedder: Embedder, texts: list[str], report: SyncReport,
+                  progress: ProgressFn | None) -> list[list[float]]:
+    """Vectors of ``texts``, embedding only texts this model has not embedded before."""
+    keys = [_sha1(t) for t in texts]
+    have: dict[str, list[float]] = {}
+    for k in set(keys):
+        row = conn.execute("SELECT vector FROM embeddings WHERE model=? AND text_sha1=?", (embedder.name, k)).fetchone()
+        if row:
+            have[k] = _unpack(row["vector"])
+    missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in have))
+    started = time.perf_counter()
+    for i in range(0, len(missing), _EMBED_BATCH):
+        batch = missing[i:i + _EMBED_BATCH]
+        for text, vector in zip(batch, embedder.embed(batch)):
+            have[_sha1(text)] = vector
+            conn.execute("INSERT OR REPLACE INTO embeddings (model, text_sha1, vector) VALUES (?,?,?)",
+                         (embedder.name, _sha1(text), _pack(vector)))
+        conn.commit()
+        report.embedded += len(batch)
+        if progress:
+            progress("embed", min(i + _EMBED_BATCH, len(missing)), len(missing))
+    if missing:
+        report.embed_seconds += time.perf_counter() - started
+    return [have[k] for k in keys]
+
+
+# -- the index ------------------------------------------------------------------------------
+class SearchIndex:
+    """The library's search index in one home: lexical in SQLite, dense in Chroma."""
+
+    def __init__(self, workspace: Workspace, embedder: Embedder | str | None = None, chroma_url: str | None = None) -> None:
+        cfg = search_config(workspace, embedder if isinstance(embedder, str) else None, chroma_url)
+        self.workspace = workspace
+        self.embedder: Embedder = embedder if embedder is not None and not isinstance(embedder, str) else make_embedder(cfg.embedder)
+        self.chroma_url = cfg.chroma_url
+        self._vectors: VectorIndex | None = None
+
+    @property
+    def vectors(self) -> VectorIndex:
+        if self._vectors is None:
+            self._vectors = VectorIndex(self.workspace.home / "chroma", self.embedder, self.chroma_url)
+        return self._vectors
+
+    def _store(self) -> Database:
+        return connect(self.workspace)
+
+    def _signature(self, conn: sqlite3.Connection) -> str:
+        rows = [tuple(r) for r in conn.execute("SELECT block_id, updated_at, gate_version FROM library ORDER BY block_id")]
+        where = self.chroma_url or "embedded"
+        return _sha1(json.dumps([rows, collection_name(self.embedder), where, cache.SPEC_VERSION]))
+
+    def stale(self) -> bool:
+        with self._store() as store:
+            row = store.conn.execute("SELECT value FROM search_state WHERE name='synced'").fetchone()
+            return row is None or row["value"] != self._signature(store.conn)
+
+    def sync(self, progress: ProgressFn | None = None) -> SyncReport:
+        started = time.perf_counter()
+        report = SyncReport()
+        with self._store() as store:
+            conn = store.conn
+            signature = self._signature(conn)
+            refreshed = cache.refresh(store, self.workspace, (lambda d, t: progress("specs", d, t)) if progress else None)
+            report.specs_built, report.specs_failed, report.removed = (
+                len(refreshed.built), len(refreshed.failed), len(refreshed.removed))
+            all_bundles = list(cache.bundles(store))
+            lexical.sync(conn, (lexical_doc(b) for b in all_bundles))
+            conn.commit()
+            report.blocks = len(all_bundles)
+
+            state = self.vectors.state()
+            wanted = {b.spec.id for b in all_bundles}
+            texts = {b.spec.id: dense_text(b) for b in all_bundles}
+            metas = {b.spec.id: _metadata(b, _sha1(texts[b.spec.id] + json.dumps(_metadata(b, ""), sort_keys=True)))
+                     for b in all_bundles}
+            todo = [i for i in sorted(wanted) if state.get(i) != metas[i]["key"]]
+            vectors = _embed_cached(conn, self.embedder, [texts[i] for i in todo], report, progress)
+            for j in range(0, len(todo), 500):
+                ids = todo[j:j + 500]
+                self.vectors.upsert(ids, vectors[j:j + 500], [texts[i] for i in ids], [metas[i] for i in ids])
+            report.upserted = len(todo)
+            self.vectors.delete([i for i in state if i not in wanted])
+            conn.execute("INSERT OR REPLACE INTO search_state VALUES ('synced', ?)", (signature,))
+            conn.commit()
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def names(self, validated: bool | None = True, source: str | None = None, category: str | None = None) -> list[str]:
+        """Class names of the indexed blocks that a search with these filters can return."""
+        with self._store() as store:
+            allowed = _allowed(store.conn, source, category, validated)
+            rows = store.conn.execute("SELECT block_id, name FROM library").fetchall()
+        return [name for block_id, name in rows if block_id in allowed]
+
+    def search(self, query: str, k: int = 10, *, source: str | None = None, category: str | None = None,
+               validated: bool | None = True, method: Method = "hybrid") -> list[Hit]:
+        """Blocks best matching ``query``. ``validated``: True only validated, False only failed, None all."""
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}")
+        if self.stale():
+            log.info("the library changed since the search index was built: updating it")
+            self.sync()
+        with self._store() as store:
+            conn = store.conn
+            allowed = _allowed(conn, source, category, validated)
+            rankings: list[list[tuple[str, float]]] = []
+            if method in ("lexical", "hybrid"):
+                rankings.append(lexical.search(conn, query, _CANDIDATES, allowed))
+            if method in ("dense", "hybrid"):
+                where = _where(source, category, validated)
+                vector = self.embedder.embed([query])[0]
+                rankings.append([(h.id, 1.0 - h.distance) for h in self.vectors.query(vector, _CANDIDATES, where)
+                                 if h.id in allowed])
+            fused = _fuse(rankings)
+            return _hits(store, fused, k)
+
+
+def _allowed(conn: sqlite3.Connection, source: str | None, category: str | None, validated: bool | None) -> set[str]:
+    sql, args = "SELECT block_id FROM library WHERE 1=1", []
+    if source:
+        sql += " AND source=?"
+        args.append(source)
+    if category:
+        sql += " AND category=?"
+        args.append(category)
+    if validated is not None:
+        sql += " AND status=?"
+        args.append("validated" if validated else "failed")
+    return {r["block_id"] for r in conn.execute(sql, args)}
+
+
+def _where(source: str | None, category: str | None, validated: bool | None) -> dict[str, Any] | None:
+    terms: list[dict[str, Any]] = []
+    if source:
+        terms.append({"source": source})
+    if category:
+        terms.append({"category": category})
+    if validated is not None:
+        terms.append({"validated": validated})
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else {"$and": terms}
+
+
+def _fuse(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """Score fusion: each method's scores min-max normalised over its candidates, then summed.
+
+    On the retrieval eval this beats reciprocal rank fusion (MRR@10 0.705 against 0.656 at k=60):
+    a confident lexical match keeps its lead instead of counting only as rank one."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        if not ranking:
+            continue
+        top, bottom = ranking[0][1], ranking[-1][1]
+        span = (top - bottom) or 1.0
+        for block_id, score in ranking:
+            fused[block_id] = fused.get(block_id, 0.0) + (score - bottom) / span
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _one_line(summary: str, limit: int = 90) -> str:
+    first = summary.split(". ")[0].rstrip(".") + "."
+    return first if len(first) <= limit else first[: limit - 3].rsplit(" ", 1)[0] + "..."
+
+
+def _hits(store: Database, fused: list[tuple[str, float]], k: int) -> list[Hit]:
+    """The top ``k`` fused results, near-identical blocks (same structural fingerprint) grouped."""
+    hits: list[Hit] = []
+    by_print: dict[str, Hit] = {}
+    for block_id, score in fused:
+        bundle = next(cache.bundles(store, [block_id]), None)
+        if bundle is None:
+            continue
+        s = bundle.spec
+        group = by_print.get(bundle.fingerprint) if bundle.fingerprint else None
+        if group is not None:
+            group.also_in.append(s.id)
+            continue
+        if len(hits) >= k:
+            continue
+        hit = Hit(rank=len(hits) + 1, id=s.id, name=s.name, source=s.provenance.source, path=s.provenance.path,
+                  line=s.provenance.line_start, score=round(score, 6), summary=_one_line(s.summary),
+                  category=s.category, validated=s.validation.status == "validated")
+        hits.append(hit)
+        if bundle.fingerprint:
+            by_print[bundle.fingerprint] = hit
+    return hits

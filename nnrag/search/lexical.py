@@ -1,0 +1,92 @@
+"""The lexical side of search: BM25 over block names, identifiers and docs, with SQLite FTS5.
+
+The table lives in the index database beside everything else, so it updates in the same
+transactions and needs no extra service. Names are split into words before indexing
+(``BlurPool2d`` -> ``blur pool 2d``) and the porter stemmer folds ``downsampling`` and
+``downsample`` together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..db.schema import SEARCH_FIELDS  # one FTS5 table per field
+
+_FIELDS = SEARCH_FIELDS
+_WEIGHTS = {"name": 1.0, "module": 0.3, "doc": 2.0, "identifiers": 0.2}
+_STOPWORDS = frozenset(
+    "a an and are as at be by for from in into is it its of on or over that the their then this to used using "
+    "with without which each all find me give block blocks layer module".split()
+)
+
+
+@dataclass(frozen=True)
+class LexicalDoc:
+    block_id: str
+    name: str
+    module: str
+    doc: str
+    identifiers: str
+
+
+def split_words(name: str) -> str:
+    """``BlurPool2d`` -> ``blur pool 2d``; ``SE_Block`` -> ``se block``; ``ResNet50`` -> ``res net 50``."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    spaced = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", spaced)
+    spaced = re.sub(r"([A-Za-z])(\d)", r"\1 \2", spaced)
+    return " ".join(re.split(r"[^A-Za-z0-9]+", spaced)).lower().strip()
+
+
+def _key(d: LexicalDoc) -> str:
+    return hashlib.sha1("\0".join(getattr(d, f) for f in _FIELDS).encode()).hexdigest()
+
+
+def sync(conn: sqlite3.Connection, docs: Iterable[LexicalDoc]) -> int:
+    """Make the tables hold exactly ``docs``; only new or changed ones are rewritten. Returns how many."""
+    known = dict(conn.execute("SELECT block_id, key FROM search_keys").fetchall())
+    seen: set[str] = set()
+    written = 0
+    for d in docs:
+        seen.add(d.block_id)
+        key = _key(d)
+        if known.get(d.block_id) == key:
+            continue
+        delete(conn, [d.block_id])
+        for f in _FIELDS:
+            conn.execute(f"INSERT INTO search_{f} (block_id, text) VALUES (?,?)", (d.block_id, getattr(d, f)))
+        conn.execute("INSERT INTO search_keys VALUES (?,?)", (d.block_id, key))
+        written += 1
+    delete(conn, [b for b in known if b not in seen])
+    return written
+
+
+def delete(conn: sqlite3.Connection, ids: Iterable[str]) -> None:
+    for block_id in ids:
+        for f in _FIELDS:
+            conn.execute(f"DELETE FROM search_{f} WHERE block_id=?", (block_id,))
+        conn.execute("DELETE FROM search_keys WHERE block_id=?", (block_id,))
+
+
+def query_terms(text: str) -> list[str]:
+    words = split_words(text).split()
+    return list(dict.fromkeys(w for w in words if (w not in _STOPWORDS and len(w) > 1) or w.isdigit()))
+
+
+def search(conn: sqlite3.Connection, text: str, k: int, allowed: set[str] | None = None) -> list[tuple[str, float]]:
+    """(block id, score) best first: the weighted sum of each field's BM25 (higher is better);
+    ``allowed`` keeps only those ids."""
+    terms = query_terms(text)
+    if not terms:
+        return []
+    match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
+    scores: dict[str, float] = {}
+    for f in _FIELDS:
+        for block_id, score in conn.execute(f"SELECT block_id, bm25(search_{f}) FROM search_{f} WHERE search_{f} MATCH ?",
+                                            (match,)):
+            if allowed is None or block_id in allowed:
+                scores[block_id] = scores.get(block_id, 0.0) - _WEIGHTS[f] * score
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]

@@ -1,0 +1,245 @@
+"""Corpus sources: what a source specification means and how it becomes files on disk.
+
+A source is one of
+
+- a local folder: ``/path/to/repo`` (or ``./repo``),
+- a git repository: ``git+https://github.com/owner/name[@ref]`` (also ``git+file://``, ``git+ssh://``),
+- an installed distribution: ``dist:timm``,
+- a released wheel or sdist: ``pypi:name==version`` (downloaded and unpacked, never installed),
+- a wheel or sdist file on disk: ``/path/to/pkg-1.0-py3-none-any.whl``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import ConfigError
+from .globs import PathFilter
+
+log = logging.getLogger(__name__)
+
+KIND_LOCAL = "local"
+KIND_GIT = "git"
+KIND_DIST = "dist"
+KIND_PYPI = "pypi"
+KIND_ARCHIVE = "archive"
+
+# Module names come from the path below the root (installed trees: ``timm/layers/x.py`` is
+# ``timm.layers.x``) or from the nearest enclosing package chain (repositories, which may use a
+# ``src/`` layout or keep scripts beside their packages).
+STYLE_PATH = "path"
+STYLE_PACKAGE = "package"
+
+DEFAULT_MAX_FILE_BYTES = 2 * 1024 * 1024
+
+# Excluded unless a source sets ``default_excludes = false``: VCS and tool folders, virtual
+# environments, build copies, tests and docs (their toy modules are not reusable blocks).
+DEFAULT_EXCLUDES: tuple[str, ...] = (
+    ".*",
+    "__pycache__",
+    "node_modules",
+    "site-packages",
+    "venv",
+    "build",
+    "tests",
+    "test",
+    "conftest.py",
+    "setup.py",
+    "docs",
+)
+
+_ARCHIVE_SUFFIXES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar.bz2", ".tar")
+_GIT_RE = re.compile(r"^git\+(?P<url>[a-z]+://[^@\s]+?|[^@\s]+?)(?:@(?P<ref>[^@/\s]+))?$")
+_NAME_RE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+# Why a file was not parsed: stable codes recorded in the index (files.reason).
+REASON_SYNTAX = "syntax-error"
+REASON_PY2 = "python2"
+REASON_ENCODING = "encoding"
+REASON_BINARY = "binary"
+REASON_TOO_LARGE = "too-large"
+REASON_PARSER_LIMIT = "parser-limit"
+REASON_UNREADABLE = "unreadable"
+REASON_SYMLINK_LOOP = "symlink-loop"
+REASON_PARSER_CRASH = "parser-crash"
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """A corpus source as configured: where it is and which of its files and symbols count."""
+
+    name: str
+    kind: str
+    location: str
+    ref: str | None = None
+    priority: int = 1
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    symbols: tuple[str, ...] = ()
+    default_excludes: bool = True
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+
+    @property
+    def spec(self) -> str:
+        """The canonical specification string, e.g. ``dist:timm`` or ``git+URL@ref``."""
+        if self.kind == KIND_GIT:
+            return f"git+{self.location}" + (f"@{self.ref}" if self.ref else "")
+        if self.kind in (KIND_DIST, KIND_PYPI):
+            return f"{self.kind}:{self.location}"
+        return self.location
+
+    @property
+    def path_filter(self) -> PathFilter:
+        excludes = (DEFAULT_EXCLUDES if self.default_excludes else ()) + self.exclude
+        return PathFilter(self.include, excludes)
+
+    def config(self) -> dict[str, object]:
+        """The settings that change which files or blocks are indexed (stored with the source)."""
+        return {
+            "include": list(self.include),
+            "exclude": list(self.exclude),
+            "symbols": list(self.symbols),
+            "default_excludes": self.default_excludes,
+            "max_file_bytes": self.max_file_bytes,
+        }
+
+
+def _clean_name(text: str) -> str:
+    return _NAME_RE.sub("-", text).strip("-") or "source"
+
+
+def parse_source(
+    text: str,
+    *,
+    name: str | None = None,
+    priority: int = 1,
+    include: tuple[str, ...] | list[str] = (),
+    exclude: tuple[str, ...] | list[str] = (),
+    symbols: tuple[str, ...] | list[str] = (),
+    default_excludes: bool = True,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> SourceSpec:
+    """Parse a source specification string into a :class:`SourceSpec`."""
+    text = text.strip()
+    if not text:
+        raise ConfigError("empty source specification")
+    ref: str | None = None
+    if text.startswith("git+"):
+        m = _GIT_RE.match(text)
+        if not m:
+            raise ConfigError(f"cannot parse git source {text!r}: expected git+https://host/owner/name[@ref]")
+        kind, location, ref = KIND_GIT, m.group("url"), m.group("ref")
+        default_name = location.rstrip("/").removesuffix(".git").rsplit("/", 1)[-1]
+    elif text.startswith("dist:"):
+        kind, location = KIND_DIST, text[5:].strip()
+        if not location:
+            raise ConfigError("dist: needs a distribution name, e.g. dist:timm")
+        default_name = location
+    elif text.startswith("pypi:"):
+        kind, location = KIND_PYPI, text[5:].strip()
+        if not location:
+            raise ConfigError("pypi: needs a requirement, e.g. pypi:timm==1.0.15")
+        default_name = re.split(r"[=<>!~\[; ]", location, maxsplit=1)[0]
+    elif text.lower().endswith(_ARCHIVE_SUFFIXES) and not Path(text).expanduser().is_dir():
+        kind, location = KIND_ARCHIVE, str(Path(text).expanduser().resolve())
+        base = Path(location).name
+        default_name = re.split(r"-\d", base, maxsplit=1)[0]
+    elif re.match(r"^[a-z][a-z0-9+.-]*://", text) or text.startswith(("http:", "https:")):
+        raise ConfigError(
+            f"unrecognised source {text!r}: prefix git URLs with 'git+' (git+https://github.com/owner/name)"
+        )
+    else:
+        path = Path(text).expanduser()
+        kind, location = KIND_LOCAL, str(path.resolve())
+        default_name = path.resolve().name
+    return SourceSpec(
+        name=_clean_name(name or default_name),
+        kind=kind,
+        location=location,
+        ref=ref,
+        priority=int(priority),
+        include=tuple(include),
+        exclude=tuple(exclude),
+        symbols=tuple(symbols),
+        default_excludes=bool(default_excludes),
+        max_file_bytes=int(max_file_bytes),
+    )
+
+
+def default_corpus() -> list[SourceSpec]:
+    """The embedded default corpus: torch-ecosystem distributions installed beside nnrag."""
+    return [
+        parse_source("dist:torch", include=("torch/nn",)),
+        parse_source("dist:torchvision", include=("torchvision/models", "torchvision/ops")),
+        parse_source("dist:timm"),
+    ]
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str  # POSIX path relative to the source root
+    abspath: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class WalkIssue:
+    """A path that could not be listed or followed (recorded in the index as a failed file)."""
+
+    path: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """A source made available on local disk, with its listing."""
+
+    spec: SourceSpec
+    root: Path
+    module_style: str
+    version: str | None = None
+    commit: str | None = None
+    license: str | None = None
+    note: str | None = None  # e.g. "offline: using existing clone"
+    files: tuple[SourceFile, ...] = ()
+    issues: tuple[WalkIssue, ...] = field(default_factory=tuple)
+
+    def with_listing(self, files: list[SourceFile], issues: list[WalkIssue]) -> "Materialized":
+        return replace(self, files=tuple(files), issues=tuple(issues))
+
+
+def module_name(relpath: str, style: str, package_dirs: frozenset[str]) -> str:
+    """The import name of a file: ``a/b/c.py`` -> ``a.b.c``, ``a/b/__init__.py`` -> ``a.b``.
+
+    With the package style, the name starts at the outermost directory of the chain of
+    packages (folders with ``__init__.py``) that holds the file; files outside any package
+    are named from the source root, as when a script runs from the repository root.
+    """
+    parts = relpath[:-3].split("/") if relpath.endswith(".py") else relpath.split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    if style == STYLE_PACKAGE and len(parts) > 1:
+        dirs = relpath.split("/")[:-1]
+        start = len(dirs)
+        while start > 0 and "/".join(dirs[:start]) in package_dirs:
+            start -= 1
+        if start < len(dirs):  # inside a package chain: drop the non-package prefix
+            parts = parts[start:]
+    return ".".join(parts)
+
+
+def origin(kind: str, spec: str, version: str | None, commit: str | None) -> str:
+    """Where a source's code came from, as block headers and specs print it:
+    ``dist timm==1.0.31``, ``git https://host/o/r @ 1a2b3c``, ``pypi:mmcv==2.1.0 (2.1.0)``, ``local /path @ 1a2b``."""
+    if kind == KIND_DIST:
+        return f"dist {spec.split(':', 1)[-1]}=={version}" if version else f"dist {spec}"
+    if kind == KIND_GIT:
+        return f"git {spec.split('+', 1)[-1]}" + (f" @ {commit}" if commit else "")
+    if kind == KIND_PYPI:
+        return spec + (f" ({version})" if version else "")
+    return f"{kind} {spec}" + (f" @ {commit}" if commit else "")

@@ -1,0 +1,1 @@
+"""Synthesis: an LLM implements a block from its neutral spec; the gate judges every answer."""

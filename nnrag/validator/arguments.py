@@ -1,0 +1,363 @@
+"""Guesses for constructor arguments: from parameter names, annotations and dataclass configs,
+shallow variants of whole architectures first.
+
+Everything here runs inside the sandbox, with torch already imported by the warm worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import sys
+import typing
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+_WORDS = re.compile(r"[a-z]+|\d+")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """One consistent set of small sizes used for every guess of one attempt."""
+
+    dim: int = 16
+    heads: int = 2
+    spatial: int = 16
+    tokens: int = 16
+
+
+SIZE_VARIANTS = (
+    Sizes(), Sizes(dim=32, heads=4, spatial=32), Sizes(dim=3, heads=1, spatial=32), Sizes(dim=64, heads=4, spatial=32),
+    Sizes(dim=128, heads=4, spatial=16),  # group norms of 32 groups behind a 4x bottleneck
+)
+
+CHANNEL_NAMES = {  # arguments that set a width
+    "channels", "in_channels", "out_channels", "in_chans", "in_chs", "out_chs", "chs", "in_ch", "out_ch", "dim",
+    "in_dim", "out_dim", "dim_in", "dim_out", "num_features", "num_channels", "hidden_size", "hidden_dim",
+    "hidden_features", "hidden_channels", "embed_dim", "d_model", "in_features", "out_features", "inplanes",
+    "planes", "inp", "oup", "in_planes", "out_planes", "width", "c1", "c2", "c_in", "c_out", "n_embd", "features",
+    "input_dim", "output_dim", "input_size", "hidden", "nin", "nout", "in_size", "out_size", "d_in", "d_out",
+    "filters", "in_filters", "out_filters", "input_channels", "output_channels", "ch", "c", "num_feat", "nf",
+    "mid_channels", "mid_chs", "inner_dim", "embedding_dim", "model_dim", "feat_dim", "num_hidden", "in_feat",
+    "out_feat", "dims", "channel", "in_c", "out_c", "emb_dim", "dim_head", "head_dim", "key_dim", "value_dim",
+}
+
+
+def _words(name: str) -> list[str]:
+    return _WORDS.findall(name.lower())
+
+
+def _class_of(annotation: Any) -> type | None:
+    """The concrete class an annotation names: ``Type[X]``, a dataclass, or the first of a Union."""
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin is typing.Union or (origin is not None and "UnionType" in str(origin)):
+        for a in args:
+            found = _class_of(a)
+            if found is not None:
+                return found
+        return None
+    if origin is type and args and isinstance(args[0], type) and args[0] is not nn.Module:
+        return args[0]
+    return None
+
+
+def _dataclass_value(annotation: Any, s: Sizes, depth: int) -> Any:
+    """An instance of a dataclass annotation, its required fields guessed by name."""
+    if depth > 2 or not (isinstance(annotation, type) and dataclasses.is_dataclass(annotation)):
+        return None
+    try:
+        hints = typing.get_type_hints(annotation)
+    except Exception:
+        hints = {}
+    values = {
+        f.name: guess_value(f.name, hints.get(f.name, f.type), s, depth=depth + 1)
+        for f in dataclasses.fields(annotation)
+        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+    }
+    try:
+        return annotation(**values)
+    except Exception:
+        return None
+
+
+def _parameters(cls: type) -> tuple[inspect.Signature, list[inspect.Parameter], dict[str, Any]] | None:
+    """The signature, the parameters a keyword can fill, and the evaluated annotations of ``cls``."""
+    try:
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return None
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # an annotation naming something the file does not define
+        hints = {}
+    usable = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return sig, usable, hints
+
+
+def _guess_required(cls: type, usable: list[inspect.Parameter], hints: dict[str, Any], s: Sizes, depth: int = 0) -> dict[str, Any]:
+    return {p.name: guess_value(p.name, hints.get(p.name, p.annotation), s, cls, depth)
+            for p in usable if p.default is inspect.Parameter.empty}
+
+
+def _module_value(cls: type, s: Sizes, depth: int) -> Any:
+    found = _parameters(cls)
+    if found is None:
+        return None
+    _, usable, hints = found
+    try:
+        return cls(**_guess_required(cls, usable, hints, s, depth + 1))
+    except Exception:
+        return None
+
+
+def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
+    if annotation is inspect.Parameter.empty:
+        return False, None
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin is typing.Union and args:
+        return _by_annotation(args[0], s)
+    if annotation is bool or annotation == "bool":
+        return True, False
+    if annotation is int or annotation == "int":
+        return True, s.dim
+    if annotation is float or annotation == "float":
+        return True, 0.1
+    if annotation is str or annotation == "str":
+        return False, None
+    if origin in (tuple, typing.Tuple) or annotation is tuple:
+        return True, (s.dim, s.dim)
+    if origin in (list, typing.List) or annotation is list:
+        return True, [s.dim, s.dim]
+    if isinstance(annotation, type) and issubclass(annotation, nn.Module):
+        return True, nn.Identity()
+    if annotation is torch.Tensor:
+        return True, torch.randn(s.dim)
+    if origin is not None and "Callable" in str(origin):
+        return True, nn.ReLU
+    return False, None
+
+
+def guess_value(name: str, annotation: Any, s: Sizes, owner: type | None = None, depth: int = 0) -> Any:
+    """A small, consistent value for a required constructor argument."""
+    return _as_annotated(_guess(name, annotation, s, owner, depth), annotation)
+
+
+def _as_annotated(value: Any, annotation: Any) -> Any:
+    """An integer guessed by name, as the pair an annotation asks for (``window_size: list[int]``
+    gets ``[4, 4]``: code that copies or indexes it fails on an int, and on a tuple ``.copy()``)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return value
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin is typing.Union:
+        if not args or int in args:
+            return value
+        annotation = args[0]
+        origin, args = typing.get_origin(annotation), list(typing.get_args(annotation))
+    if origin is list and args[:1] == [int]:
+        return [value, value]
+    if origin is tuple and args[:1] == [int]:
+        return (value, value)
+    return value
+
+
+def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int) -> Any:
+    n = name.lower()
+    w = _words(name)
+    if isinstance(annotation, str) and owner is not None and annotation.isidentifier():
+        # an annotation get_type_hints could not evaluate as a whole: resolve the plain name alone
+        annotation = vars(sys.modules.get(owner.__module__, typing)).get(annotation, annotation)
+    cls = _class_of(annotation)
+    if cls is not None:  # ``block: Type[Bottleneck]`` names the very class to pass
+        return cls
+    made = _dataclass_value(annotation, s, depth)
+    if made is None and depth < 2 and isinstance(annotation, type) and issubclass(annotation, nn.Module) and annotation is not nn.Module:
+        made = _module_value(annotation, s, depth)  # ``encoder_layer: TransformerEncoderLayer``
+    if made is not None:
+        return made
+    if n in ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp"):
+        return AutoConfig(s)
+    if "head" in w and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) or n in ("heads", "nhead", "num_head"):
+        return s.heads
+    if "group" in n or n == "groups":
+        return 1
+    if "kernel" in n or n in ("k", "ks", "ksize"):
+        return 3
+    if "stride" in n:
+        return 1
+    if "dilation" in n:
+        return 1
+    if "padding" in n or n == "pad":
+        return 1
+    if "class" in n:
+        return 10
+    if "ratio" in n:
+        if n.startswith("sr") or annotation is int:  # spatial-reduction ratios are integer strides
+            return 1
+        return 2.0 if "mlp" in n or "expan" in n else 0.25
+    if "reduction" in n or n in ("r", "reduce"):
+        return 4
+    if "expan" in n or "mult" in n:
+        return 2
+    if "drop" in n or n in ("p", "dropout", "attn_drop", "proj_drop"):
+        return 0.0
+    if n in ("eps", "epsilon") or "eps" in w:
+        return 1e-5
+    if "momentum" in n:
+        return 0.1
+    if "depths" in n or n == "layers" or n == "num_blocks" and "list" in str(annotation).lower():
+        return [1, 1, 1, 1]
+    if n in ("depth", "num_layers", "n_layers", "nlayers", "num_blocks", "blocks", "n_blocks", "repeats", "layer_num"):
+        return 1
+    if "patch" in n:
+        return 4
+    if "window" in n:
+        return 4
+    if n == "shift_size":  # half a window
+        return 2
+    if n in ("img_size", "image_size", "resolution", "input_resolution", "feat_size", "size", "img_shape", "grid_size"):
+        return s.spatial
+    if "vocab" in n or "num_embeddings" in n or "num_tokens" in n or "n_token" in n:
+        return 32
+    if "len" in w or "seq" in w or "length" in w or "positions" in n:
+        return s.tokens
+    if "scale" in n or "factor" in n:
+        return 2
+    if n in ("bias", "affine", "elementwise_affine", "batch_first"):
+        return True
+    if "inplace" in n or n.startswith(("use_", "is_", "has_", "with_", "enable")):
+        return False
+    if n.endswith(("layer", "layer_cl")) or n in ("act", "activation", "act_fn", "nonlinearity"):
+        if "conv" in w:
+            return nn.Conv2d
+        if "norm" in n:
+            return nn.LayerNorm if n.endswith("_cl") or "ln" in w else nn.BatchNorm2d
+        return nn.ReLU
+    if n == "planes" and owner is not None:
+        # residual blocks widen ``planes`` by ``expansion``; the identity path needs inplanes == planes * expansion
+        expansion = getattr(owner, "expansion", 1)
+        if isinstance(expansion, int) and 1 < expansion <= s.dim:
+            return s.dim // expansion
+    if "num" in w or "n" in w or n in CHANNEL_NAMES or any(x in w for x in ("channels", "chans", "dim", "features", "size", "width", "planes")):
+        return s.dim
+    found, value = _by_annotation(annotation, s)
+    if found:
+        return value
+    return s.dim
+
+
+class AutoConfig:
+    """A stand-in config object: any attribute or key gets the guess its name suggests."""
+
+    def __init__(self, sizes: Sizes) -> None:
+        self._sizes = sizes
+        self._values: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name not in self._values:
+            self._values[name] = guess_value(name, inspect.Parameter.empty, self._sizes)
+        return self._values[name]
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return default if default is not None else getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"AutoConfig({self._values})"
+
+
+_DEPTH_NAMES = {
+    "depth", "depths", "layers", "num_layers", "n_layers", "nlayers", "num_blocks", "n_blocks", "stage_blocks",
+    "num_encoder_layers", "num_decoder_layers", "n_layer", "num_hidden_layers", "block_depths", "layer_nums",
+}
+
+
+def is_depth(name: str) -> bool:
+    n = name.lower()
+    return n in _DEPTH_NAMES or n.endswith(("_depths", "_layers", "_blocks")) or n in ("stages", "stage_depths")
+
+
+def _passed_through(cls: type, sig: inspect.Signature) -> list[inspect.Parameter]:
+    """Parameters of ``cls`` and, when it takes ``**kwargs``, of the bases it passes them to."""
+    params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+        return params
+    names = {p.name for p in params}
+    for base in cls.__mro__[1:]:
+        # a builtin __init__ (object's) has nothing to pass through, and reading its signature
+        # copies sys.modules, which in a forked child copies the page of every module
+        if base is nn.Module or not inspect.isfunction(vars(base).get("__init__")):
+            continue
+        try:
+            more = inspect.signature(base.__init__).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        params += [p for p in more if p.name not in names and p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        names |= {p.name for p in params}
+    return params
+
+
+def _shallow(value: Any) -> Any:
+    """The one-block version of a depth default (12 -> 1, (3, 4, 6, 3) -> (1, 1, 1, 1)), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value > 1:
+        return 1
+    if (isinstance(value, (tuple, list)) and value and any(v > 1 for v in value if isinstance(v, int))
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)):
+        return type(value)(1 for _ in value)
+    return None
+
+
+def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
+    """Keyword arguments to try, most likely first.
+
+    A shallow variant (one block per stage) comes first: a whole architecture proves the same code
+    paths with one block as with twelve, at a fraction of the time and memory. Then the defaults
+    with each size variant, then variants that fill one ``None`` default each, for classes whose
+    ``None`` defaults mean "the caller must choose" (``Upsample(size=None, scale_factor=None)``).
+    """
+    found = _parameters(cls)
+    if found is None:
+        yield Sizes(), {}
+        return
+    sig, usable, hints = found
+    shallow = {p.name: v for p in _passed_through(cls, sig) if is_depth(p.name) and (v := _shallow(p.default)) is not None}
+    seen: list[dict[str, Any]] = []
+
+    def fresh(kwargs: dict[str, Any]) -> bool:
+        if any(_same(kwargs, k) for k in seen):
+            return False
+        seen.append(kwargs)
+        return True
+
+    first: dict[str, Any] = {}
+    for i, sizes in enumerate(SIZE_VARIANTS):
+        kwargs = _guess_required(cls, usable, hints, sizes)
+        if i == 0:
+            first = kwargs
+            if shallow and fresh({**kwargs, **shallow}):
+                yield sizes, {**kwargs, **shallow}
+        if fresh(kwargs):
+            yield sizes, kwargs
+    for p in [p for p in usable if p.default is None][:4]:
+        value = guess_value(p.name, hints.get(p.name, p.annotation), SIZE_VARIANTS[0], cls)
+        if value is not None and fresh({**first, p.name: value}):
+            yield SIZE_VARIANTS[0], {**first, p.name: value}
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a.keys() == b.keys() and all(type(a[k]) is type(b[k]) and repr(a[k]) == repr(b[k]) for k in a)

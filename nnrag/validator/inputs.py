@@ -1,0 +1,292 @@
+"""Guesses for forward inputs: from the first layer, the constructor's arguments and torch's own
+shape errors; loss targets, regions of interest and other companions of the main input.
+
+Everything here runs inside the sandbox, with torch already imported by the warm worker.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import re
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+from .arguments import CHANNEL_NAMES, Sizes
+
+_LAYER_KINDS = {
+    "_ConvNd": "conv", "Embedding": "embedding", "EmbeddingBag": "embedding", "Linear": "linear",
+    "LayerNorm": "layernorm", "_NormBase": "norm", "_BatchNorm": "norm", "_InstanceNorm": "norm",
+    "GroupNorm": "norm", "MultiheadAttention": "mha", "RNNBase": "rnn",
+}
+
+
+def layer_kind(module: nn.Module) -> str | None:
+    """What kind of layer a module is, by its class names: a block of torch itself defines its own
+    copy of ``Conv2d`` or ``Embedding``, which ``isinstance`` against torch's would miss."""
+    for klass in type(module).__mro__:
+        kind = _LAYER_KINDS.get(klass.__name__)
+        if kind is not None:
+            return kind
+    return None
+
+
+def is_loss(module: nn.Module) -> bool:
+    return any(k.__name__ == "_Loss" or k.__name__.endswith("Loss") for k in type(module).__mro__)
+
+
+def _first_layer(module: nn.Module) -> tuple[str, nn.Module] | None:
+    for m in module.modules():  # the module itself first: an Embedding is its own first layer
+        kind = layer_kind(m)
+        if kind is not None:
+            return kind, m
+    return None
+
+
+def _spatial_hint(kwargs: dict[str, Any], cls: type) -> list[int]:
+    sizes: list[int] = []
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        params = {}
+    for key in ("img_size", "image_size", "input_size", "resolution", "input_resolution", "img_shape"):
+        value = kwargs.get(key, params[key].default if key in params else None)
+        if isinstance(value, (tuple, list)) and value and isinstance(value[-1], int):
+            value = value[-1]
+        if isinstance(value, int) and 4 <= value <= 512:
+            sizes.append(value)
+    return sizes
+
+
+def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> list[tuple[str, tuple[int, ...]]]:
+    """Candidate (kind, shape) pairs for the main input, most likely first."""
+    c = next((v for k, v in kwargs.items() if k.lower() in CHANNEL_NAMES and isinstance(v, int)), sizes.dim)
+    s = sizes.spatial
+    hw = _spatial_hint(kwargs, type(module))
+    out: list[tuple[str, tuple[int, ...]]] = []
+    found = _first_layer(module)
+    kind, first = found if found else ("", None)
+    if is_loss(module):
+        out += [("float", (2, c)), ("float", (2, c, s, s)), ("float", (2, c, s))]
+    if kind == "conv":
+        rank = len(first.kernel_size)
+        cin = first.in_channels
+        for side in hw + [s, 32, 64]:
+            out.append(("float", (2, cin) + (side if rank < 3 else min(side, 16),) * rank))
+    elif kind == "embedding":
+        out += [(f"long:{first.num_embeddings}", (2, sizes.tokens)), (f"long:{first.num_embeddings}", (2 * sizes.tokens,))]
+    elif kind == "linear":
+        out += [("float", (2, sizes.tokens, first.in_features)), ("float", (2, first.in_features))]
+        out += [("float", (2, first.in_features, s, s))]
+    elif kind == "layernorm":
+        shape = tuple(first.normalized_shape)
+        out += [("float", (2, sizes.tokens) + shape), ("float", (2,) + shape), ("float", (2, s) + shape)]
+        if len(shape) == 1:
+            out.append(("float", (2, shape[0], s, s)))
+    elif kind == "norm":
+        ch = getattr(first, "num_channels", None) or getattr(first, "num_features", c)
+        out += [("float", (2, ch, s, s)), ("float", (2, ch)), ("float", (2, ch, s)), ("float", (2, ch, 8, 8, 8))]
+    elif kind == "mha":
+        out.append(("float", (2, sizes.tokens, first.embed_dim)))
+    elif kind == "rnn":
+        out.append(("float", (2, sizes.tokens, first.input_size)))
+    for side in hw:
+        out += [("float", (2, c, side, side)), ("float", (2, 3, side, side))]
+    out += [
+        ("float", (2, c, s, s)), ("float", (2, sizes.tokens, c)), ("float", (2, c)), ("float", (2, c, s)),
+        ("float", (2, 3, 32, 32)), ("float", (2, c, 8, 8, 8)), ("float", (2, 3, 64, 64)), ("float", (2, 3, 224, 224)),
+        ("float", (2, 1, 32, 32)),
+    ]
+    seen: set[tuple[str, tuple[int, ...]]] = set()
+    return [x for x in out if not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
+
+
+def make_tensor(kind: str, shape: tuple[int, ...]) -> torch.Tensor:
+    if kind.startswith("long"):
+        high = int(kind.split(":")[1]) if ":" in kind else 8
+        return torch.randint(0, max(1, high), shape)
+    return torch.randn(shape)
+
+
+_TARGET_NAMES = {"target", "targets", "label", "labels", "y", "gt", "y_true", "truth", "ground_truth", "tgt"}
+
+
+def _target_variants(main: torch.Tensor) -> list[torch.Tensor]:
+    """Targets a loss may want: like the input, class indices, signs, per-sample signs."""
+    n = main.shape[0] if main.dim() else 1
+    classes = main.shape[1] if main.dim() >= 2 else 2
+    return [
+        torch.rand_like(main),
+        torch.randint(0, classes, (n,) + tuple(main.shape[2:])),
+        torch.randint(0, 2, main.shape).float() * 2 - 1,
+        torch.randint(0, 2, (n,)).float() * 2 - 1,
+        torch.randint(0, classes, tuple(main.shape)),
+    ]
+
+
+def _rois(images: torch.Tensor, per_image: int = 2) -> torch.Tensor:
+    """Regions of interest in torchvision's ``Tensor[K, 5]`` form: image index, then x1, y1, x2, y2
+    inside the image (the top-left quarter and the whole image)."""
+    h, w = images.shape[-2:]
+    rows = [[float(i), 0.0, 0.0, (w - 1) / 2, (h - 1) / 2] for i in range(images.shape[0])]
+    rows += [[float(i), 0.0, 0.0, float(w - 1), float(h - 1)] for i in range(images.shape[0])]
+    return torch.tensor(rows[: images.shape[0] * per_image], dtype=images.dtype)
+
+
+def forward_calls(module: nn.Module, main: torch.Tensor) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+    """Arguments for ``forward`` given the main input, the likeliest fill first, then other targets."""
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        yield [main], {}
+        return
+    if is_loss(module):
+        main = torch.rand_like(main) if main.is_floating_point() else main
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    targets: list[tuple[bool, int | str]] = []  # (is keyword, position or name)
+    tokens_side = None
+    for i, p in enumerate(params):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            if i == 0 and p.kind == p.VAR_POSITIONAL:
+                args.append(main)
+            continue
+        if p.default is not inspect.Parameter.empty:
+            continue
+        n = p.name.lower()
+        if not args and p.kind != p.KEYWORD_ONLY:
+            args.append(main)
+            continue
+        if n in ("edge_index", "edges", "adj_t"):
+            nodes = main.shape[0]
+            value: Any = torch.randint(0, nodes, (2, 2 * nodes))
+        elif n in ("h", "w", "height", "width", "hh", "ww"):
+            tokens_side = tokens_side or int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
+            value = tokens_side
+        elif n in ("hw_shape", "hw", "size", "feat_size", "shape", "x_size", "spatial_shape"):
+            side = int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
+            value = (side, side)
+        elif "mask" in n:
+            value = None
+        elif n in ("batch",):
+            value = torch.zeros(main.shape[0], dtype=torch.long)
+        elif n in ("t", "timestep", "timesteps", "time", "noise_level", "sigma"):
+            value = torch.rand(main.shape[0])
+        elif n in ("boxes", "rois") and main.dim() == 4:
+            value = _rois(main)
+        elif n == "indices":  # index 0 is a valid position in any unpooled output
+            value = torch.zeros(main.shape, dtype=torch.long)
+        elif n in ("var", "variance", "std"):
+            value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
+        else:
+            value = main.clone()
+            if n in _TARGET_NAMES:
+                targets.append((p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args)))
+        if p.kind == p.KEYWORD_ONLY:
+            kwargs[p.name] = value
+        else:
+            args.append(value)
+    if not args and not kwargs:
+        if not (params and all(p.kind == p.KEYWORD_ONLY for p in params)):
+            yield [], {}
+        return
+    yield args, kwargs
+    if not targets:
+        return
+    for target in _target_variants(main):
+        a, kw = list(args), dict(kwargs)
+        for keyword, where in targets:
+            if keyword:
+                kw[where] = target  # type: ignore[index]
+            else:
+                a[where] = target  # type: ignore[index]
+        yield a, kw
+
+
+def shapes(value: Any, depth: int = 0) -> Any:
+    """Shapes of every tensor in a (nested) output, in a JSON-friendly structure."""
+    if isinstance(value, torch.Tensor):
+        return list(value.shape)
+    if depth > 4:
+        return None
+    if isinstance(value, dict):
+        return {str(k): shapes(v, depth + 1) for k, v in itertools.islice(value.items(), 16)}
+    if isinstance(value, (list, tuple)):
+        return [shapes(v, depth + 1) for v in value[:16]]
+    return type(value).__name__
+
+
+def tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth > 4:
+        return []
+    items: Any = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else []
+    return [t for v in items for t in tensors(v, depth + 1)]
+
+
+def short_repr(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor{list(value.shape)}"
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+
+
+_CHANNELS_WANTED = re.compile(r"to have (\d+) channels")
+_NORMALIZED = re.compile(r"normalized_shape=\[([\d, ]+)\]")
+_MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+_UNPACK = re.compile(r"(?:too many|not enough) values to unpack \(expected (\d)")
+_RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
+_MODEL_SIDE = re.compile(r"doesn't match model \((\d+)")
+
+
+def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes: Sizes, c: int) -> list[tuple[str, tuple[int, ...]]]:
+    """New input candidates read off a failed forward's error message.
+
+    torch's shape errors say what they expected ("to have 64 channels", "normalized_shape=[96]",
+    "expected 4D input"); retrying with that shape finds the input in one step instead of a search.
+    """
+    text = str(error)
+    s, t = sizes.spatial, sizes.tokens
+    ch = shape[1] if len(shape) >= 2 else c
+    out: list[tuple[str, tuple[int, ...]]] = []
+    if m := _CHANNELS_WANTED.search(text):
+        n = int(m.group(1))
+        out.append((kind, (shape[0], n) + shape[2:] if len(shape) >= 3 else (2, n, s, s)))
+    if m := _NORMALIZED.search(text):
+        ns = tuple(int(x) for x in m.group(1).split(",") if x.strip())
+        out += [("float", (2, t) + ns), ("float", (2, s, s) + ns)]
+        if len(ns) == 1:
+            out.append(("float", (2, ns[0], s, s)))
+    if m := _MATMUL.search(text):
+        k = int(m.group(3))
+        out += [(kind, shape[:-1] + (k,)), ("float", (2, t, k)), ("float", (2, k)), ("float", (2, k, s, s))]
+    if m := _RANK.search(text):
+        rank = int(m.group(2))
+        out.append(("float", (2, ch) + (s if rank < 5 else 8,) * (rank - 2)))
+    if m := _UNPACK.search(text):
+        rank = int(m.group(1))
+        last = shape[-1] if shape else c
+        out += {2: [("float", (2, last))], 3: [("float", (2, t, last)), ("float", (2, t, ch))],
+                4: [("float", (2, ch, s, s)), ("float", (2, last, s, s)), ("float", (2, s, s, last))],
+                5: [("float", (2, ch, 8, 8, 8))]}.get(rank, [])
+    if m := _MODEL_SIDE.search(text):
+        side = int(m.group(1))
+        out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
+    if "Output size is too small" in text or "can't be greater than actual input size" in text:
+        # pooled away by a deep stack: the sizes the architecture was designed for
+        if len(shape) == 4:
+            out.append((kind, shape[:2] + (224, 224)))
+        elif len(shape) == 5:
+            out += [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
+    if "divisible" in text and len(shape) == 4:
+        out += [("float", shape[:2] + (64, 64)), ("float", shape[:2] + (224, 224))]
+    if not kind.startswith("long") and ("Long" in text or "indices" in text or "Embedding" in text):
+        out.append(("long:4", shape[:2] if len(shape) > 2 else shape))
+    return out

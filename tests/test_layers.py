@@ -1,0 +1,79 @@
+"""The package reads as the pipeline: each stage's folder imports only stages below it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nnrag
+
+PACKAGE = Path(nnrag.__file__).parent
+# Bottom to top. Shared ground first: errors, settings, the home, the database.
+LAYERS = [
+    {"_version", "errors", "progress", "workspace", "config", "db"},
+    {"sources"}, {"index"}, {"extract"}, {"validator"}, {"library"}, {"specs"}, {"search"}, {"synthesis"},
+    {"tools"}, {"agent"}, {"lemur"}, {"evals"}, {"cli", "__main__"},
+]
+RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+CLIENTS = {"tools", "agent", "evals", "cli", "__main__"}  # may call the public API (nnrag/__init__.py)
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "nnrag" else None
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = [f"{target}.{a.name}" for a in node.names] if target == "nnrag" else [target]
+            found += [(node.lineno, t) for t in names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+    return [(line, t) for line, t in found if t == "nnrag" or t.startswith("nnrag.")]
+
+
+def test_every_module_belongs_to_a_known_stage() -> None:
+    stages = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in PACKAGE.rglob("*.py")} - {"__init__"}
+    assert stages <= set(RANK), stages - set(RANK)
+
+
+def test_imports_point_down_the_pipeline() -> None:
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts == ("__init__.py",) or "plugins" in rel.parts:
+            continue  # the facade sits on top; LEMUR's plugins run inside LEMUR
+        own = rel.parts[0].removesuffix(".py")
+        for line, target in _imports(path):
+            stage = _stage(target)
+            if stage not in RANK:  # ``import nnrag`` or a name of the facade
+                if own not in CLIENTS:
+                    wrong.append(f"{rel}:{line} calls the public API from below it")
+            elif RANK[stage] > RANK[own]:
+                wrong.append(f"{rel}:{line} imports {target} (stage {stage} is above {own})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_stage_packages_do_not_hide_the_api_functions() -> None:
+    """Importing ``nnrag.index.catalog`` binds the package ``index`` on ``nnrag``; the facade's
+    functions of the same names (``nnrag.index``, ``nnrag.search``, ...) must survive every import."""
+    import importlib
+    import inspect
+
+    functions = {name for name in nnrag.__all__ if inspect.isfunction(getattr(nnrag, name))}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        if "plugins" in rel.parts or rel.name == "__main__":
+            continue
+        importlib.import_module(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
+    hidden = sorted(name for name in functions if not inspect.isfunction(getattr(nnrag, name)))
+    assert not hidden and {"index", "search", "extract", "sources"} <= functions, hidden
