@@ -25,11 +25,12 @@ TIMEOUT = "timeout"
 MEMORY = "memory"
 SANDBOX_VIOLATION = "sandbox-violation"
 CRASH = "crash"
+PROBE_ERROR = "probe-error"  # the gate's own code failed: a bug of nnrag, counted apart from the blocks'
 
 CODES = (
     SYNTAX_ERROR, COMPILE_ERROR, NATIVE_EXTENSION, MISSING_DEPENDENCY, UNRESOLVED_NAME, DYNAMIC_REGISTRY,
     IMPORT_ERROR, CLASS_NOT_FOUND, CONSTRUCTOR_ARGS, INPUT_INFERENCE, RUNTIME_ERROR, BACKWARD_ERROR,
-    TIMEOUT, MEMORY, SANDBOX_VIOLATION, CRASH,
+    TIMEOUT, MEMORY, SANDBOX_VIOLATION, CRASH, PROBE_ERROR,
 )
 CODE_HELP = {
     SYNTAX_ERROR: "the file does not parse",
@@ -48,6 +49,7 @@ CODE_HELP = {
     MEMORY: "exceeded the memory limit",
     SANDBOX_VIOLATION: "tried to use the network, start a process or write outside its folder",
     CRASH: "the sandboxed process died",
+    PROBE_ERROR: "the gate's own guessing code failed (a bug of nnrag, not of the block)",
 }
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
 from nnrag.validator.arguments import Sizes, constructor_attempts
-from nnrag.validator.inputs import forward_calls, input_repairs
+from nnrag.validator.inputs import forward_calls, input_repairs, input_shapes
 
 
 class Deep(nn.Module):
@@ -87,3 +88,62 @@ def test_an_input_pooled_away_is_retried_at_the_designed_size() -> None:
     rank = ValueError("not enough values to unpack (expected 4, got 3)")
     assert ("float", (2, 16, 16, 16)) in input_repairs(rank, "float", (2, 16, 48), Sizes(), 16)
     assert ("float", (2, 16, 16, 48)) in input_repairs(rank, "float", (2, 16, 48), Sizes(), 16)  # channels last
+
+
+class Linear(nn.Module):  # a repository's own Linear: no in_features
+    def __init__(self, dim: int = 8) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight
+
+
+class TokenLoss(nn.Module):
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return (logits.float() - target).pow(2).mean()
+
+
+def test_layers_are_recognised_by_what_they_have_not_only_their_name() -> None:
+    from nnrag.validator.inputs import layer_kind
+
+    assert layer_kind(Linear()) is None and layer_kind(nn.Linear(3, 4)) == "linear"
+    shapes = input_shapes(Linear(), {"dim": 8}, Sizes())  # no AttributeError from reading in_features
+    assert ("float", (2, 8)) in shapes
+    # integer inputs (token ids) get float targets too, where rand_like on a Long tensor raised
+    calls = list(forward_calls(TokenLoss(), torch.randint(0, 5, (2, 4))))
+    assert any(args[1].is_floating_point() and args[1].shape == (2, 4) for args, _ in calls)
+
+
+def test_an_error_of_the_gates_own_code_is_a_probe_error_not_the_blocks() -> None:
+    from nnrag.validator.inputs import make_tensor
+    from nnrag.validator.probe import classify, raised_by_probe
+
+    with pytest.raises(ValueError) as ours:
+        make_tensor("long:many", (2, 3))  # a malformed kind: the probe's own bug
+    assert raised_by_probe(ours.value)
+    with pytest.raises(RuntimeError) as theirs:
+        nn.Linear(3, 4)(torch.randn(2, 5))  # the block (torch) rejects the input
+    assert not raised_by_probe(theirs.value) and classify("forward", theirs.value) == "input-inference"
+
+
+class TinyGraphConv(nn.Module):  # a message-passing layer, as PyG's take (x, edge_index)
+    def __init__(self, in_channels: int = 4, out_channels: int = 6) -> None:
+        super().__init__()
+        self.lin = nn.Linear(in_channels, out_channels)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        src, dst = edge_index
+        messages = self.lin(x)[src]
+        return torch.zeros(x.shape[0], messages.shape[1]).index_add(0, dst, messages)
+
+
+def test_message_passing_layers_get_node_features_and_a_graph() -> None:
+    layer = TinyGraphConv()
+    kind, shape = input_shapes(layer, {"in_channels": 4, "out_channels": 6}, Sizes())[0]
+    assert (kind, shape) == ("float", (8, 4))  # N nodes by the first layer's width
+    (args, kwargs), *_ = list(forward_calls(layer, torch.randn(shape)))
+    edge_index = args[1]
+    assert edge_index.dtype == torch.long and edge_index.shape == (2, 24) and int(edge_index.max()) < 8
+    assert set(edge_index[1].tolist()) == set(range(8))  # every node receives messages
+    assert layer(*args, **kwargs).shape == (8, 6)

@@ -120,14 +120,18 @@ def test_git_source_unreachable_without_clone(tmp_path: Path, home: Path) -> Non
         nnrag.index([f"git+file://{tmp_path}/missing"], home=home)
 
 
-def _wheel(folder: Path, name: str = "fixturepkg", version: str = "1.0") -> Path:
+def _wheel(folder: Path, name: str = "fixturepkg", version: str = "1.0", license_file: str | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}-{version}-py3-none-any.whl"
     dist_info = f"{name}-{version}.dist-info"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"{name}/__init__.py", "from .layers import WheelLayer\n")
         zf.writestr(f"{name}/layers.py", LAYER.format(name="WheelLayer"))
-        zf.writestr(f"{dist_info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nLicense: BSD-3-Clause\n")
+        if license_file is None:
+            zf.writestr(f"{dist_info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nLicense: BSD-3-Clause\n")
+        else:  # the metadata names no license; the file in dist-info does
+            zf.writestr(f"{dist_info}/METADATA", f"Metadata-Version: 2.4\nName: {name}\nVersion: {version}\nLicense-File: LICENSE\n")
+            zf.writestr(f"{dist_info}/licenses/LICENSE", license_file)
         zf.writestr(f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         zf.writestr(f"{dist_info}/RECORD", "")
     return path
@@ -147,6 +151,12 @@ def test_pypi_source_downloads_and_unpacks_never_installs(tmp_path: Path, home: 
     # A second run uses the cached download, even with the index unreachable.
     monkeypatch.setenv("NNRAG_PIP_ARGS", "--no-index")
     assert "cached" in (nnrag.index(["pypi:fixturepkg==1.0"], home=home).sources[0].note or "")
+
+
+def test_a_wheel_without_license_metadata_takes_it_from_its_license_file(tmp_path: Path, home: Path) -> None:
+    wheel = _wheel(tmp_path / "w", name="licpkg", version="0.3", license_file="MIT License\n\nPermission is hereby granted...")
+    (src,) = nnrag.index([str(wheel)], home=home).sources
+    assert src.license == "MIT"
 
 
 def test_pypi_source_missing_package(home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -26,7 +26,8 @@ from nnrag.workspace import Workspace
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sources", nargs="*", default=["dist:timm"])
+    parser.add_argument("sources", nargs="*", help="sources (default: dist:timm, or none with --corpus)")
+    parser.add_argument("--corpus", default=None, help="a corpus file, e.g. nnrag/evals/data/ecosystem.toml")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--home", default=None, help="nnrag home (default: a temporary one)")
@@ -36,7 +37,8 @@ def main(argv: list[str] | None = None) -> None:
                              "one-worker cluster on 127.0.0.1 with a thread per CPU (to measure the executor's overhead)")
     args = parser.parse_args(argv)
     home = args.home or tempfile.mkdtemp(prefix="nnrag-bench-")
-    nnrag.index(args.sources, home=home)
+    sources = args.sources or ([] if args.corpus else ["dist:timm"])
+    nnrag.index(sources, corpus=args.corpus, home=home)
     workspace = Workspace.resolve(home)
     with connect(workspace) as db:
         rows = db.conn.execute(
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
             scheduler = cluster.scheduler_address
         report = build_library(workspace, sources=source_names, limit=args.limit, workers=args.workers,
                                harvest=not args.no_harvest, scheduler=scheduler)
-    print(f"machine: {os.cpu_count()} CPUs; sources: {', '.join(args.sources)}; blocks: {len(rows)}"
+    print(f"machine: {os.cpu_count()} CPUs; sources: {', '.join(source_names)}; blocks: {len(rows)}"
           + (f"; validated on Dask ({args.scheduler})" if args.scheduler else ""))
     print(f"extraction, warm: median {statistics.median(times) * 1000:.1f} ms/block, p95 "
           f"{sorted(times)[int(len(times) * 0.95)] * 1000:.1f} ms")
@@ -74,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{h['rescued']} of {h['retried']} failed blocks then pass")
     print(f"pass rate: {report.passed}/{report.tried} = {report.pass_rate:.1%}; whole build {report.seconds:.0f} s")
     print("failures by code: " + ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items(), key=lambda kv: -kv[1])))
+    for name, s in report.per_source.items():
+        print(f"  {name}: {int(s['passed'])}/{int(s['tried'])} = {s['pass_rate']:.1%}")
 
 
 if __name__ == "__main__":

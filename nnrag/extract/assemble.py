@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .._version import __version__
-from .closure import Closure, DefTarget, ExtImport, ModTarget, Target
+from .closure import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, ModTarget, Namespace, Target
 from .requirements import Requirement, is_stdlib, modules_in, requirements_of
 
 
@@ -146,6 +146,9 @@ def _apply_rewrites(text: str, rewrites: list, out_name) -> str:  # type: ignore
                     stmts.append(t.render())
                 elif (new := out_name(t)) != local:
                     stmts.append(f"{local} = {new}")
+            elif isinstance(t, Namespace):  # the module's attributes this statement reads, copied
+                fields = ", ".join(f"{attr}={out_name(target)}" for attr, target in t.attrs)
+                stmts.append(f"{local} = {out_name(NAMESPACE_IMPORT)}.SimpleNamespace({fields})  # {t.module}")
             else:  # not Python source here: fail the way a missing optional module does
                 stmts.append(f"raise ImportError({t.message!r})")  # type: ignore[union-attr]
         stmts = stmts or ["pass"]

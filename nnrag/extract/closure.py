@@ -76,14 +76,24 @@ class ModTarget:
 
 
 @dataclass(frozen=True)
+class Namespace:
+    """A module of the source imported inside a statement (``from . import functional as F`` in a
+    method): bound to an object holding the attributes the statement reads (``F.resize``)."""
+
+    module: str
+    attrs: tuple[tuple[str, "Target"], ...]
+
+
+@dataclass(frozen=True)
 class Missing:
     code: str
     message: str
 
 
-Target = Union[DefTarget, ExtImport, ModTarget, Missing]
+Target = Union[DefTarget, ExtImport, ModTarget, Namespace, Missing]
 UnitKey = tuple[str, int]  # (module, statement position in ModuleUnits.stmts)
 _TYPE_ONLY = Missing("type-only", "bound only under `if TYPE_CHECKING`")
+NAMESPACE_IMPORT = ExtImport("types")  # for the SimpleNamespace a lazy in-source module import becomes
 
 
 @dataclass(frozen=True)
@@ -358,8 +368,16 @@ class Extractor:
                         if t.code == UNRESOLVED_NAME:
                             issue(local, t)
                     elif isinstance(t, ModTarget):
-                        issue(local, Missing(UNRESOLVED_NAME, f"module {t.module} is imported inside a statement"))
-                        continue
+                        t = self._namespace(mu, key[1], local, t)
+                        if isinstance(t, Missing):
+                            issue(local, t)
+                            continue
+                        imports.add(NAMESPACE_IMPORT)
+                        for _, attr_target in t.attrs:
+                            if isinstance(attr_target, ExtImport):
+                                imports.add(attr_target)
+                            else:
+                                link(attr_target, False)
                     elif isinstance(t, DefTarget):
                         link(t, False)
                     kept.append((local, t))
@@ -368,7 +386,8 @@ class Extractor:
         for keys in targets.values():
             for a, b in zip(keys, keys[1:]):
                 units[b].early.add(a)
-        order, cyclic = _order(units, next(iter(targets[top])))
+        functions = {k for k in units if isinstance(self.units_of(k[0]).stmts[k[1]].node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        order, cyclic = _order(units, next(iter(targets[top])), functions)
         files = {self.units_of(m).path: self.sha1_of(m) for m in sorted({k[0] for k in units})}
         future = set().union(*(self.units_of(m).future for m in {k[0] for k in units}))
         return Closure(self.source, module, qualname, units, order, imports, targets, issues, files, future, cyclic)
@@ -388,6 +407,25 @@ class Extractor:
             top, _, inner = ref.definition.qualname.partition(".")
             return DefTarget(ref.module.module, top), ("." + inner if inner else "") + rest
         return Missing(UNRESOLVED_NAME, f"module {chain} is used as a value"), ""
+
+    def _namespace(self, mu: ModuleUnits, k: int, local: str, t: ModTarget) -> Namespace | Missing:
+        """What a statement reads of a module it imports as ``local``: each ``local.attr`` as a copied
+        definition or an import. Used bare (passed around as a module) it cannot be replaced."""
+        attrs: dict[str, Target] = {}
+        for node in ast.walk(mu.stmts[k].node):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == local:
+                if node.attr not in attrs:
+                    ref = self.resolver.module_attr(t.module, node.attr, self.source_id)
+                    attrs[node.attr] = self._keep_import(self.from_ref(ref, node.attr), node.attr)
+        bare = sum(isinstance(n, ast.Name) and n.id == local for n in ast.walk(mu.stmts[k].node))
+        if bare > len([1 for n in ast.walk(mu.stmts[k].node)
+                       if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == local]):
+            return Missing(UNRESOLVED_NAME, f"module {t.module} is imported inside a statement and used as a value")
+        for attr, target in attrs.items():
+            if isinstance(target, (Missing, ModTarget, Namespace)):
+                why = target.message if isinstance(target, Missing) else "a module"
+                return Missing(UNRESOLVED_NAME, f"{t.module}.{attr} ({why}) is read through a lazy import")
+        return Namespace(t.module, tuple(sorted(attrs.items())))
 
     def _nested_imports(self, mu: ModuleUnits, k: int) -> list[tuple[int, int, str, list[tuple[str, Target]]]]:
         """In-source imports inside a copied statement, with what each bound name means."""
@@ -436,8 +474,34 @@ def _first_use(text: str, name: str) -> int:
     return 1
 
 
-def _order(units: dict[UnitKey, UnitPlan], root: UnitKey) -> tuple[list[UnitKey], bool]:
-    """Topological order over definition-time edges; ties broken by a depth-first post-order."""
+def _runs_at_import(units: dict[UnitKey, UnitPlan], functions: set[UnitKey]) -> dict[UnitKey, set[UnitKey]]:
+    """Definition-time needs, plus what the functions a statement calls at import time need when
+    they run: ``gelu = get_activation("gelu")`` must come after every global ``get_activation``
+    reads (``ACT2FN``), and a decorator after the registry it fills."""
+    runtime: dict[UnitKey, set[UnitKey]] = {}
+
+    def needs_when_run(f: UnitKey) -> set[UnitKey]:
+        if f not in runtime:
+            runtime[f] = set()  # a recursive function terminates
+            found: set[UnitKey] = set()
+            for d in units[f].early | units[f].late:
+                found.add(d)
+                if d in functions:
+                    found |= needs_when_run(d)
+            runtime[f] = found
+        return runtime[f]
+
+    deps: dict[UnitKey, set[UnitKey]] = {}
+    for k, plan in units.items():
+        extra = set().union(*(needs_when_run(f) for f in plan.early if f in functions))
+        deps[k] = (plan.early | extra) - {k}
+    return deps
+
+
+def _order(units: dict[UnitKey, UnitPlan], root: UnitKey, functions: set[UnitKey] = frozenset()) -> tuple[list[UnitKey], bool]:  # type: ignore[assignment]
+    """Topological order over definition-time edges (with what functions called at import time
+    read); ties keep the statements' original order, module by module in the order a depth-first
+    walk from the block finishes them."""
     rank: dict[UnitKey, int] = {}
     seen: set[UnitKey] = set()
     stack: list[tuple[UnitKey, list[UnitKey]]] = []
@@ -456,17 +520,22 @@ def _order(units: dict[UnitKey, UnitPlan], root: UnitKey) -> tuple[list[UnitKey]
                 continue
             stack.pop()
             rank[node] = len(rank)
-    sorter: TopologicalSorter[UnitKey] = TopologicalSorter({k: p.early for k, p in units.items()})
-    try:
-        sorter.prepare()
-    except CycleError:
-        return sorted(units, key=rank.__getitem__), True
-    ready: list[tuple[int, UnitKey]] = []
-    order: list[UnitKey] = []
-    while sorter.is_active():
-        for k in sorter.get_ready():
-            heapq.heappush(ready, (rank[k], k))
-        _, k = heapq.heappop(ready)
-        order.append(k)
-        sorter.done(k)
-    return order, False
+    module_rank: dict[str, int] = {}
+    for k in sorted(rank, key=rank.__getitem__):
+        module_rank.setdefault(k[0], len(module_rank))
+    for graph in (_runs_at_import(units, functions), {k: p.early for k, p in units.items()}):
+        sorter: TopologicalSorter[UnitKey] = TopologicalSorter(graph)
+        try:
+            sorter.prepare()
+        except CycleError:
+            continue
+        ready: list[tuple[int, int, UnitKey]] = []
+        order: list[UnitKey] = []
+        while sorter.is_active():
+            for k in sorter.get_ready():
+                heapq.heappush(ready, (module_rank[k[0]], k[1], k))
+            *_, k = heapq.heappop(ready)
+            order.append(k)
+            sorter.done(k)
+        return order, False
+    return sorted(units, key=rank.__getitem__), True

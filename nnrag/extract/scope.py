@@ -32,12 +32,15 @@ class UnitNames:
     bare: frozenset[str] = field(default_factory=frozenset)
 
 
-def _global_refs(table: symtable.SymbolTable, early: bool, out_early: set[str], out_late: set[str]) -> None:
+def _global_refs(table: symtable.SymbolTable, early: bool, out_early: set[str], out_late: set[str],
+                 augmented: frozenset[str] = frozenset()) -> None:
     is_module = table.get_type() == "module"
     for sym in table.get_symbols():
-        if not sym.is_referenced():
-            continue
         name = sym.get_name()
+        # ``global n; n += 1`` reads n, but symtable records an augmented target as assigned only
+        read_global = not is_module and sym.is_declared_global() and name in augmented
+        if not sym.is_referenced() and not read_global:
+            continue
         if is_module:
             # At module level every name is global; the statement's own bindings are dropped later.
             (out_early if early else out_late).add(name)
@@ -46,13 +49,13 @@ def _global_refs(table: symtable.SymbolTable, early: bool, out_early: set[str], 
     for child in table.get_children():
         kind = child.get_type()
         child_early = early and (kind == "class" or (kind == "function" and child.get_name() in _EAGER_SCOPES))
-        _global_refs(child, child_early, out_early, out_late)
+        _global_refs(child, child_early, out_early, out_late, augmented)
 
 
-def _refs(text: str) -> tuple[set[str], set[str]]:
+def _refs(text: str, augmented: frozenset[str]) -> tuple[set[str], set[str]]:
     early: set[str] = set()
     late: set[str] = set()
-    _global_refs(symtable.symtable(text, "<unit>", "exec"), True, early, late)
+    _global_refs(symtable.symtable(text, "<unit>", "exec"), True, early, late, augmented)
     return early, late - early
 
 
@@ -77,13 +80,17 @@ class _StripAnnotations(ast.NodeTransformer):
         return node
 
 
-def _chains(tree: ast.AST) -> tuple[set[str], dict[str, int], dict[str, int]]:
-    """Maximal dotted chains ``a.b.c`` and, per root name, how often it is a chain root or bare."""
+def _chains(tree: ast.AST) -> tuple[set[str], dict[str, int], dict[str, int], frozenset[str]]:
+    """Maximal dotted chains ``a.b.c``, per root name how often it is a chain root or bare, and the
+    names that are targets of an augmented assignment (``n += 1``)."""
     chains: set[str] = set()
     rooted: dict[str, int] = {}
     names: dict[str, int] = {}
+    augmented: set[str] = set()
     inner: set[int] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            augmented.add(node.target.id)
         if isinstance(node, ast.Name):
             names[node.id] = names.get(node.id, 0) + 1
         elif isinstance(node, ast.Attribute) and id(node) not in inner:
@@ -97,20 +104,20 @@ def _chains(tree: ast.AST) -> tuple[set[str], dict[str, int], dict[str, int]]:
             if isinstance(cur, ast.Name):
                 chains.add(".".join([cur.id, *reversed(parts)]))
                 rooted[cur.id] = rooted.get(cur.id, 0) + 1
-    return chains, rooted, names
+    return chains, rooted, names, frozenset(augmented)
 
 
 def analyze(text: str, future_annotations: bool = False) -> UnitNames:
     """The global names a top-level statement's text refers to."""
-    early, late = _refs(text)
-    soft: set[str] = set()
     tree = ast.parse(text)
+    chains, rooted, names, augmented = _chains(tree)
+    early, late = _refs(text, augmented)
+    soft: set[str] = set()
     if future_annotations and ("->" in text or ":" in text):
         stripped = _StripAnnotations().visit(ast.parse(text))
-        s_early, s_late = _refs(ast.unparse(stripped))
+        s_early, s_late = _refs(ast.unparse(stripped), augmented)
         soft = (early | late) - (s_early | s_late)
         early, late = s_early, s_late - s_early
-    chains, rooted, names = _chains(tree)
     used = early | late | soft
     bare = {n for n in used if names.get(n, 0) > rooted.get(n, 0)}
     return UnitNames(

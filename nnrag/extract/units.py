@@ -25,9 +25,34 @@ def _target_names(target: ast.expr, out: set[str]) -> None:
         _target_names(target.value, out)
 
 
+def _pattern_names(pattern: ast.pattern, out: set[str]) -> None:
+    """Capture names of a ``case`` pattern (``case Point(x=a) | [a, *rest]``)."""
+    for node in ast.walk(pattern):
+        if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            out.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            out.add(node.rest)
+
+
+def _walrus_names(stmt: ast.stmt, out: set[str]) -> None:
+    """Targets of ``:=`` in a statement's own expressions: they bind in the module, also from
+    inside a comprehension, but not from inside a function, lambda or class body."""
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue  # their decorators and defaults run at module level, but rarely hold a walrus
+            if not isinstance(child, ast.stmt):  # nested statements are visited by _bound_names
+                todo.append(child)
+
+
 def _bound_names(stmts: list[ast.stmt], out: set[str]) -> None:
     """Names a block of module-level statements binds (not descending into defs or classes)."""
     for stmt in stmts:
+        _walrus_names(stmt, out)
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.add(stmt.name)
         elif isinstance(stmt, ast.Assign):
@@ -55,9 +80,15 @@ def _bound_names(stmts: list[ast.stmt], out: set[str]) -> None:
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             _bound_names(stmt.body, out)  # type: ignore[attr-defined]
             for h in stmt.handlers:  # type: ignore[attr-defined]
+                if h.name:  # ``except ImportError as e``: the handler's body reads it
+                    out.add(h.name)
                 _bound_names(h.body, out)
             _bound_names(stmt.orelse, out)  # type: ignore[attr-defined]
             _bound_names(stmt.finalbody, out)  # type: ignore[attr-defined]
+        elif isinstance(stmt, ast.Match):
+            for case in stmt.cases:
+                _pattern_names(case.pattern, out)
+                _bound_names(case.body, out)
 
 
 def _root_name(node: ast.expr) -> str | None:

@@ -59,6 +59,9 @@ class ModuleInfo:
     defs: dict[str, DefInfo] = field(default_factory=dict)  # every definition, by qualname
     namespace: dict[str, Binding] = field(default_factory=dict)  # module-level bindings
     stars: list[str] = field(default_factory=list)  # absolute modules star-imported, in order
+    # star imports under ``if TYPE_CHECKING:``: in a lazy package __init__ (the module replaced in
+    # sys.modules by a lazy loader) they are the only statement of what the package exports
+    checking_stars: list[str] = field(default_factory=list)
     all_names: list[str] | None = None
 
 
@@ -156,6 +159,12 @@ class Resolver:
             return Ref("external", f"{external_star}.{name}")
         if hasattr(builtins, name):
             return Ref("external", f"builtins.{name}")
+        for star in reversed(mod.checking_stars):  # a lazy package's declared exports, last
+            target = self.module(star, mod.source_id)
+            if target is not None and target is not mod and name in self.exported(target):
+                ref = self.resolve_name(target, name, depth + 1)
+                if ref.kind != "unresolved":
+                    return ref
         return Ref("unresolved", f"name {name!r} is not defined or imported in {mod.module} ({mod.path})")
 
     def _module_ref(self, name: str, source_id: int) -> Ref:
@@ -266,8 +275,7 @@ def load_modules(conn: sqlite3.Connection) -> list[ModuleInfo]:
             continue
         source_module = absolute_module(mod.module, mod.is_package, level, module)
         if name == "*":
-            if cond != COND_TYPE_CHECKING:
-                mod.stars.append(source_module)
+            (mod.checking_stars if cond == COND_TYPE_CHECKING else mod.stars).append(source_module)
             continue
         bind(fid, asname or name, Binding("from", module=source_module, name=name), rank)
     return list(modules.values())

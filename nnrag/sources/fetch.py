@@ -59,14 +59,27 @@ def license_of_folder(root: Path) -> str | None:
     for name in _LICENSE_NAMES:
         path = root / name
         if path.is_file():
-            try:
-                head = path.read_text(encoding="utf-8", errors="replace")[:4000]
-            except OSError:
-                return None
-            for needle, spdx in _LICENSE_HINTS:
-                if needle.lower() in head.lower():
-                    return spdx
-            return "see " + name
+            return _license_of_file(path)
+    return None
+
+
+def _license_of_file(path: Path) -> str | None:
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")[:4000]
+    except OSError:
+        return None
+    for needle, spdx in _LICENSE_HINTS:
+        if needle.lower() in head.lower():
+            return spdx
+    return "see " + path.name
+
+
+def _license_of_dist_info(folder: Path) -> str | None:
+    """From the license files a wheel carries in ``*.dist-info/`` (or ``licenses/`` below it), for
+    metadata that names none."""
+    for path in sorted([*folder.glob("LICEN[CS]E*"), *folder.glob("COPYING*"), *folder.glob("licenses/LICEN[CS]E*")]):
+        if path.is_file():
+            return _license_of_file(path)
     return None
 
 
@@ -167,10 +180,11 @@ def dist_source(spec: SourceSpec) -> Materialized:
         ) from exc
     version = dist.version
     lic = _license_of_metadata(dist.metadata)
+    if lic is None and isinstance(dist, md.PathDistribution):
+        lic = _license_of_dist_info(Path(str(dist._path)))  # the dist-info folder itself
     relpaths = _record_paths(dist)
     editable_root = _editable_root(dist, relpaths)
     if editable_root is not None:
-
         m = Materialized(spec, editable_root, STYLE_PACKAGE, version=version, license=lic)
         files, issues = walk_tree(editable_root, spec.path_filter, spec.max_file_bytes)
         return m.with_listing(files, issues)
@@ -287,8 +301,7 @@ def _version_from_archive_name(name: str) -> str | None:
 
 def _wheel_license(root: Path) -> str | None:
     for meta in root.glob("*.dist-info/METADATA"):
-        parsed = md.PathDistribution(meta.parent).metadata
-        return _license_of_metadata(parsed)
+        return _license_of_metadata(md.PathDistribution(meta.parent).metadata) or _license_of_dist_info(meta.parent)
     return None
 
 

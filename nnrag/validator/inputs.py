@@ -23,13 +23,23 @@ _LAYER_KINDS = {
 }
 
 
+# What the input guesses read of each kind of layer, and the type it must have.
+_LAYER_ATTRS = {
+    "conv": (("in_channels", int), ("kernel_size", tuple)), "embedding": (("num_embeddings", int),),
+    "linear": (("in_features", int),), "layernorm": (("normalized_shape", (tuple, list)),), "norm": (),
+    "mha": (("embed_dim", int),), "rnn": (("input_size", int),),
+}
+
+
 def layer_kind(module: nn.Module) -> str | None:
-    """What kind of layer a module is, by its class names: a block of torch itself defines its own
-    copy of ``Conv2d`` or ``Embedding``, which ``isinstance`` against torch's would miss."""
+    """What kind of layer a module is, by its class names (a block of torch itself defines its own
+    copy of ``Conv2d`` or ``Embedding``, which ``isinstance`` against torch's would miss), when it
+    also has what such a layer has: a repository's own ``Linear`` may have no ``in_features``."""
     for klass in type(module).__mro__:
         kind = _LAYER_KINDS.get(klass.__name__)
         if kind is not None:
-            return kind
+            attrs = _LAYER_ATTRS[kind]
+            return kind if all(isinstance(getattr(module, a, None), typ) for a, typ in attrs) else None
     return None
 
 
@@ -60,6 +70,18 @@ def _spatial_hint(kwargs: dict[str, Any], cls: type) -> list[int]:
     return sizes
 
 
+GRAPH_NODES = 8  # nodes of the random graph a message-passing layer gets
+_GRAPH_ARGS = ("edge_index", "edges", "adj", "adj_t")
+
+
+def takes_graph(module: nn.Module) -> bool:
+    """Whether ``forward`` takes a graph's connectivity (PyG's ``MessagePassing`` layers and the like)."""
+    try:
+        return any(p in _GRAPH_ARGS for p in inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return False
+
+
 def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> list[tuple[str, tuple[int, ...]]]:
     """Candidate (kind, shape) pairs for the main input, most likely first."""
     c = next((v for k, v in kwargs.items() if k.lower() in CHANNEL_NAMES and isinstance(v, int)), sizes.dim)
@@ -68,6 +90,9 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
     out: list[tuple[str, tuple[int, ...]]] = []
     found = _first_layer(module)
     kind, first = found if found else ("", None)
+    if takes_graph(module):  # node features [N, F]: F from the first linear layer, else the channels
+        width = first.in_features if kind == "linear" else c
+        out += [("float", (GRAPH_NODES, width)), ("float", (GRAPH_NODES, c))]
     if is_loss(module):
         out += [("float", (2, c)), ("float", (2, c, s, s)), ("float", (2, c, s))]
     if kind == "conv":
@@ -118,7 +143,8 @@ def _target_variants(main: torch.Tensor) -> list[torch.Tensor]:
     n = main.shape[0] if main.dim() else 1
     classes = main.shape[1] if main.dim() >= 2 else 2
     return [
-        torch.rand_like(main),
+        # probabilities like the input; float ones for integer inputs (token ids), which rand_like refuses
+        torch.rand_like(main) if main.is_floating_point() else torch.rand(main.shape),
         torch.randint(0, classes, (n,) + tuple(main.shape[2:])),
         torch.randint(0, 2, main.shape).float() * 2 - 1,
         torch.randint(0, 2, (n,)).float() * 2 - 1,
@@ -159,9 +185,18 @@ def forward_calls(module: nn.Module, main: torch.Tensor) -> Iterator[tuple[list[
         if not args and p.kind != p.KEYWORD_ONLY:
             args.append(main)
             continue
-        if n in ("edge_index", "edges", "adj_t"):
+        if n in ("edge_index", "edges"):  # a ring both ways plus self-loops: every node has neighbours
             nodes = main.shape[0]
-            value: Any = torch.randint(0, nodes, (2, 2 * nodes))
+            ring = torch.arange(nodes)
+            value: Any = torch.cat([torch.stack([ring, (ring + 1) % nodes]), torch.stack([(ring + 1) % nodes, ring]),
+                                    torch.stack([ring, ring])], dim=1)
+        elif n in ("adj", "adj_t"):  # a dense adjacency of the same ring
+            nodes = main.shape[0]
+            value = ((torch.eye(nodes) + torch.eye(nodes).roll(1, 0) + torch.eye(nodes).roll(-1, 0)) > 0).float()
+        elif n in ("edge_weight", "edge_attr") and args and main.dim() == 2:
+            edges = 3 * main.shape[0]
+            dim = getattr(module, "edge_dim", None)
+            value = torch.rand(edges) if n == "edge_weight" else torch.rand(edges, dim if isinstance(dim, int) else main.shape[1])
         elif n in ("h", "w", "height", "width", "hh", "ww"):
             tokens_side = tokens_side or int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
             value = tokens_side

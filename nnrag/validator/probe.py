@@ -386,6 +386,18 @@ def _backward(model: nn.Module, args: list[Any], kw: dict[str, Any]) -> bool | N
     raise StageFailure("backward", classify("backward", errors[0]), errors[0])
 
 
+# The gate's own guessing code: an exception raised in these files (not in the candidate, nor in
+# torch called with a guessed input) is a bug of the gate, never the block's failure.
+_PROBE_FILES = frozenset(str(Path(__file__).with_name(n)) for n in ("probe.py", "arguments.py", "inputs.py")) | {
+    str(Path(__file__).parent / "usage" / "recipes.py")}
+
+
+def raised_by_probe(e: BaseException) -> bool:
+    """Whether the innermost frame of the exception is the probe's own code."""
+    frames = traceback.extract_tb(e.__traceback__)
+    return bool(frames) and frames[-1].filename in _PROBE_FILES and not isinstance(e, (StageFailure, SandboxViolation))
+
+
 def format_failure(e: BaseException) -> str:
     lines = traceback.format_exception(type(e), e, e.__traceback__)
     text = "".join(lines)

@@ -18,6 +18,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
     INPUT_INFERENCE,
     MEMORY,
     MISSING_DEPENDENCY,
+    PROBE_ERROR,
     NATIVE_EXTENSION,
     RUNTIME_ERROR,
     SANDBOX_VIOLATION,
@@ -30,7 +31,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "8"
+GATE_VERSION = "9"
 
 @dataclass(frozen=True)
 class Limits:
@@ -85,4 +86,4 @@ class ValidationRecord:
         return f"{self.code} at {self.stage}: {self.message}"
 
 
-__all__ = ["STAGES", "GATE_VERSION", "Limits", "ValidationRecord", "SYNTAX_ERROR", "COMPILE_ERROR", "NATIVE_EXTENSION", "MISSING_DEPENDENCY", "UNRESOLVED_NAME", "DYNAMIC_REGISTRY", "IMPORT_ERROR", "CLASS_NOT_FOUND", "CONSTRUCTOR_ARGS", "INPUT_INFERENCE", "RUNTIME_ERROR", "BACKWARD_ERROR", "TIMEOUT", "MEMORY", "SANDBOX_VIOLATION", "CRASH", "CODES", "CODE_HELP"]
+__all__ = ["STAGES", "GATE_VERSION", "Limits", "ValidationRecord", "SYNTAX_ERROR", "COMPILE_ERROR", "NATIVE_EXTENSION", "MISSING_DEPENDENCY", "UNRESOLVED_NAME", "DYNAMIC_REGISTRY", "IMPORT_ERROR", "CLASS_NOT_FOUND", "CONSTRUCTOR_ARGS", "INPUT_INFERENCE", "RUNTIME_ERROR", "BACKWARD_ERROR", "TIMEOUT", "MEMORY", "SANDBOX_VIOLATION", "CRASH", "PROBE_ERROR", "CODES", "CODE_HELP"]

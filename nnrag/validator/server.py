@@ -81,9 +81,9 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
             result.update(stage=e.stage, code=e.code, message=str(e)[:2000])
             if e.error is not None:
                 result["traceback"] = probe.format_failure(e.error)
-        except BaseException as e:  # a violation or an error of the probe itself
-            result.update(code=probe.classify(result.get("stage", "import"), e), message=f"{type(e).__name__}: {e}"[:2000],
-                          traceback=probe.format_failure(e))
+        except BaseException as e:  # a violation, or an error of the probe itself (a bug of the gate)
+            code = R.PROBE_ERROR if probe.raised_by_probe(e) else probe.classify(result.get("stage", "import"), e)
+            result.update(code=code, message=f"{type(e).__name__}: {e}"[:2000], traceback=probe.format_failure(e))
         result["seconds"] = time.perf_counter() - started
         result["peak_mb"] = round(max(0, status_kb("VmHWM") - base_kb) / 1024, 1)
         os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
