@@ -119,11 +119,14 @@ def stats(*, home: PathLike | None = None) -> "Stats":
     return index_stats(Workspace.resolve(home))
 
 
-def extract(name: str, *, source: str | None = None, home: PathLike | None = None) -> "Extraction":
-    """The standalone file of one block (``Name``, ``module.Name`` or ``source:module.Name``)."""
+def extract(name: str, *, source: str | None = None, prefer: str = "installed",
+            home: PathLike | None = None) -> "Extraction":
+    """The standalone file of one block (``Name``, ``module.Name`` or ``source:module.Name``).
+    ``prefer``: ``installed`` keeps importing a package an installed distribution provides even when
+    another indexed source holds it; ``corpus`` copies it from that source."""
     from .extract.block import extract_block
 
-    return extract_block(Workspace.resolve(home), name, source)
+    return extract_block(Workspace.resolve(home), name, source, prefer)
 
 
 def validate(
@@ -155,6 +158,7 @@ def build(
     harvest: bool = True,
     search: bool = True,
     scheduler: str | None = None,
+    prefer: str = "installed",
 ) -> "BuildReport":
     """Index, discover, extract and validate; store every block's file and verdict in the library.
 
@@ -163,11 +167,15 @@ def build(
     model factories unless ``harvest`` is False. Then specs and the search index are brought up to
     date unless ``search`` is False. ``scheduler`` (else ``NNRAG_SCHEDULER``, else ``[build]
     scheduler`` in ``HOME/config.toml``) is a Dask scheduler whose workers validate the blocks.
+    ``prefer``: where a package another indexed source provides comes from (see :func:`extract`).
     """
     from .config import build_config
     from .library.build import build_library
     from .index.catalog import indexed_specs
 
+    from .extract.closure import check_prefer
+
+    check_prefer(prefer)  # before any indexing
     workspace = Workspace.resolve(home)
     scheduler = build_config(workspace, scheduler).scheduler
     if sources or corpus is not None:
@@ -178,7 +186,7 @@ def build(
     built = build_library(
         workspace,
         sources=[s.name for s in indexed.sources], names=names, limit=limit, workers=workers, limits=limits,
-        progress=progress, harvest=harvest, scheduler=scheduler,
+        progress=progress, harvest=harvest, scheduler=scheduler, prefer=prefer,
     )
     if search and not built.interrupted:
         built.search = sync_search(home=home, progress=progress).to_dict()

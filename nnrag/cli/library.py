@@ -16,6 +16,7 @@ from .common import (
     HomeOpt,
     JsonOpt,
     MemoryOpt,
+    PreferOpt,
     SourcesArg,
     TimeoutOpt,
     VerboseOpt,
@@ -166,13 +167,14 @@ def extract(
     name: Annotated[str, typer.Argument(help="Block: Name, module.Name, or source:module.Name.")],
     source: Annotated[Optional[str], typer.Option("--source", help="Source to take the block from.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the file here (default: stdout).")] = None,
+    prefer: PreferOpt = "installed",
     home: HomeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write one block as a standalone Python file."""
     setup_logging(False)
     with errors():
-        result = nnrag.extract(name, source=source, home=home)
+        result = nnrag.extract(name, source=source, prefer=prefer, home=home)
     if as_json:
         data = result.to_dict()
         if output is not None and result.ok:
@@ -274,6 +276,7 @@ def build(
     harvest: Annotated[bool, typer.Option("--harvest/--no-harvest", help="Retry failed blocks with arguments recorded from the source's own model factories.")] = True,
     search_index: Annotated[bool, typer.Option("--search-index/--no-search-index", help="Then update specs and the search index (embeds changed blocks).")] = True,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Validate on the workers of this Dask scheduler (tcp://HOST:PORT; else NNRAG_SCHEDULER or [build] in config.toml).")] = None,
+    prefer: PreferOpt = "installed",
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -285,7 +288,7 @@ def build(
         report = nnrag.build(
             sources or [], corpus=corpus, names=wanted, limit=limit, home=home, workers=workers,
             limits=nnrag.limits(timeout, memory_mb), progress=progress, harvest=harvest, search=search_index,
-            scheduler=scheduler,
+            scheduler=scheduler, prefer=prefer,
         )
     if as_json:
         print_json(report.to_dict())

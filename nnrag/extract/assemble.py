@@ -57,7 +57,8 @@ def _module_hint(module: str) -> str:
     return last if last.isidentifier() else "mod"
 
 
-def assemble(closure: Closure, provenance: Provenance) -> Assembled:
+def assemble(closure: Closure, provenance: Provenance, lenders: tuple[Provenance, ...] = ()) -> Assembled:
+    """The standalone file of a closure; ``lenders``: the other sources it copied code from."""
     units = closure.units
     top_key = closure.targets[DefTarget(closure.module, closure.qualname.split(".")[0])][0]
     # Every name a copied statement binds is part of the one namespace, needed or not.
@@ -124,7 +125,7 @@ def assemble(closure: Closure, provenance: Provenance) -> Assembled:
         sections.append("\n".join(third) + "\n")
     code_wo_header = "\n".join(sections) + ("\n\n" if sections else "") + body
     requirements = tuple(requirements_of(set().union(*map(modules_in, [*import_lines, *bodies]))))
-    header = _header(closure, provenance, requirements, out_def[DefTarget(closure.module, closure.qualname.split(".")[0])])
+    header = _header(closure, provenance, lenders, requirements, out_def[DefTarget(closure.module, closure.qualname.split(".")[0])])
     class_name = out_def[DefTarget(closure.module, closure.qualname.split(".")[0])] + closure.qualname[len(closure.qualname.split(".")[0]) :]
     return Assembled(header + "\n" + code_wo_header, class_name, requirements, renames_done)
 
@@ -156,14 +157,16 @@ def _apply_rewrites(text: str, rewrites: list, out_name) -> str:  # type: ignore
     return "".join(lines)
 
 
-def _header(closure: Closure, prov: Provenance, requirements: tuple[Requirement, ...], name: str) -> str:
+def _header(closure: Closure, prov: Provenance, lenders: tuple[Provenance, ...], requirements: tuple[Requirement, ...],
+            name: str) -> str:
     lines = [
         f"# nnrag block: {closure.source}:{closure.module}.{closure.qualname}",
         f"# class: {name}",
         f"# source: {prov.source} ({prov.origin})",
         f"# license: {prov.license or 'unknown'}",
-        "# files:",
     ]
+    lines += [f"# also from: {p.source} ({p.origin}); license: {p.license or 'unknown'}" for p in lenders]
+    lines.append("# files:")
     lines += [f"#   {path}  sha1:{sha1}" for path, sha1 in sorted(closure.files.items())]
     reqs = ", ".join(r.pep508 for r in requirements) or "none"
     lines.append(f"# requirements: {reqs}")

@@ -11,7 +11,7 @@ from ..index.lookup import BlockRef, resolve_block
 from ..sources.spec import origin
 from ..workspace import Workspace
 from .assemble import Assembled, Provenance, assemble
-from .closure import Closure, ClosureIssue, Extractor
+from .closure import Closure, ClosureIssue, Extractor, check_prefer
 
 
 @dataclass(frozen=True)
@@ -42,26 +42,35 @@ def provenance(conn: sqlite3.Connection, source: str) -> Provenance:
 
 
 class Extractors:
-    """One cached :class:`Extractor` per source (parsed modules are shared by its blocks)."""
+    """One cached :class:`Extractor` per source (parsed modules are shared by its blocks).
+    ``prefer``: where a package another indexed source provides comes from (``installed`` or ``corpus``)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, prefer: str = "installed") -> None:
         self.conn = conn
+        self.prefer = check_prefer(prefer)
         self._by_source: dict[str, tuple[Extractor, Provenance]] = {}
+        self._provenance: dict[str, Provenance] = {}
+
+    def _of(self, source: str) -> Provenance:
+        if source not in self._provenance:
+            self._provenance[source] = provenance(self.conn, source)
+        return self._provenance[source]
 
     def extract(self, ref: BlockRef) -> tuple[Closure, Assembled | None, float]:
         if ref.source not in self._by_source:
-            self._by_source[ref.source] = (Extractor(self.conn, ref.source), provenance(self.conn, ref.source))
+            self._by_source[ref.source] = (Extractor(self.conn, ref.source, self.prefer), self._of(ref.source))
         extractor, prov = self._by_source[ref.source]
         started = time.perf_counter()
         closure = extractor.closure(ref.module, ref.name_in_module)
-        assembled = None if closure.issues else assemble(closure, prov)
+        lenders = tuple(self._of(s) for s in closure.lenders)
+        assembled = None if closure.issues else assemble(closure, prov, lenders)
         return closure, assembled, time.perf_counter() - started
 
 
-def extract_block(workspace: Workspace, name: str, source: str | None = None) -> Extraction:
+def extract_block(workspace: Workspace, name: str, source: str | None = None, prefer: str = "installed") -> Extraction:
     with connect(workspace) as db:
         ref = resolve_block(db.conn, name, source)
-        closure, assembled, seconds = Extractors(db.conn).extract(ref)
+        closure, assembled, seconds = Extractors(db.conn, prefer).extract(ref)
     return Extraction(
         block_id=ref.block_id,
         source=ref.source,

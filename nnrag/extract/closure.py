@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import heapq
 import importlib.machinery
+import importlib.util
 import sqlite3
 import zlib
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Union
 
-from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME
+from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME, ConfigError
 from ..index.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
 from .units import ModuleUnits
 
@@ -138,12 +139,35 @@ class Closure:
     files: dict[str, str]  # path -> sha1 of every contributing file
     future: set[str]
     cyclic: bool = False
+    lenders: list[str] = field(default_factory=list)  # other sources whose code was copied
+
+
+PREFER = ("installed", "corpus")  # where a package another source of the corpus provides comes from
+
+
+def check_prefer(prefer: str) -> str:
+    if prefer not in PREFER:
+        raise ConfigError(f"prefer must be one of {', '.join(PREFER)}, not {prefer!r}")
+    return prefer
+
+
+def _installed(top: str) -> bool:
+    """Whether a top-level package is importable here, found without importing it."""
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 class Extractor:
-    """Computes closures for the blocks of one source, caching parsed modules across blocks."""
+    """Computes closures for the blocks of one source, caching parsed modules across blocks.
 
-    def __init__(self, conn: sqlite3.Connection, source: str) -> None:
+    A package the source imports but does not hold is copied from another indexed source that
+    does (the lowest ``priority`` wins: mmdet's blocks take ``mmcv`` from an indexed mmcv), unless
+    an installed distribution provides it and ``prefer`` is ``installed``: then it stays an import.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, source: str, prefer: str = "installed") -> None:
         row = conn.execute("SELECT id, root FROM sources WHERE name=?", (source,)).fetchone()
         if row is None:
             raise KeyError(source)
@@ -151,20 +175,40 @@ class Extractor:
         self.source = source
         self.source_id: int = row["id"]
         self.root = Path(row["root"]) if row["root"] else None
-        modules = [m for m in load_modules(conn) if m.source_id == self.source_id]
-        self.resolver = Resolver(modules, {self.source_id: 0})
+        everything = load_modules(conn)
+        own = [m for m in everything if m.source_id == self.source_id]
+        tops = {m.module.split(".")[0] for m in own}
+        others = conn.execute("SELECT id, name, root, priority FROM sources WHERE id != ? ORDER BY priority, name",
+                              (self.source_id,)).fetchall()
+        self.roots = {self.source_id: self.root}
+        self.names = {self.source_id: source}
+        offered: dict[int, set[str]] = {}  # source -> its top-level packages
+        for m in everything:
+            offered.setdefault(m.source_id, set()).add(m.module.split(".")[0])
+        lent: dict[str, int] = {}  # top-level package -> the source it is copied from
+        for other in others:
+            for top in sorted(offered.get(other["id"], set()) - tops - set(lent)):
+                if prefer == "corpus" or not _installed(top):
+                    lent[top] = other["id"]
+            self.roots[other["id"]] = Path(other["root"]) if other["root"] else None
+            self.names[other["id"]] = other["name"]
+        modules = own + [m for m in everything if lent.get(m.module.split(".")[0]) == m.source_id]
+        priority = {self.source_id: -1, **{o["id"]: o["priority"] for o in others}}
+        self.resolver = Resolver(modules, priority)
         self.infos: dict[str, ModuleInfo] = {}
         for m in modules:
             self.infos.setdefault(m.module, m)
+        ids = sorted({self.source_id, *lent.values()})
         self._sha1 = {
-            fid: sha1 for fid, sha1 in conn.execute("SELECT id, sha1 FROM files WHERE source_id=? AND status='ok'", (self.source_id,))
+            r["id"]: r["sha1"] for r in conn.execute(
+                f"SELECT id, sha1 FROM files WHERE source_id IN ({','.join('?' * len(ids))}) AND status='ok'", ids)
         }
         self._units: dict[str, ModuleUnits] = {}
         self._bind_cache: dict[tuple[str, str], Target | None] = {}
         self._nested: dict[tuple[str, int], list[tuple[int, int, str, list[tuple[str, Target]]]]] = {}
         # Every standalone file imports torch anyway: blocks of torch itself keep importing the rest
         # of torch instead of copying it (a copied Conv3d would carry 3,700 lines of torch.nn).
-        self.inline = not all(m == "torch" or m.startswith("torch.") for m in self.infos)
+        self.inline = not all(m.module == "torch" or m.module.startswith("torch.") for m in own)
         self._home = ""
 
     # -- modules ------------------------------------------------------------------------
@@ -180,6 +224,15 @@ class Extractor:
     def sha1_of(self, module: str) -> str:
         return self._sha1[self.infos[module].file_id]
 
+    def file_of(self, module: str) -> str:
+        """The module's path, prefixed by its source when another source lends it (``mmcv:mmcv/ops/nms.py``)."""
+        info = self.infos[module]
+        return info.path if info.source_id == self.source_id else f"{self.names[info.source_id]}:{info.path}"
+
+    def lenders(self, modules: set[str]) -> list[str]:
+        """The other sources whose modules are among ``modules``."""
+        return sorted({self.names[self.infos[m].source_id] for m in modules if self.infos[m].source_id != self.source_id})
+
     def _inside(self, dotted: str) -> str | None:
         """The longest proper prefix of ``dotted`` that is a module of this source, if any."""
         parts = dotted.split(".")
@@ -193,9 +246,10 @@ class Extractor:
         """``dotted`` lies inside the source (under module ``owner``) but no Python file provides it."""
         tail = dotted[len(owner) + 1 :].split(".")[0]
         missing = f"{owner}.{tail}"
-        if self.root is not None:
-            owner_info = self.infos[owner]
-            folder = (self.root / owner_info.path).parent
+        owner_info = self.infos[owner]
+        root = self.roots.get(owner_info.source_id)
+        if root is not None:
+            folder = (root / owner_info.path).parent
             if any(p.name.endswith(_NATIVE_SUFFIXES) for p in folder.glob(f"{tail}.*")):
                 return Missing(NATIVE_EXTENSION, f"{missing} is a compiled extension module, not Python source")
         return Missing(UNRESOLVED_NAME, f"{missing} is not a Python module of source {self.source}")
@@ -388,9 +442,11 @@ class Extractor:
                 units[b].early.add(a)
         functions = {k for k in units if isinstance(self.units_of(k[0]).stmts[k[1]].node, (ast.FunctionDef, ast.AsyncFunctionDef))}
         order, cyclic = _order(units, next(iter(targets[top])), functions)
-        files = {self.units_of(m).path: self.sha1_of(m) for m in sorted({k[0] for k in units})}
+        used = {k[0] for k in units}
+        files = {self.file_of(m): self.sha1_of(m) for m in sorted(used)}
         future = set().union(*(self.units_of(m).future for m in {k[0] for k in units}))
-        return Closure(self.source, module, qualname, units, order, imports, targets, issues, files, future, cyclic)
+        return Closure(self.source, module, qualname, units, order, imports, targets, issues, files, future, cyclic,
+                       self.lenders(used))
 
     def _chain(self, mu: ModuleUnits, chain: str) -> tuple[Target, str]:
         parts = chain.split(".")

@@ -40,12 +40,15 @@ def build_library(
     progress: ProgressFn | None = None,
     harvest: bool = True,
     scheduler: str | None = None,
+    prefer: str = "installed",
 ) -> BuildReport:
     """Extract and validate every selected block; store files and verdicts.
 
     Blocks that fail on guessed arguments or inputs are retried with the usage recorded by running
     their source's own model factories (``harvest``; see ``nnrag.validator.usage``). With
     ``scheduler`` (a Dask scheduler's address) the blocks are validated on that cluster's workers.
+    ``prefer``: a package another indexed source provides is copied from it (``corpus``), or only
+    when no installed distribution provides it (``installed``, the default).
     """
     started = time.perf_counter()
     report = BuildReport()
@@ -60,7 +63,7 @@ def build_library(
         if limit is not None:
             selected = selected[:limit]
         known = {r["block_id"]: r for r in conn.execute("SELECT block_id, code_sha1, gate_version, status, code FROM library")}
-        extractors = Extractors(conn)
+        extractors = Extractors(conn, prefer)
         pending: list[tuple[records.Candidate, str, str]] = []
         extract_times: list[float] = []
         total = len(selected)
