@@ -159,6 +159,7 @@ def build(
     search: bool = True,
     scheduler: str | None = None,
     prefer: str = "installed",
+    requirements: str = "off",
 ) -> "BuildReport":
     """Index, discover, extract and validate; store every block's file and verdict in the library.
 
@@ -168,14 +169,18 @@ def build(
     date unless ``search`` is False. ``scheduler`` (else ``NNRAG_SCHEDULER``, else ``[build]
     scheduler`` in ``HOME/config.toml``) is a Dask scheduler whose workers validate the blocks.
     ``prefer``: where a package another indexed source provides comes from (see :func:`extract`).
+    ``requirements``: ``install`` validates blocks that miss a third-party distribution again in a
+    cached environment that has it (pip); ``off`` installs nothing and reports what they wait for.
     """
     from .config import build_config
-    from .library.build import build_library
     from .index.catalog import indexed_specs
+    from .library.build import build_library
+    from .validator.envs import check_requirements
 
     from .extract.closure import check_prefer
 
     check_prefer(prefer)  # before any indexing
+    check_requirements(requirements)
     workspace = Workspace.resolve(home)
     scheduler = build_config(workspace, scheduler).scheduler
     if sources or corpus is not None:
@@ -186,7 +191,7 @@ def build(
     built = build_library(
         workspace,
         sources=[s.name for s in indexed.sources], names=names, limit=limit, workers=workers, limits=limits,
-        progress=progress, harvest=harvest, scheduler=scheduler, prefer=prefer,
+        progress=progress, harvest=harvest, scheduler=scheduler, prefer=prefer, requirements=requirements,
     )
     if search and not built.interrupted:
         built.search = sync_search(home=home, progress=progress).to_dict()

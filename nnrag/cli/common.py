@@ -57,6 +57,9 @@ BaseUrlOpt = Annotated[
 ]
 LemurRootOpt = Annotated[Optional[Path], typer.Option("--lemur-root", help="LEMUR root holding db/, out/, data/ (default: HOME/lemur).")]
 PrefixOpt = Annotated[str, typer.Option("--prefix", help="Prefix of the LEMUR model names.")]
+RequirementsOpt = Annotated[str, typer.Option(
+    "--requirements", help="'install': validate blocks that miss a third-party distribution again in a cached "
+    "environment that has it (pip); 'off': install nothing, report what they wait for.")]
 PreferOpt = Annotated[str, typer.Option(
     "--prefer", help="A package another indexed source holds: 'installed' keeps importing an installed one, "
     "'corpus' copies it from that source.")]

@@ -17,6 +17,7 @@ from .common import (
     JsonOpt,
     MemoryOpt,
     PreferOpt,
+    RequirementsOpt,
     SourcesArg,
     TimeoutOpt,
     VerboseOpt,
@@ -249,6 +250,13 @@ def _print_build(report: Any, title: str) -> None:
     if report.cluster:
         served = report.cluster.get("served") or {}
         timing.append(f"validated on {len(served)} Dask worker(s) of {report.cluster['scheduler']}")
+    if report.requirements.get("needs_install"):
+        waits = report.requirements["needs_install"]
+        timing.append(f"{sum(waits.values())} blocks wait for a distribution not installed here "
+                      f"({', '.join(f'{d} {n}' for d, n in list(waits.items())[:5])}; --requirements install)")
+    elif report.requirements.get("blocks"):
+        r = report.requirements
+        timing.append(f"{r['rescued']} of {r['blocks']} blocks pass in {r['environments']} requirement environment(s)")
     if report.harvest.get("retried"):
         h = report.harvest
         timing.append(f"{h['rescued']} of {h['retried']} failed blocks pass with usage recorded from "
@@ -277,6 +285,7 @@ def build(
     search_index: Annotated[bool, typer.Option("--search-index/--no-search-index", help="Then update specs and the search index (embeds changed blocks).")] = True,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Validate on the workers of this Dask scheduler (tcp://HOST:PORT; else NNRAG_SCHEDULER or [build] in config.toml).")] = None,
     prefer: PreferOpt = "installed",
+    requirements: RequirementsOpt = "off",
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -288,7 +297,7 @@ def build(
         report = nnrag.build(
             sources or [], corpus=corpus, names=wanted, limit=limit, home=home, workers=workers,
             limits=nnrag.limits(timeout, memory_mb), progress=progress, harvest=harvest, search=search_index,
-            scheduler=scheduler, prefer=prefer,
+            scheduler=scheduler, prefer=prefer, requirements=requirements,
         )
     if as_json:
         print_json(report.to_dict())

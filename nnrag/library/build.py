@@ -17,10 +17,12 @@ from ..extract.block import Extractors
 from ..extract.closure import ClosureIssue
 from ..index.lookup import BlockRef
 from ..progress import ProgressFn
-from ..validator.record import GATE_VERSION, Limits, ValidationRecord
+from ..validator.envs import check_requirements
+from ..validator.record import GATE_VERSION, MISSING_DEPENDENCY, Limits, ValidationRecord
 from ..workspace import Workspace
 from . import records
 from .report import BuildReport
+from .environments import needs_install, validate_in_environments, waits_for_install
 from .retry import AWAITING_USAGE, RETRY_CODES, retry_with_usage
 
 if TYPE_CHECKING:
@@ -41,6 +43,7 @@ def build_library(
     harvest: bool = True,
     scheduler: str | None = None,
     prefer: str = "installed",
+    requirements: str = "off",
 ) -> BuildReport:
     """Extract and validate every selected block; store files and verdicts.
 
@@ -48,8 +51,11 @@ def build_library(
     their source's own model factories (``harvest``; see ``nnrag.validator.usage``). With
     ``scheduler`` (a Dask scheduler's address) the blocks are validated on that cluster's workers.
     ``prefer``: a package another indexed source provides is copied from it (``corpus``), or only
-    when no installed distribution provides it (``installed``, the default).
+    when no installed distribution provides it (``installed``, the default). ``requirements``:
+    ``install`` validates blocks that miss a third-party distribution again in an environment that
+    has it; ``off`` (the default) installs nothing and reports what they wait for.
     """
+    check_requirements(requirements)
     started = time.perf_counter()
     report = BuildReport()
     with connect(workspace) as db, _open_gate(scheduler, workers, limits) as gate:
@@ -89,7 +95,8 @@ def build_library(
                 continue
             prev = known.get(ref.block_id)
             if (prev and prev["code_sha1"] == records.code_sha1(assembled.code) and prev["gate_version"] == GATE_VERSION
-                    and records.file_for(workspace, ref.block_id).exists()):
+                    and records.file_for(workspace, ref.block_id).exists()
+                    and not (requirements == "install" and prev["code"] == MISSING_DEPENDENCY)):
                 report.cached += 1
                 report.count(ref.source, prev["status"] == "validated", prev["code"])
                 continue
@@ -101,6 +108,7 @@ def build_library(
         v_started = time.perf_counter()
         done = 0
         retry: list[tuple[records.Candidate, ValidationRecord]] = []
+        waiting: list[tuple[records.Candidate, ValidationRecord]] = []  # for a requirement not installed here
         del extractors  # its parsed modules are not needed any more
         try:
             with _gc_frozen():
@@ -108,6 +116,13 @@ def build_library(
                     if harvest and not record.ok and record.code in RETRY_CODES:
                         records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))
                         retry.append((candidate, record))
+                    elif waits_for_install(candidate, record):
+                        waiting.append((candidate, record))
+                        if requirements == "install":  # counted after its second chance
+                            records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))
+                        else:
+                            records.save(conn, workspace, candidate.verdict(record))
+                            report.count(candidate.ref.source, record.ok, record.code)
                     else:
                         records.save(conn, workspace, candidate.verdict(record))
                         report.count(candidate.ref.source, record.ok, record.code)
@@ -118,6 +133,11 @@ def build_library(
                     report.validate_per_s = done / (time.perf_counter() - v_started)
                 if retry:
                     report.harvest = retry_with_usage(db, workspace, gate, retry, report, progress)
+                if waiting and requirements == "install":
+                    report.requirements = validate_in_environments(db, workspace, waiting, gate.workers, gate.limits,
+                                                                   report, progress)
+                elif waiting:
+                    report.requirements = {"needs_install": needs_install(waiting)}
         except KeyboardInterrupt:
             report.interrupted = True
         if scheduler and not report.interrupted:

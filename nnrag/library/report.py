@@ -23,6 +23,7 @@ class BuildReport:
     harvest: dict[str, object] = field(default_factory=dict)  # factories run, seconds, blocks rescued
     search: dict[str, object] = field(default_factory=dict)  # specs built, texts embedded, seconds
     cluster: dict[str, object] = field(default_factory=dict)  # scheduler, candidates served per Dask worker
+    requirements: dict[str, object] = field(default_factory=dict)  # environments made, or what blocks wait for
 
     @property
     def pass_rate(self) -> float:

@@ -34,11 +34,11 @@ class WorkerDied(Exception):
 
 
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, python: str | None = None) -> None:
         env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
         env.pop("PYTHONPATH", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "nnrag.validator.server"],
+            [python or sys.executable, "-I", "-m", "nnrag.validator.server"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -71,11 +71,13 @@ class _Worker:
 
 
 class Gate:
-    """A pool of warm workers. Use as a context manager; workers start on first use or on :meth:`warm`."""
+    """A pool of warm workers. Use as a context manager; workers start on first use or on :meth:`warm`.
+    ``python``: the interpreter the workers run (a requirement environment), else this one."""
 
-    def __init__(self, workers: int | None = None, limits: Limits | None = None) -> None:
+    def __init__(self, workers: int | None = None, limits: Limits | None = None, python: str | None = None) -> None:
         self.workers = max(1, workers or min(2, os.cpu_count() or 1))
         self.limits = limits or Limits()
+        self.python = python
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._started = 0
         self._lock = threading.Lock()
@@ -103,7 +105,7 @@ class Gate:
 
         def start() -> None:
             try:
-                worker = _Worker()
+                worker = _Worker(self.python)
             except BaseException:
                 log.debug("warming a validation worker failed", exc_info=True)
                 with self._lock:
@@ -133,7 +135,7 @@ class Gate:
                     self._started += 1
             if start:
                 try:
-                    return _Worker()
+                    return _Worker(self.python)
                 except BaseException:
                     with self._lock:
                         self._started -= 1

@@ -1,0 +1,113 @@
+"""Requirement environments: a block whose third-party requirements are not installed here is
+validated in a virtual environment that has them, made once per requirement set under
+``HOME/envs/`` and reused.
+
+The environment is layered over this one: a ``.pth`` file puts this Python's site-packages on its
+path, so torch and nnrag are not downloaded again and pip installs only what is missing (pip sees
+the layered distributions as installed). Installing runs a package's own build code only when no
+wheel exists, as any ``pip install`` does; nothing is installed unless the user asks
+(``nnrag build --requirements install``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+REQUIREMENTS = ("off", "install")
+_PIP_TIMEOUT_S = 900.0
+# Import names whose distribution on PyPI is called otherwise.
+_DISTRIBUTIONS = {
+    "cv2": "opencv-python-headless", "PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image",
+    "yaml": "pyyaml", "attr": "attrs", "google.protobuf": "protobuf", "Crypto": "pycryptodome",
+    "dateutil": "python-dateutil", "bs4": "beautifulsoup4", "mpl_toolkits": "matplotlib",
+}
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A requirement environment: its interpreter, or why it could not be made."""
+
+    requirements: tuple[str, ...]
+    python: str | None
+    error: str | None = None
+
+
+def check_requirements(mode: str) -> str:
+    if mode not in REQUIREMENTS:
+        raise ConfigError(f"requirements must be one of {', '.join(REQUIREMENTS)}, not {mode!r}")
+    return mode
+
+
+def distribution_for(module: str) -> str:
+    """The PyPI distribution that provides an import name (``cv2`` -> ``opencv-python-headless``)."""
+    return _DISTRIBUTIONS.get(module, module.replace("_", "-"))
+
+
+def _key(requirements: tuple[str, ...]) -> str:
+    return hashlib.sha1("\n".join(requirements).encode()).hexdigest()[:16]
+
+
+def _python_of(folder: Path) -> Path:
+    return folder / "bin" / "python"
+
+
+def environment(workspace: Workspace, requirements: tuple[str, ...]) -> Environment:
+    """The environment with ``requirements`` installed (made on first use, then reused); a failed
+    install is recorded beside it with pip's last line, and not tried again for the same set."""
+    requirements = tuple(sorted(set(requirements)))
+    folder = workspace.home / "envs" / _key(requirements)
+    marker = folder / "nnrag-env.json"
+    if marker.exists():
+        state = json.loads(marker.read_text(encoding="utf-8"))
+        return Environment(requirements, str(_python_of(folder)) if state.get("ok") else None, state.get("error"))
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp)
+        purelib = Path(sysconfig.get_path("purelib", vars={"base": str(tmp), "platbase": str(tmp)}))
+        here = sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+        # after the environment's own site-packages, so what pip installs there wins; as site dirs,
+        # so their own .pth files (editable installs) work there too
+        (purelib / "zz_nnrag_parent.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in here),
+                                                     encoding="utf-8")
+        error = _pip_install(_python_of(tmp), requirements)
+    except (OSError, subprocess.SubprocessError) as e:
+        error = f"{type(e).__name__}: {e}"
+    state = json.dumps({"requirements": list(requirements), "ok": error is None, "error": error})
+    shutil.rmtree(folder, ignore_errors=True)
+    if error is None:
+        (tmp / marker.name).write_text(state, encoding="utf-8")
+        os.replace(tmp, folder)
+        return Environment(requirements, str(_python_of(folder)))
+    shutil.rmtree(tmp, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker.write_text(state, encoding="utf-8")
+    log.warning("cannot install %s: %s", ", ".join(requirements), error)
+    return Environment(requirements, None, error)
+
+
+def _pip_install(python: Path, requirements: tuple[str, ...]) -> str | None:
+    """Install into the environment with this Python's pip; None on success, else pip's reason."""
+    extra = os.environ.get("NNRAG_PIP_ARGS", "").split()
+    cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--disable-pip-version-check",
+           *extra, *requirements]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_PIP_TIMEOUT_S)
+    if proc.returncode == 0:
+        return None
+    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
+    return lines[-1] if lines else f"pip exited {proc.returncode}"

@@ -1,0 +1,64 @@
+"""Requirement environments: a block that imports a distribution not installed here passes the
+gate in a cached environment that has it. A local wheel folder stands in for PyPI."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import nnrag
+from conftest import FIXTURES, search_limits
+
+MODULE = "import torch\n\n\ndef scaled_tanh(x, scale):\n    return torch.tanh(x) * scale\n"
+
+
+def _wheel(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    with zipfile.ZipFile(folder / "tinyact-1.0-py3-none-any.whl", "w") as zf:
+        zf.writestr("tinyact/__init__.py", MODULE)
+        zf.writestr("tinyact-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinyact\nVersion: 1.0\n")
+        zf.writestr("tinyact-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("tinyact-1.0.dist-info/RECORD", "")
+
+
+def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _wheel(tmp_path / "wheels")
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {tmp_path / 'wheels'}")
+    repo = tmp_path / "needs_repo"
+    shutil.copytree(FIXTURES / "needs_repo", repo)
+    home = tmp_path / "home"
+
+    off = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False)
+    assert (off.passed, off.failures) == (0, {"missing-dependency": 1})
+    assert off.requirements == {"needs_install": {"tinyact": 1}}
+    assert not (home / "envs").exists()  # nothing installed unless asked
+
+    on = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False, requirements="install")
+    assert on.passed == 1 and on.requirements == {"environments": 1, "blocks": 1, "rescued": 1, "not_installable": {}}
+    (entry,) = nnrag.library_entries(home=home)
+    assert entry["status"] == "validated"
+    (env,) = [p for p in (home / "envs").iterdir() if p.is_dir()]
+    assert (env / "lib").exists() and not list(env.rglob("torch/__init__.py"))  # torch comes from here, not pip
+    with pytest.raises(ImportError):
+        __import__("tinyact")  # installed in the environment, never here
+
+    again = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False, requirements="install")
+    assert (again.passed, again.cached) == (1, 1)
+
+
+def test_a_requirement_pip_cannot_install_is_a_recorded_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {tmp_path / 'empty'}")
+    repo = tmp_path / "needs_repo"
+    shutil.copytree(FIXTURES / "needs_repo", repo)
+    report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
+                         requirements="install")
+    assert report.failures == {"missing-dependency": 1}
+    assert "tinyact" in report.requirements["not_installable"]  # type: ignore[operator]
+    (entry,) = nnrag.library_entries(home=tmp_path / "home")
+    assert "pip cannot install tinyact" in str(entry["message"])
+    with pytest.raises(nnrag.ConfigError, match="requirements must be one of off, install"):
+        nnrag.build([str(repo)], home=tmp_path / "home", requirements="always")
