@@ -301,6 +301,24 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
         class UsesLazy(Scale):
             pass
         """}, "UsesLazy", ["Scale", "UsesLazy"], {"import torch.nn as nn"}),
+    # mmcv's ops: a function bound to an attribute its class inherits from torch
+    "inherited_attribute_alias": ({"fn.py": """
+        import torch
+        class ScaleFn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * 2
+        scale = ScaleFn.apply
+        """, "m.py": """
+        import torch.nn as nn
+        from .fn import scale
+        class UsesApply(nn.Module):
+            def forward(self, x):
+                return scale(x)
+        """}, "UsesApply", ["ScaleFn", "scale", "UsesApply"], {"import torch", "import torch.nn as nn"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import heapq
 import importlib.machinery
-import importlib.util
 import sqlite3
 import zlib
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Union
 
 from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME, ConfigError
 from ..index.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
+from .requirements import installed
 from .units import ModuleUnits
 
 MODULE_DUNDERS = frozenset(
@@ -151,14 +151,6 @@ def check_prefer(prefer: str) -> str:
     return prefer
 
 
-def _installed(top: str) -> bool:
-    """Whether a top-level package is importable here, found without importing it."""
-    try:
-        return importlib.util.find_spec(top) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 class Extractor:
     """Computes closures for the blocks of one source, caching parsed modules across blocks.
 
@@ -188,7 +180,7 @@ class Extractor:
         lent: dict[str, int] = {}  # top-level package -> the source it is copied from
         for other in others:
             for top in sorted(offered.get(other["id"], set()) - tops - set(lent)):
-                if prefer == "corpus" or not _installed(top):
+                if prefer == "corpus" or not installed(top):
                     lent[top] = other["id"]
             self.roots[other["id"]] = Path(other["root"]) if other["root"] else None
             self.names[other["id"]] = other["name"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata as md
+import importlib.util
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,6 +37,14 @@ def imported_modules(tree: ast.AST) -> set[str]:
             out.add(node.module.split(".")[0])
     out.discard("__future__")
     return out
+
+
+def installed(top: str) -> bool:
+    """Whether a top-level module is importable here, found without importing it."""
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def is_stdlib(module: str) -> bool:

@@ -140,7 +140,11 @@ class Resolver:
                 d = binding.definition
                 assert d is not None
                 if d.kind == KIND_ALIAS and d.target and d.target != name:
-                    return self.resolve_dotted(mod, d.target, depth + 1)
+                    ref = self.resolve_dotted(mod, d.target, depth + 1)
+                    if ref.kind != "unresolved":
+                        return ref
+                    # ``roi_align = RoIAlignFunction.apply``: an attribute inherited from outside the
+                    # source; the assignment itself defines the name
                 return Ref(d.kind, f"{mod.module}.{d.qualname}", mod, d)
             if binding.kind == "module":
                 return self._module_ref(binding.module or "", mod.source_id)

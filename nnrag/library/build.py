@@ -22,7 +22,7 @@ from ..validator.record import GATE_VERSION, MISSING_DEPENDENCY, Limits, Validat
 from ..workspace import Workspace
 from . import records
 from .report import BuildReport
-from .environments import needs_install, validate_in_environments, waits_for_install
+from .environments import missing_distribution, needs_install, validate_in_environments
 from .retry import AWAITING_USAGE, RETRY_CODES, retry_with_usage
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def build_library(
                     if harvest and not record.ok and record.code in RETRY_CODES:
                         records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))
                         retry.append((candidate, record))
-                    elif waits_for_install(candidate, record):
+                    elif missing_distribution(record):
                         waiting.append((candidate, record))
                         if requirements == "install":  # counted after its second chance
                             records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))

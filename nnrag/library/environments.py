@@ -1,13 +1,21 @@
 """Blocks that fail only for a third-party requirement not installed here: with ``nnrag build
 --requirements install`` they are validated again in a requirement environment that has it
-(:mod:`nnrag.validator.envs`); without it, the report says which distributions they wait for."""
+(:mod:`nnrag.validator.envs`); without it, the report says which distributions they wait for.
+
+The requirement is the module the block's import stopped at (``No module named 'addict'``), not
+every import of the file: optional imports under ``try``/``except ImportError`` of other
+platforms (``torch_npu``, ``parrots``) must not be installed, and could not be. A block that
+then stops at a further missing module gets that one too, for a few rounds.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from ..db import Database
 from ..progress import ProgressFn
+from ..extract.requirements import installed
 from ..validator.envs import distribution_for, environment
 from ..validator.gate import Gate
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord
@@ -15,22 +23,25 @@ from ..workspace import Workspace
 from . import records
 from .report import BuildReport
 
-
-def missing_requirements(candidate: records.Candidate) -> tuple[str, ...]:
-    """The distributions a block imports that are not installed here, by their PyPI names."""
-    return tuple(sorted({distribution_for(m) for r in candidate.assembled.requirements if r.version is None
-                         for m in r.modules}))
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+_ROUNDS = 3  # environments a block may try, each with one more missing module
 
 
-def waits_for_install(candidate: records.Candidate, record: ValidationRecord) -> bool:
-    return not record.ok and record.code == MISSING_DEPENDENCY and bool(missing_requirements(candidate))
+def missing_distribution(record: ValidationRecord) -> str | None:
+    """The distribution a failed import stopped at, when it is not installed here."""
+    if record.ok or record.code != MISSING_DEPENDENCY:
+        return None
+    m = _NO_MODULE.search(record.message)
+    top = m.group(1).split(".")[0] if m else None
+    return distribution_for(top) if top and not installed(top) else None
 
 
 def needs_install(waiting: list[tuple[records.Candidate, ValidationRecord]]) -> dict[str, int]:
     """Blocks per missing distribution, most wanted first (what ``--requirements install`` would add)."""
     counts: dict[str, int] = {}
-    for candidate, _ in waiting:
-        for dist in missing_requirements(candidate):
+    for _, record in waiting:
+        dist = missing_distribution(record)
+        if dist:
             counts[dist] = counts.get(dist, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
@@ -40,29 +51,39 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                              progress: ProgressFn | None) -> dict[str, object]:
     """Check each waiting block in the environment of its missing requirements; a set pip cannot
     install leaves its blocks ``missing-dependency`` with pip's reason."""
-    groups: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
+    queue: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
     for candidate, first in waiting:
-        groups.setdefault(missing_requirements(candidate), []).append((candidate, first))
+        queue.setdefault((str(missing_distribution(first)),), []).append((candidate, first))
     made, rescued, done = 0, 0, 0
     failed: dict[str, str] = {}
-    for requirements, items in sorted(groups.items()):
-        env = environment(workspace, requirements)
-        if env.python is None:
-            failed[" ".join(requirements)] = env.error or "unknown"
-            for candidate, first in items:
-                why = replace(first, message=f"{first.message} (pip cannot install {', '.join(requirements)}: {env.error})"[:2000])
-                records.save(db.conn, workspace, candidate.verdict(why))
-                report.count(candidate.ref.source, False, first.code)
-            continue
-        made += 1
-        with Gate(workers, limits, python=env.python) as gate:
-            for candidate, record in gate.check_many((c, c.assembled.code, c.assembled.class_name) for c, _ in items):
-                verdict = candidate.verdict(record)
-                verdict.record["environment"] = list(requirements)
-                records.save(db.conn, workspace, verdict)
-                report.count(candidate.ref.source, record.ok, record.code)
-                rescued += record.ok
-                done += 1
-                if progress:
-                    progress("environments", done, len(waiting))
+
+    def settle(candidate: records.Candidate, verdict: records.Verdict, ok: bool, code: str | None) -> None:
+        records.save(db.conn, workspace, verdict)
+        report.count(candidate.ref.source, ok, code)
+
+    for round_ in range(_ROUNDS):
+        later: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
+        for requirements, items in sorted(queue.items()):
+            env = environment(workspace, requirements)
+            if env.python is None:
+                failed[" ".join(requirements)] = env.error or "unknown"
+                for candidate, last in items:
+                    why = f"{last.message} (pip cannot install {', '.join(requirements)}: {env.error})"
+                    settle(candidate, candidate.verdict(replace(last, message=why[:2000])), False, last.code)
+                continue
+            made += 1
+            with Gate(workers, limits, python=env.python) as gate:
+                for candidate, record in gate.check_many((c, c.assembled.code, c.assembled.class_name) for c, _ in items):
+                    more = missing_distribution(record)
+                    if more and more not in requirements and round_ + 1 < _ROUNDS:
+                        later.setdefault(tuple(sorted({*requirements, more})), []).append((candidate, record))
+                        continue
+                    verdict = candidate.verdict(record)
+                    verdict.record["environment"] = list(requirements)
+                    settle(candidate, verdict, record.ok, record.code)
+                    rescued += record.ok
+                    done += 1
+                    if progress:
+                        progress("environments", done, len(waiting))
+        queue = later
     return {"environments": made, "blocks": len(waiting), "rescued": rescued, "not_installable": failed}
