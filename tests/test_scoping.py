@@ -319,6 +319,29 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return scale(x)
         """}, "UsesApply", ["ScaleFn", "scale", "UsesApply"], {"import torch", "import torch.nn as nn"}),
+    # PyG's resolvers: a registry read by introspecting a module imported inside a function
+    "lazy_module_as_registry": ({"aggr.py": """
+        import torch.nn as nn
+        class Aggregation(nn.Module):
+            def forward(self, x):
+                return x
+        class SumAggregation(Aggregation):
+            def forward(self, x):
+                return x.sum(0)
+        """, "m.py": """
+        import torch.nn as nn
+        def resolve(query):
+            from . import aggr
+            found = [a for a in vars(aggr).values() if isinstance(a, type) and issubclass(a, aggr.Aggregation)]
+            return {a.__name__: a for a in found}[query]()
+        class UsesRegistry(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.agg = resolve("SumAggregation")
+            def forward(self, x):
+                return self.agg(x)
+        """}, "UsesRegistry", ["Aggregation", "SumAggregation", "resolve", "UsesRegistry"],
+        {"import torch.nn as nn", "import types"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():
@@ -368,3 +391,5 @@ def test_closure(cases_home: Path, case: str) -> None:
         warnings.simplefilter("ignore")
         exec(compile(result.code, f"{case}.py", "exec"), namespace)  # the file runs at import as written
     assert block.split(".")[0] in namespace
+    if case == "lazy_module_as_registry":  # the registry still finds its classes
+        assert type(namespace["UsesRegistry"]().agg).__name__ == "SumAggregation"  # type: ignore[operator]

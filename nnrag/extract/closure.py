@@ -468,7 +468,14 @@ class Extractor:
         bare = sum(isinstance(n, ast.Name) and n.id == local for n in ast.walk(mu.stmts[k].node))
         if bare > len([1 for n in ast.walk(mu.stmts[k].node)
                        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == local]):
-            return Missing(UNRESOLVED_NAME, f"module {t.module} is imported inside a statement and used as a value")
+            # used as a value (``vars(aggr)``, a registry read by introspection): every definition
+            # the module exports (what it merely imports is left out)
+            info = self.infos.get(t.module)
+            for name in sorted(self.resolver.exported(info)) if info is not None else []:
+                if name not in attrs:
+                    found = self._keep_import(self.from_ref(self.resolver.module_attr(t.module, name, self.source_id), name), name)
+                    if isinstance(found, DefTarget):
+                        attrs[name] = found
         for attr, target in attrs.items():
             if isinstance(target, (Missing, ModTarget, Namespace)):
                 why = target.message if isinstance(target, Missing) else "a module"

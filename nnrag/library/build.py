@@ -22,7 +22,7 @@ from ..validator.record import GATE_VERSION, MISSING_DEPENDENCY, Limits, Validat
 from ..workspace import Workspace
 from . import records
 from .report import BuildReport
-from .environments import missing_distribution, needs_install, validate_in_environments
+from .environments import corpus_packages, missing_distribution, needs_install, validate_in_environments
 from .retry import AWAITING_USAGE, RETRY_CODES, retry_with_usage
 
 if TYPE_CHECKING:
@@ -108,6 +108,7 @@ def build_library(
         v_started = time.perf_counter()
         done = 0
         retry: list[tuple[records.Candidate, ValidationRecord]] = []
+        corpus = corpus_packages(db)
         waiting: list[tuple[records.Candidate, ValidationRecord]] = []  # for a requirement not installed here
         del extractors  # its parsed modules are not needed any more
         try:
@@ -116,7 +117,7 @@ def build_library(
                     if harvest and not record.ok and record.code in RETRY_CODES:
                         records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))
                         retry.append((candidate, record))
-                    elif missing_distribution(record):
+                    elif missing_distribution(record, corpus):
                         waiting.append((candidate, record))
                         if requirements == "install":  # counted after its second chance
                             records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))

@@ -24,26 +24,34 @@ from . import records
 from .report import BuildReport
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
-_ROUNDS = 3  # environments a block may try, each with one more missing module
+_ROUNDS = 6  # environments a block may try, each with one more missing module (mmdet needs five)
 
 
-def missing_distribution(record: ValidationRecord) -> str | None:
-    """The distribution a failed import stopped at, when it is not installed here."""
+def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = frozenset()) -> str | None:
+    """The distribution a failed import stopped at, when it is not installed here. A package of
+    the corpus (``corpus``: its top-level modules) is a closure the block could not complete,
+    never something to install."""
     if record.ok or record.code != MISSING_DEPENDENCY:
         return None
     m = _NO_MODULE.search(record.message)
     top = m.group(1).split(".")[0] if m else None
-    return distribution_for(top) if top and not installed(top) else None
+    return distribution_for(top) if top and top not in corpus and not installed(top) else None
 
 
 def needs_install(waiting: list[tuple[records.Candidate, ValidationRecord]]) -> dict[str, int]:
     """Blocks per missing distribution, most wanted first (what ``--requirements install`` would add)."""
     counts: dict[str, int] = {}
     for _, record in waiting:
-        dist = missing_distribution(record)
+        dist = missing_distribution(record)  # waiting holds only blocks missing a distribution
         if dist:
             counts[dist] = counts.get(dist, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def corpus_packages(db: Database) -> frozenset[str]:
+    """The top-level packages the indexed sources hold."""
+    return frozenset(r["top"] for r in db.conn.execute(
+        "SELECT DISTINCT substr(module, 1, instr(module || '.', '.') - 1) AS top FROM files WHERE module IS NOT NULL"))
 
 
 def validate_in_environments(db: Database, workspace: Workspace, waiting: list[tuple[records.Candidate, ValidationRecord]],
@@ -51,6 +59,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                              progress: ProgressFn | None) -> dict[str, object]:
     """Check each waiting block in the environment of its missing requirements; a set pip cannot
     install leaves its blocks ``missing-dependency`` with pip's reason."""
+    corpus = corpus_packages(db)
     queue: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
     for candidate, first in waiting:
         queue.setdefault((str(missing_distribution(first)),), []).append((candidate, first))
@@ -74,7 +83,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
             made += 1
             with Gate(workers, limits, python=env.python) as gate:
                 for candidate, record in gate.check_many((c, c.assembled.code, c.assembled.class_name) for c, _ in items):
-                    more = missing_distribution(record)
+                    more = missing_distribution(record, corpus)
                     if more and more not in requirements and round_ + 1 < _ROUNDS:
                         later.setdefault(tuple(sorted({*requirements, more})), []).append((candidate, record))
                         continue
