@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .._version import __version__
-from .closure import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, ModTarget, Namespace, Target
+from .plan import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, ModTarget, Namespace, Target
 from .requirements import Requirement, is_stdlib, modules_in, requirements_of
 
 

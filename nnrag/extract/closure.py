@@ -11,17 +11,28 @@ a name from another source, indexed or not, is an external import.
 from __future__ import annotations
 
 import ast
-import heapq
 import importlib.machinery
 import sqlite3
 import zlib
-from dataclasses import dataclass, field
-from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Union
 
 from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME, ConfigError
 from ..index.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
+from .order import order_units
+from .plan import (
+    Closure,
+    ClosureIssue,
+    DefTarget,
+    ExtImport,
+    Missing,
+    ModTarget,
+    NAMESPACE_IMPORT,
+    Namespace,
+    Target,
+    UnitKey,
+    UnitPlan,
+    _TYPE_ONLY,
+)
 from .requirements import installed
 from .units import ModuleUnits
 
@@ -30,116 +41,6 @@ MODULE_DUNDERS = frozenset(
      "__annotations__", "__dict__", "__debug__", "__cached__"}
 )
 _NATIVE_SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES) + (".so", ".pyd")
-
-
-@dataclass(frozen=True, order=True)
-class DefTarget:
-    """A module-level name of the source, bound by one or more copied statements."""
-
-    module: str
-    name: str
-
-
-@dataclass(frozen=True)
-class ExtImport:
-    """An import statement kept as written: ``import module [as asname]`` or ``from module import name [as asname]``."""
-
-    module: str
-    name: str | None = None
-    asname: str | None = None
-
-    @property
-    def binds(self) -> str:
-        if self.asname:
-            return self.asname
-        return self.name if self.name is not None else self.module.split(".")[0]
-
-    @property
-    def top(self) -> str:
-        return self.module.split(".")[0]
-
-    def render(self, asname: str | None = None) -> str:
-        alias = asname if asname is not None else self.asname
-        suffix = f" as {alias}" if alias else ""
-        if self.name is None:
-            return f"import {self.module}{suffix}"
-        return f"from {self.module} import {self.name}{suffix}"
-
-
-@dataclass(frozen=True)
-class ModTarget:
-    """A module of the source used as a namespace (``H.make_divisible``)."""
-
-    module: str
-    # the import as written, kept when the module is only a folder of the source (``import torch``
-    # where the source holds just ``torch/nn``) and an attribute chain leads out of the source
-    fallback: ExtImport | None = None
-
-
-@dataclass(frozen=True)
-class Namespace:
-    """A module of the source imported inside a statement (``from . import functional as F`` in a
-    method): bound to an object holding the attributes the statement reads (``F.resize``)."""
-
-    module: str
-    attrs: tuple[tuple[str, "Target"], ...]
-
-
-@dataclass(frozen=True)
-class Missing:
-    code: str
-    message: str
-
-
-Target = Union[DefTarget, ExtImport, ModTarget, Namespace, Missing]
-UnitKey = tuple[str, int]  # (module, statement position in ModuleUnits.stmts)
-_TYPE_ONLY = Missing("type-only", "bound only under `if TYPE_CHECKING`")
-NAMESPACE_IMPORT = ExtImport("types")  # for the SimpleNamespace a lazy in-source module import becomes
-
-
-@dataclass(frozen=True)
-class ClosureIssue:
-    """A name the closure could not follow: the name, where it is used, and why."""
-
-    code: str
-    name: str
-    path: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.name}: {self.message}"
-
-
-@dataclass
-class UnitPlan:
-    key: UnitKey
-    text: str
-    binds: frozenset[str]
-    refs: dict[str, Target] = field(default_factory=dict)
-    builtins: set[str] = field(default_factory=set)  # builtin names it uses (never shadowed)
-    chains: dict[str, tuple[Target, str]] = field(default_factory=dict)  # "H.f.x" -> (DefTarget f, ".x")
-    # in-source imports inside the statement (lazy or conditional), replaced when assembling:
-    # (first line, last line, indent) relative to ``text``, and the (local name, target) pairs
-    rewrites: list[tuple[int, int, str, list[tuple[str, Target]]]] = field(default_factory=list)
-    early: set[UnitKey] = field(default_factory=set)
-    late: set[UnitKey] = field(default_factory=set)
-
-
-@dataclass
-class Closure:
-    source: str
-    module: str
-    qualname: str
-    units: dict[UnitKey, UnitPlan]
-    order: list[UnitKey]
-    imports: set[ExtImport]
-    targets: dict[DefTarget, list[UnitKey]]
-    issues: list[ClosureIssue]
-    files: dict[str, str]  # path -> sha1 of every contributing file
-    future: set[str]
-    cyclic: bool = False
-    lenders: list[str] = field(default_factory=list)  # other sources whose code was copied
 
 
 PREFER = ("installed", "corpus")  # where a package another source of the corpus provides comes from
@@ -433,7 +334,7 @@ class Extractor:
             for a, b in zip(keys, keys[1:]):
                 units[b].early.add(a)
         functions = {k for k in units if isinstance(self.units_of(k[0]).stmts[k[1]].node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        order, cyclic = _order(units, next(iter(targets[top])), functions)
+        order, cyclic = order_units(units, next(iter(targets[top])), functions)
         used = {k[0] for k in units}
         files = {self.file_of(m): self.sha1_of(m) for m in sorted(used)}
         future = set().union(*(self.units_of(m).future for m in {k[0] for k in units}))
@@ -527,70 +428,3 @@ def _first_use(text: str, name: str) -> int:
     except SyntaxError:
         pass
     return 1
-
-
-def _runs_at_import(units: dict[UnitKey, UnitPlan], functions: set[UnitKey]) -> dict[UnitKey, set[UnitKey]]:
-    """Definition-time needs, plus what the functions a statement calls at import time need when
-    they run: ``gelu = get_activation("gelu")`` must come after every global ``get_activation``
-    reads (``ACT2FN``), and a decorator after the registry it fills."""
-    runtime: dict[UnitKey, set[UnitKey]] = {}
-
-    def needs_when_run(f: UnitKey) -> set[UnitKey]:
-        if f not in runtime:
-            runtime[f] = set()  # a recursive function terminates
-            found: set[UnitKey] = set()
-            for d in units[f].early | units[f].late:
-                found.add(d)
-                if d in functions:
-                    found |= needs_when_run(d)
-            runtime[f] = found
-        return runtime[f]
-
-    deps: dict[UnitKey, set[UnitKey]] = {}
-    for k, plan in units.items():
-        extra = set().union(*(needs_when_run(f) for f in plan.early if f in functions))
-        deps[k] = (plan.early | extra) - {k}
-    return deps
-
-
-def _order(units: dict[UnitKey, UnitPlan], root: UnitKey, functions: set[UnitKey] = frozenset()) -> tuple[list[UnitKey], bool]:  # type: ignore[assignment]
-    """Topological order over definition-time edges (with what functions called at import time
-    read); ties keep the statements' original order, module by module in the order a depth-first
-    walk from the block finishes them."""
-    rank: dict[UnitKey, int] = {}
-    seen: set[UnitKey] = set()
-    stack: list[tuple[UnitKey, list[UnitKey]]] = []
-    for start in [root, *sorted(units)]:
-        if start in seen:
-            continue
-        seen.add(start)
-        stack.append((start, sorted(units[start].early | units[start].late, reverse=True)))
-        while stack:
-            node, children = stack[-1]
-            if children:
-                child = children.pop()
-                if child not in seen:
-                    seen.add(child)
-                    stack.append((child, sorted(units[child].early | units[child].late, reverse=True)))
-                continue
-            stack.pop()
-            rank[node] = len(rank)
-    module_rank: dict[str, int] = {}
-    for k in sorted(rank, key=rank.__getitem__):
-        module_rank.setdefault(k[0], len(module_rank))
-    for graph in (_runs_at_import(units, functions), {k: p.early for k, p in units.items()}):
-        sorter: TopologicalSorter[UnitKey] = TopologicalSorter(graph)
-        try:
-            sorter.prepare()
-        except CycleError:
-            continue
-        ready: list[tuple[int, int, UnitKey]] = []
-        order: list[UnitKey] = []
-        while sorter.is_active():
-            for k in sorter.get_ready():
-                heapq.heappush(ready, (module_rank[k[0]], k[1], k))
-            *_, k = heapq.heappop(ready)
-            order.append(k)
-            sorter.done(k)
-        return order, False
-    return sorted(units, key=rank.__getitem__), True

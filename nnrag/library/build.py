@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..db import connect
 from ..extract.block import Extractors
-from ..extract.closure import ClosureIssue
+from ..extract.plan import ClosureIssue
 from ..index.lookup import BlockRef
 from ..progress import ProgressFn
 from ..validator.envs import check_requirements

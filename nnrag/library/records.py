@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..extract.assemble import Assembled
-from ..extract.closure import Closure
+from ..extract.plan import Closure
 from ..index.lookup import BlockRef
 from ..validator.record import GATE_VERSION, ValidationRecord
 from ..workspace import Workspace

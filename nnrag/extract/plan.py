@@ -1,0 +1,117 @@
+"""What a closure is made of: the targets a name can mean, the plan of each copied statement,
+and the closure itself (the statements, their order, imports and issues)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass(frozen=True, order=True)
+class DefTarget:
+    """A module-level name of the source, bound by one or more copied statements."""
+
+    module: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ExtImport:
+    """An import statement kept as written: ``import module [as asname]`` or ``from module import name [as asname]``."""
+
+    module: str
+    name: str | None = None
+    asname: str | None = None
+
+    @property
+    def binds(self) -> str:
+        if self.asname:
+            return self.asname
+        return self.name if self.name is not None else self.module.split(".")[0]
+
+    @property
+    def top(self) -> str:
+        return self.module.split(".")[0]
+
+    def render(self, asname: str | None = None) -> str:
+        alias = asname if asname is not None else self.asname
+        suffix = f" as {alias}" if alias else ""
+        if self.name is None:
+            return f"import {self.module}{suffix}"
+        return f"from {self.module} import {self.name}{suffix}"
+
+
+@dataclass(frozen=True)
+class ModTarget:
+    """A module of the source used as a namespace (``H.make_divisible``)."""
+
+    module: str
+    # the import as written, kept when the module is only a folder of the source (``import torch``
+    # where the source holds just ``torch/nn``) and an attribute chain leads out of the source
+    fallback: ExtImport | None = None
+
+
+@dataclass(frozen=True)
+class Namespace:
+    """A module of the source imported inside a statement (``from . import functional as F`` in a
+    method): bound to an object holding the attributes the statement reads (``F.resize``)."""
+
+    module: str
+    attrs: tuple[tuple[str, "Target"], ...]
+
+
+@dataclass(frozen=True)
+class Missing:
+    code: str
+    message: str
+
+
+Target = Union[DefTarget, ExtImport, ModTarget, Namespace, Missing]
+UnitKey = tuple[str, int]  # (module, statement position in ModuleUnits.stmts)
+_TYPE_ONLY = Missing("type-only", "bound only under `if TYPE_CHECKING`")
+NAMESPACE_IMPORT = ExtImport("types")  # for the SimpleNamespace a lazy in-source module import becomes
+
+
+@dataclass(frozen=True)
+class ClosureIssue:
+    """A name the closure could not follow: the name, where it is used, and why."""
+
+    code: str
+    name: str
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.name}: {self.message}"
+
+
+@dataclass
+class UnitPlan:
+    key: UnitKey
+    text: str
+    binds: frozenset[str]
+    refs: dict[str, Target] = field(default_factory=dict)
+    builtins: set[str] = field(default_factory=set)  # builtin names it uses (never shadowed)
+    chains: dict[str, tuple[Target, str]] = field(default_factory=dict)  # "H.f.x" -> (DefTarget f, ".x")
+    # in-source imports inside the statement (lazy or conditional), replaced when assembling:
+    # (first line, last line, indent) relative to ``text``, and the (local name, target) pairs
+    rewrites: list[tuple[int, int, str, list[tuple[str, Target]]]] = field(default_factory=list)
+    early: set[UnitKey] = field(default_factory=set)
+    late: set[UnitKey] = field(default_factory=set)
+
+
+@dataclass
+class Closure:
+    source: str
+    module: str
+    qualname: str
+    units: dict[UnitKey, UnitPlan]
+    order: list[UnitKey]
+    imports: set[ExtImport]
+    targets: dict[DefTarget, list[UnitKey]]
+    issues: list[ClosureIssue]
+    files: dict[str, str]  # path -> sha1 of every contributing file
+    future: set[str]
+    cyclic: bool = False
+    lenders: list[str] = field(default_factory=list)  # other sources whose code was copied
