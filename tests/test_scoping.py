@@ -342,6 +342,21 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
                 return self.agg(x)
         """}, "UsesRegistry", ["Aggregation", "SumAggregation", "resolve", "UsesRegistry"],
         {"import torch.nn as nn", "import types"}),
+    # PyG's typing.py: an optional import re-exported to other modules keeps its guard
+    "guarded_reexport": ({"optional.py": """
+        try:
+            import not_installed_anywhere
+            WITH_LIB = True
+        except ImportError:
+            not_installed_anywhere = None
+            WITH_LIB = False
+        """, "m.py": """
+        import torch.nn as nn
+        from .optional import WITH_LIB, not_installed_anywhere
+        class Guarded(nn.Module):
+            def forward(self, x):
+                return not_installed_anywhere.op(x) if WITH_LIB else x
+        """}, "Guarded", ["WITH_LIB,not_installed_anywhere", "Guarded"], {"import torch.nn as nn"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():

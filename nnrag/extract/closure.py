@@ -218,6 +218,9 @@ class Extractor:
     def from_ref(self, ref: Ref, local: str) -> Target:
         if ref.kind == "module":
             return ModTarget(ref.target)
+        if ref.kind == "guarded":  # the guarded import statement of that module, copied as written
+            assert ref.module is not None
+            return DefTarget(ref.module.module, ref.target.rsplit(".", 1)[-1])
         if ref.kind == "unresolved":
             return Missing(UNRESOLVED_NAME, ref.target)
         if ref.kind == "external":

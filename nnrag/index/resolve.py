@@ -18,9 +18,10 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .parse import COND_EXCEPT, COND_IF, COND_TYPE_CHECKING, KIND_ALIAS, KIND_ASSIGN, KIND_CLASS
+from .parse import COND_EXCEPT, COND_IF, COND_TRY, COND_TYPE_CHECKING, KIND_ALIAS, KIND_ASSIGN, KIND_CLASS
 
 _COND_RANK = {COND_TYPE_CHECKING: 0, COND_EXCEPT: 1, COND_IF: 2}
+_GUARDS = frozenset({COND_TRY, COND_EXCEPT, COND_IF})  # imports that may fail where they run
 _MAX_DEPTH = 64
 
 
@@ -47,6 +48,7 @@ class Binding(NamedTuple):
     module: str | None = None
     name: str | None = None
     definition: DefInfo | None = None
+    guarded: bool = False  # an import under try/except or if: it may fail, and its fallback counts
 
 
 @dataclass
@@ -66,7 +68,7 @@ class ModuleInfo:
 
 
 class Ref(NamedTuple):
-    """The meaning of a name: kind is class|function|assign|module|external|unresolved."""
+    """The meaning of a name: kind is class|function|assign|module|external|guarded|unresolved."""
 
     kind: str
     target: str  # dotted name (module.qualname for definitions), or the reason when unresolved
@@ -147,8 +149,14 @@ class Resolver:
                     # source; the assignment itself defines the name
                 return Ref(d.kind, f"{mod.module}.{d.qualname}", mod, d)
             if binding.kind == "module":
-                return self._module_ref(binding.module or "", mod.source_id)
-            return self.module_attr(binding.module or "", binding.name or "", mod.source_id, depth + 1)
+                ref = self._module_ref(binding.module or "", mod.source_id)
+            else:
+                ref = self.module_attr(binding.module or "", binding.name or "", mod.source_id, depth + 1)
+            if binding.guarded and ref.kind == "external":
+                # ``try: import pyg_lib`` re-exported: the guarded statement, with its fallback, is
+                # what the name means; importing the module unconditionally would fail where it is absent
+                return Ref("guarded", f"{mod.module}.{name}", mod)
+            return ref
         external_star = None
         for star in reversed(mod.stars):
             target = self.module(star, mod.source_id)
@@ -272,14 +280,14 @@ def load_modules(conn: sqlite3.Connection) -> list[ModuleInfo]:
         rank = _rank(cond, 1, lineno)
         if name is None:  # import a.b.c [as x]
             if asname:
-                bind(fid, asname, Binding("module", module=module), rank)
+                bind(fid, asname, Binding("module", module=module, guarded=cond in _GUARDS), rank)
             else:
                 head = module.split(".")[0]
-                bind(fid, head, Binding("module", module=head), rank)
+                bind(fid, head, Binding("module", module=head, guarded=cond in _GUARDS), rank)
             continue
         source_module = absolute_module(mod.module, mod.is_package, level, module)
         if name == "*":
             (mod.checking_stars if cond == COND_TYPE_CHECKING else mod.stars).append(source_module)
             continue
-        bind(fid, asname or name, Binding("from", module=source_module, name=name), rank)
+        bind(fid, asname or name, Binding("from", module=source_module, name=name, guarded=cond in _GUARDS), rank)
     return list(modules.values())
