@@ -87,7 +87,7 @@ class Extractor:
             self.names[other["id"]] = other["name"]
         modules = own + [m for m in everything if lent.get(m.module.split(".")[0]) == m.source_id]
         priority = {self.source_id: -1, **{o["id"]: o["priority"] for o in others}}
-        self.resolver = Resolver(modules, priority)
+        self.resolver = Resolver(modules, priority, guarded=True)
         self.infos: dict[str, ModuleInfo] = {}
         for m in modules:
             self.infos.setdefault(m.module, m)

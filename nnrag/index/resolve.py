@@ -94,7 +94,11 @@ def absolute_module(current: str, is_package: bool, level: int, module: str | No
 class Resolver:
     """Resolves names over an in-memory view of the index's modules."""
 
-    def __init__(self, modules: list[ModuleInfo], source_priority: dict[int, int]) -> None:
+    def __init__(self, modules: list[ModuleInfo], source_priority: dict[int, int], guarded: bool = False) -> None:
+        """``guarded``: a name another module binds by an optional import (under try/except or if)
+        resolves to that statement (``Ref("guarded")``), as the closure copies it, rather than to
+        what it imports (as discovery reads a base class)."""
+        self.guarded = guarded
         self.modules = modules
         self._by_name: dict[str, list[ModuleInfo]] = {}
         for m in sorted(modules, key=lambda m: (source_priority.get(m.source_id, 99), m.source_id, m.path)):
@@ -152,7 +156,7 @@ class Resolver:
                 ref = self._module_ref(binding.module or "", mod.source_id)
             else:
                 ref = self.module_attr(binding.module or "", binding.name or "", mod.source_id, depth + 1)
-            if binding.guarded and ref.kind == "external":
+            if self.guarded and binding.guarded and ref.kind == "external":
                 # ``try: import pyg_lib`` re-exported: the guarded statement, with its fallback, is
                 # what the name means; importing the module unconditionally would fail where it is absent
                 return Ref("guarded", f"{mod.module}.{name}", mod)
