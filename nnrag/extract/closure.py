@@ -362,16 +362,18 @@ class Extractor:
 
     def _namespace(self, mu: ModuleUnits, k: int, local: str, t: ModTarget) -> Namespace | Missing:
         """What a statement reads of a module it imports as ``local``: each ``local.attr`` as a copied
-        definition or an import. Used bare (passed around as a module) it cannot be replaced."""
+        definition or an import; where the module itself is used as a value, every definition it exports."""
         attrs: dict[str, Target] = {}
+        uses = chained = 0
         for node in ast.walk(mu.stmts[k].node):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == local:
+            if isinstance(node, ast.Name) and node.id == local:
+                uses += 1
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == local:
+                chained += 1
                 if node.attr not in attrs:
                     ref = self.resolver.module_attr(t.module, node.attr, self.source_id)
                     attrs[node.attr] = self._keep_import(self.from_ref(ref, node.attr), node.attr)
-        bare = sum(isinstance(n, ast.Name) and n.id == local for n in ast.walk(mu.stmts[k].node))
-        if bare > len([1 for n in ast.walk(mu.stmts[k].node)
-                       if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == local]):
+        if uses > chained:
             # used as a value (``vars(aggr)``, a registry read by introspection): every definition
             # the module exports (what it merely imports is left out)
             info = self.infos.get(t.module)

@@ -135,10 +135,10 @@ def build_library(
                 if retry:
                     report.harvest = retry_with_usage(db, workspace, gate, retry, report, progress)
                 if waiting and requirements == "install":
-                    report.requirements = validate_in_environments(db, workspace, waiting, gate.workers, gate.limits,
-                                                                   report, progress)
+                    report.requirements = validate_in_environments(db, workspace, waiting, corpus, gate.workers,
+                                                                   gate.limits, report, progress)
                 elif waiting:
-                    report.requirements = {"needs_install": needs_install(waiting)}
+                    report.requirements = {"needs_install": needs_install(waiting, corpus)}
         except KeyboardInterrupt:
             report.interrupted = True
         if scheduler and not report.interrupted:

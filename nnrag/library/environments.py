@@ -38,11 +38,11 @@ def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = froz
     return distribution_for(top) if top and top not in corpus and not installed(top) else None
 
 
-def needs_install(waiting: list[tuple[records.Candidate, ValidationRecord]]) -> dict[str, int]:
+def needs_install(waiting: list[tuple[records.Candidate, ValidationRecord]], corpus: frozenset[str]) -> dict[str, int]:
     """Blocks per missing distribution, most wanted first (what ``--requirements install`` would add)."""
     counts: dict[str, int] = {}
     for _, record in waiting:
-        dist = missing_distribution(record)  # waiting holds only blocks missing a distribution
+        dist = missing_distribution(record, corpus)
         if dist:
             counts[dist] = counts.get(dist, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -55,20 +55,21 @@ def corpus_packages(db: Database) -> frozenset[str]:
 
 
 def validate_in_environments(db: Database, workspace: Workspace, waiting: list[tuple[records.Candidate, ValidationRecord]],
-                             workers: int, limits: Limits, report: BuildReport,
+                             corpus: frozenset[str], workers: int, limits: Limits, report: BuildReport,
                              progress: ProgressFn | None) -> dict[str, object]:
     """Check each waiting block in the environment of its missing requirements; a set pip cannot
     install leaves its blocks ``missing-dependency`` with pip's reason."""
-    corpus = corpus_packages(db)
     queue: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
     for candidate, first in waiting:
-        queue.setdefault((str(missing_distribution(first)),), []).append((candidate, first))
+        dist = missing_distribution(first, corpus)
+        if dist:  # the build waits only blocks that miss one
+            queue.setdefault((dist,), []).append((candidate, first))
     made, rescued, done = 0, 0, 0
     failed: dict[str, str] = {}
 
-    def settle(candidate: records.Candidate, verdict: records.Verdict, ok: bool, code: str | None) -> None:
+    def settle(verdict: records.Verdict) -> None:
         records.save(db.conn, workspace, verdict)
-        report.count(candidate.ref.source, ok, code)
+        report.count(verdict.source, verdict.status == "validated", verdict.code)
 
     for round_ in range(_ROUNDS):
         later: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
@@ -78,7 +79,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                 failed[" ".join(requirements)] = env.error or "unknown"
                 for candidate, last in items:
                     why = f"{last.message} (pip cannot install {', '.join(requirements)}: {env.error})"
-                    settle(candidate, candidate.verdict(replace(last, message=why[:2000])), False, last.code)
+                    settle(candidate.verdict(replace(last, message=why[:2000])))
                 continue
             made += 1
             with Gate(workers, limits, python=env.python) as gate:
@@ -89,7 +90,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                         continue
                     verdict = candidate.verdict(record)
                     verdict.record["environment"] = list(requirements)
-                    settle(candidate, verdict, record.ok, record.code)
+                    settle(verdict)
                     rescued += record.ok
                     done += 1
                     if progress:
