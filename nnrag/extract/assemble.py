@@ -9,9 +9,10 @@ and every reference is rewritten with LibCST; only statements that need it are r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Sequence
 
 from .._version import __version__
-from .plan import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, ModTarget, Namespace, Target
+from .plan import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, ModTarget, Namespace, Target, UnitKey, UnitPlan
 from .requirements import Requirement, is_stdlib, modules_in, requirements_of
 
 
@@ -59,19 +60,57 @@ def _module_hint(module: str) -> str:
 
 def assemble(closure: Closure, provenance: Provenance, lenders: tuple[Provenance, ...] = ()) -> Assembled:
     """The standalone file of a closure; ``lenders``: the other sources it copied code from."""
-    units = closure.units
-    top_key = closure.targets[DefTarget(closure.module, closure.qualname.split(".")[0])][0]
+    top = DefTarget(closure.module, closure.qualname.split(".")[0])
+    rendered = render(closure.units, closure.order, closure.future, first=closure.targets[top][0], home=closure.module)
+    name = rendered.names[top]
+    header = _header(closure, provenance, lenders, rendered.requirements, name)
+    class_name = name + closure.qualname[len(top.name) :]
+    return Assembled(header + "\n" + rendered.code, class_name, rendered.requirements, rendered.renames)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    code: str  # imports and statements, without a header
+    names: dict[DefTarget, str]  # each definition's name in the file
+    requirements: tuple[Requirement, ...]
+    renames: dict[str, str]  # "module.name" -> new name, for the definitions renamed
+
+
+def references(plan: UnitPlan) -> Iterator[Target]:
+    """Every target a copied statement refers to, also through attribute chains and rewritten imports."""
+    yield from plan.refs.values()
+    yield from (t for t, _ in plan.chains.values())
+    for *_, pairs in plan.rewrites:
+        for _, t in pairs:
+            yield t
+            if isinstance(t, Namespace):
+                yield from (attr for _, attr in t.attrs)
+
+
+def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: set[str], *,
+           first: UnitKey | None = None, home: str | None = None,
+           provided: Mapping[DefTarget, str] | None = None, helpers: str = "") -> Rendered:
+    """The statements ``order`` of ``units`` as one module: imports grouped, colliding names renamed.
+
+    ``first``: the statement whose names win collisions (the block's); ``home``: the block's module,
+    whose definitions may shadow builtins. Definitions the statements need but do not bind come from
+    ``provided`` (their names in the module ``helpers`` of the same package) by a relative import.
+    """
+    provided = provided or {}
     # Every name a copied statement binds is part of the one namespace, needed or not.
     defs: list[DefTarget] = []
-    for key in [top_key] + [k for k in reversed(closure.order) if k != top_key]:
+    for key in ([first] if first is not None else []) + [k for k in reversed(order) if k != first]:
         for name in sorted(units[key].binds):
             t = DefTarget(key[0], name)
             if t not in defs:
                 defs.append(t)
-    ns = _Namespace(set().union(*(p.builtins for p in units.values())) - {d.name for d in defs if d.module == closure.module})
+    ns = _Namespace(set().union(*(units[k].builtins for k in order)) - {d.name for d in defs if d.module == home})
     out_def = {d: ns.claim(d.name, d, _module_hint(d.module)) for d in defs}
+    wanted = {t for k in order for t in references(units[k]) if isinstance(t, DefTarget) and t not in out_def}
+    out_local = {t: ns.claim(provided[t], t, _module_hint(t.module)) for t in sorted(wanted)}
+    out_def.update(out_local)
     out_ext: dict[ExtImport, str] = {}
-    for imp in sorted(closure.imports, key=ExtImport.render):
+    for imp in sorted(set().union(*(units[k].imports for k in order)), key=ExtImport.render):
         out_ext[imp] = ns.claim(imp.binds, ("ext", _meaning(imp)), _module_hint(imp.module if imp.name else imp.top))
 
     def out_name(t: Target) -> str | None:
@@ -83,7 +122,7 @@ def assemble(closure: Closure, provenance: Provenance, lenders: tuple[Provenance
 
     bodies: list[str] = []
     renames_done: dict[str, str] = {}
-    for key in closure.order:
+    for key in order:
         plan = units[key]
         renames = {}
         for name, t in plan.refs.items():
@@ -114,20 +153,17 @@ def assemble(closure: Closure, provenance: Provenance, lenders: tuple[Provenance
             import_lines.add(imp.render(asname=name))
     stdlib = sorted((line for line in import_lines if is_stdlib(line.split()[1].split(".")[0])), key=_import_order)
     third = sorted(import_lines - set(stdlib), key=_import_order)
+    local = sorted(f"from .{helpers} import {provided[t]}" + (f" as {name}" if name != provided[t] else "")
+                   for t, name in out_local.items())
 
     body = "\n\n".join(bodies)
     sections = []
-    if closure.future:
-        sections.append("".join(f"from __future__ import {f}\n" for f in sorted(closure.future)))
-    if stdlib:
-        sections.append("\n".join(stdlib) + "\n")
-    if third:
-        sections.append("\n".join(third) + "\n")
-    code_wo_header = "\n".join(sections) + ("\n\n" if sections else "") + body
+    if future:
+        sections.append("".join(f"from __future__ import {f}\n" for f in sorted(future)))
+    sections += ["\n".join(group) + "\n" for group in (stdlib, third, local) if group]
+    code = "\n".join(sections) + ("\n\n" if sections else "") + body
     requirements = tuple(requirements_of(set().union(*map(modules_in, [*import_lines, *bodies]))))
-    header = _header(closure, provenance, lenders, requirements, out_def[DefTarget(closure.module, closure.qualname.split(".")[0])])
-    class_name = out_def[DefTarget(closure.module, closure.qualname.split(".")[0])] + closure.qualname[len(closure.qualname.split(".")[0]) :]
-    return Assembled(header + "\n" + code_wo_header, class_name, requirements, renames_done)
+    return Rendered(code, out_def, requirements, renames_done)
 
 
 def _import_order(line: str) -> tuple[str, bool, str]:

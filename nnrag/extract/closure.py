@@ -248,7 +248,6 @@ class Extractor:
         top = DefTarget(module, qualname.split(".")[0])
         targets: dict[DefTarget, list[UnitKey]] = {}
         units: dict[UnitKey, UnitPlan] = {}
-        imports: set[ExtImport] = set()
         issues: list[ClosureIssue] = []
         pending: list[UnitKey] = []
 
@@ -279,7 +278,7 @@ class Extractor:
                         if dep != _key:
                             (_plan.early if early else _plan.late).add(dep)
                 elif isinstance(t, ExtImport):
-                    imports.add(t)
+                    _plan.imports.add(t)
 
             for name in sorted(names.early | names.late | names.soft):
                 t = self.bind(mu, name)
@@ -302,7 +301,7 @@ class Extractor:
                     for chain in sorted(c for c in names.chains if c.split(".", 1)[0] == name):
                         resolved = self._chain(mu, chain)
                         if t.fallback is not None and isinstance(resolved[0], (ExtImport, Missing)):
-                            imports.add(t.fallback)
+                            plan.imports.add(t.fallback)
                             continue
                         if isinstance(resolved[0], Missing):
                             issue(chain, resolved[0])
@@ -322,10 +321,10 @@ class Extractor:
                         if isinstance(t, Missing):
                             issue(local, t)
                             continue
-                        imports.add(NAMESPACE_IMPORT)
+                        plan.imports.add(NAMESPACE_IMPORT)
                         for _, attr_target in t.attrs:
                             if isinstance(attr_target, ExtImport):
-                                imports.add(attr_target)
+                                plan.imports.add(attr_target)
                             else:
                                 link(attr_target, False)
                     elif isinstance(t, DefTarget):
@@ -341,8 +340,8 @@ class Extractor:
         used = {k[0] for k in units}
         files = {self.file_of(m): self.sha1_of(m) for m in sorted(used)}
         future = set().union(*(self.units_of(m).future for m in {k[0] for k in units}))
-        return Closure(self.source, module, qualname, units, order, imports, targets, issues, files, future, cyclic,
-                       self.lenders(used))
+        return Closure(self.source, module, qualname, units, order, targets, issues, files, future, cyclic,
+                       self.lenders(used), {m: self.names[self.infos[m].source_id] for m in sorted(used)})
 
     def _chain(self, mu: ModuleUnits, chain: str) -> tuple[Target, str]:
         parts = chain.split(".")

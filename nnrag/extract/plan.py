@@ -99,6 +99,7 @@ class UnitPlan:
     rewrites: list[tuple[int, int, str, list[tuple[str, Target]]]] = field(default_factory=list)
     early: set[UnitKey] = field(default_factory=set)
     late: set[UnitKey] = field(default_factory=set)
+    imports: set[ExtImport] = field(default_factory=set)  # the import statements it needs
 
 
 @dataclass
@@ -108,10 +109,14 @@ class Closure:
     qualname: str
     units: dict[UnitKey, UnitPlan]
     order: list[UnitKey]
-    imports: set[ExtImport]
     targets: dict[DefTarget, list[UnitKey]]
     issues: list[ClosureIssue]
     files: dict[str, str]  # path -> sha1 of every contributing file
     future: set[str]
     cyclic: bool = False
     lenders: list[str] = field(default_factory=list)  # other sources whose code was copied
+    module_sources: dict[str, str] = field(default_factory=dict)  # copied module -> its source
+
+    @property
+    def imports(self) -> set[ExtImport]:
+        return set().union(*(p.imports for p in self.units.values()))
