@@ -26,6 +26,7 @@ from .errors import (
     NnragError,
     NotFoundError,
     SourceError,
+    VendorError,
 )
 from .progress import ProgressFn
 from .workspace import Workspace
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from .index.indexer import IndexReport
     from .lemur.register import Registration, Setup
     from .library.report import BuildReport
+    from .library.vendor import VendorReport
     from .search.index import Hit, Method, SearchIndex, SyncReport
     from .sources.spec import SourceSpec
     from .specs.model import BlockSpec
@@ -127,6 +129,32 @@ def extract(name: str, *, source: str | None = None, prefer: str = "installed",
     from .extract.block import extract_block
 
     return extract_block(Workspace.resolve(home), name, source, prefer)
+
+
+def vendor(
+    names: Sequence[str],
+    into: PathLike,
+    *,
+    package: str | None = None,
+    source: str | None = None,
+    prefer: str = "installed",
+    check: bool = True,
+    limits: "Limits | None" = None,
+    home: PathLike | None = None,
+    progress: ProgressFn | None = None,
+) -> "VendorReport":
+    """Write blocks into a package of your project: a module per block, one ``_shared.py`` holding
+    what several need (written once, imported relatively), ``__init__.py``, ``NOTICE`` and
+    ``requirements.txt``. ``into`` is the package folder, or with ``package`` (dotted) the folder
+    that holds it. Blocks vendored there before are kept. With ``check``, each block then goes
+    through the gate imported from the package."""
+    from pathlib import Path
+
+    from .extract.closure import check_prefer
+    from .library.vendor import vendor_blocks
+
+    return vendor_blocks(Workspace.resolve(home), names, Path(into), package=package, source=source,
+                         prefer=check_prefer(prefer), check=check, limits=limits, progress=progress)
 
 
 def validate(
@@ -415,6 +443,7 @@ __all__ = [
     "NotFoundError",
     "AmbiguousBlockError",
     "LLMNotConfigured",
+    "VendorError",
     "library_entries",
     "read_names",
     "limits",
@@ -432,6 +461,7 @@ __all__ = [
     "forget",
     "stats",
     "extract",
+    "vendor",
     "validate",
     "build",
     "report",

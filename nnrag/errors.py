@@ -86,6 +86,10 @@ class AmbiguousBlockError(NotFoundError):
         return (type(self), (self.name, self.candidates))
 
 
+class VendorError(NnragError):
+    """Blocks cannot be written into the package folder asked for."""
+
+
 class LLMNotConfigured(ConfigError):
     """No chat model is configured; the message names every way to configure one."""
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import nnrag
-from conftest import FIXTURES, search_limits
+from conftest import FIXTURES, run_cli, search_limits
 
 RUN = """
 import sys, torch
@@ -70,3 +71,73 @@ def test_cross_source_blocks_pass_the_gate_and_prefer_installed_keeps_the_import
     assert "class ConvBN" in copied.code
     with pytest.raises(nnrag.ConfigError, match="prefer must be one of installed, corpus"):
         nnrag.extract("DetHead", prefer="nowhere", home=home)
+
+
+SHARED = '''import torch.nn as nn
+
+
+def make_divisible(v: int, divisor: int = 8) -> int:
+    return max(divisor, int(v + divisor / 2) // divisor * divisor)
+
+
+class ConvBN(nn.Module):
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(cin, make_divisible(cout), 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(make_divisible(cout))
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+'''
+
+RUN_VENDORED = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from mypkg.layers import ConvBN, DetHead, _shared, det_head
+assert det_head.ConvBN is _shared.ConvBN is ConvBN
+print(tuple(DetHead()(torch.randn(2, 16, 8, 8)).shape), tuple(ConvBN(3, 4)(torch.randn(1, 3, 4, 4)).shape))
+"""
+
+
+def _body(path: Path) -> str:
+    """A written module without its comment header."""
+    return path.read_text().split("\n\n", 1)[1]
+
+
+def test_vendored_blocks_write_shared_definitions_once_and_import_from_a_fresh_folder(
+        two_sources: tuple[Path, dict[str, Path]], tmp_path: Path) -> None:
+    home, _ = two_sources
+    project = tmp_path / "project"
+    report = nnrag.vendor(["DetHead", "ConvBN"], project, package="mypkg.layers", home=home)
+    # each block passed the gate imported from the written package
+    assert [(b.module, b.class_name, b.ok) for b in report.blocks] == [
+        ("mypkg.layers.det_head", "DetHead", True), ("mypkg.layers.conv_bn", "ConvBN", True)]
+    folder = project / "mypkg" / "layers"
+    assert (project / "mypkg" / "__init__.py").read_text() == ""
+    assert report.shared == 2 and _body(folder / "_shared.py") == SHARED
+    assert _body(folder / "conv_bn.py") == "from ._shared import ConvBN\n"
+    det = (folder / "det_head.py").read_text()
+    assert "from ._shared import ConvBN\n" in det and "def hard_swish(" in det and "class ConvBN" not in det
+    assert "# also from: lender_repo (local " in det
+    notice = (folder / "NOTICE").read_text()
+    assert "block:    borrower_repo:app.heads.DetHead" in notice and "also from: lender_repo" in notice
+    assert "file:     lender_repo:baselib/ops.py  sha1:" in notice
+    assert (folder / "requirements.txt").read_text().splitlines()[1].startswith("torch==")
+    # the package alone, from a folder that holds nothing else, under an isolated interpreter
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-I", "-c", RUN_VENDORED, str(project)], capture_output=True, text=True,
+                          cwd=fresh, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "(2, 5, 8, 8) (1, 8, 4, 4)"
+    # vendoring again keeps what the folder already holds; a file nnrag did not write is never replaced
+    again = run_cli("vendor", "ConvBN", "--into", str(folder), "--no-check", "--json", "--home", str(home))
+    assert [b["block_id"] for b in json.loads(again.stdout)["blocks"]] == [
+        "borrower_repo:app.heads.DetHead", "lender_repo:baselib.layers.ConvBN"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "conv_bn.py").write_text("# my own\n")
+    with pytest.raises(nnrag.VendorError, match="conv_bn.py exists and was not written by nnrag"):
+        nnrag.vendor(["ConvBN"], mine, home=home, check=False)
+    assert (mine / "conv_bn.py").read_text() == "# my own\n"

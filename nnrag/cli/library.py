@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 import nnrag
@@ -193,6 +194,44 @@ def extract(
     if not result.ok:
         raise typer.Exit(1)
 
+
+@app.command()
+def vendor(
+    names: Annotated[list[str], typer.Argument(help="Blocks: Name, module.Name, or source:module.Name.")],
+    into: Annotated[Path, typer.Option("--into", help="Package folder to write (or, with --package, the folder holding it).")],
+    package: Annotated[Optional[str], typer.Option("--package", help="Dotted package name under --into (default: --into is the package).")] = None,
+    source: Annotated[Optional[str], typer.Option("--source", help="Source to take the blocks from.")] = None,
+    prefer: PreferOpt = "installed",
+    check: Annotated[bool, typer.Option("--check/--no-check", help="Run each vendored block through the gate.")] = True,
+    timeout: TimeoutOpt = None,
+    memory_mb: MemoryOpt = None,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write blocks into a package of your project, shared definitions once, with NOTICE and requirements."""
+    setup_logging(False)
+    with errors(), progress_bar(True) as progress:
+        report = nnrag.vendor(names, into, package=package, source=source, prefer=prefer, check=check,
+                              limits=nnrag.limits(timeout, memory_mb), home=home, progress=progress)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        table = Table(title=f"Vendored into {report.folder}", title_justify="left")
+        for col in ("block", "module", "class", "gate"):
+            table.add_column(col)
+        for b in report.blocks:
+            verdict = "not checked" if b.ok is None else ("[green]pass[/]" if b.ok else f"[red]{b.code}[/]")
+            table.add_row(escape(b.block_id), b.module, b.class_name, verdict)
+        out.print(table)
+        out.print(f"{report.shared} shared statements in _shared.py; requires {', '.join(report.requirements) or 'nothing'}",
+                  highlight=False)
+        for s in report.skipped:
+            err.print(f"[yellow]skipped[/] {escape(s['name'])}: {escape(s['reason'])}", highlight=False)
+        for b in report.blocks:
+            if b.ok is False:
+                err.print(f"[red]{escape(b.block_id)}[/] {b.code}: {escape(b.message or '')}", highlight=False)
+    if report.skipped or any(b.ok is False for b in report.blocks):
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -63,9 +63,9 @@ def assemble(closure: Closure, provenance: Provenance, lenders: tuple[Provenance
     top = DefTarget(closure.module, closure.qualname.split(".")[0])
     rendered = render(closure.units, closure.order, closure.future, first=closure.targets[top][0], home=closure.module)
     name = rendered.names[top]
-    header = _header(closure, provenance, lenders, rendered.requirements, name)
+    header_text = header(closure, provenance, lenders, rendered.requirements, name)
     class_name = name + closure.qualname[len(top.name) :]
-    return Assembled(header + "\n" + rendered.code, class_name, rendered.requirements, rendered.renames)
+    return Assembled(header_text + "\n" + rendered.code, class_name, rendered.requirements, rendered.renames)
 
 
 @dataclass(frozen=True)
@@ -89,12 +89,14 @@ def references(plan: UnitPlan) -> Iterator[Target]:
 
 def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: set[str], *,
            first: UnitKey | None = None, home: str | None = None,
-           provided: Mapping[DefTarget, str] | None = None, helpers: str = "") -> Rendered:
+           provided: Mapping[DefTarget, str] | None = None, helpers: str = "",
+           exports: Sequence[DefTarget] = ()) -> Rendered:
     """The statements ``order`` of ``units`` as one module: imports grouped, colliding names renamed.
 
     ``first``: the statement whose names win collisions (the block's); ``home``: the block's module,
     whose definitions may shadow builtins. Definitions the statements need but do not bind come from
-    ``provided`` (their names in the module ``helpers`` of the same package) by a relative import.
+    ``provided`` (their names in the module ``helpers`` of the same package) by a relative import,
+    as do the ``exports`` the module must bind without holding their statements.
     """
     provided = provided or {}
     # Every name a copied statement binds is part of the one namespace, needed or not.
@@ -107,6 +109,7 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
     ns = _Namespace(set().union(*(units[k].builtins for k in order)) - {d.name for d in defs if d.module == home})
     out_def = {d: ns.claim(d.name, d, _module_hint(d.module)) for d in defs}
     wanted = {t for k in order for t in references(units[k]) if isinstance(t, DefTarget) and t not in out_def}
+    wanted |= {t for t in exports if t not in out_def}
     out_local = {t: ns.claim(provided[t], t, _module_hint(t.module)) for t in sorted(wanted)}
     out_def.update(out_local)
     out_ext: dict[ExtImport, str] = {}
@@ -143,7 +146,12 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
         bodies.append(text.rstrip("\n") + "\n")
 
     import_lines = set()
+    bound: set[tuple[str, str]] = set()
     for imp, name in out_ext.items():
+        if imp.name is not None or imp.asname:  # one statement per object bound (not ``import a.b``,
+            if (_meaning(imp), name) in bound:  # which also loads a.b)
+                continue
+            bound.add((_meaning(imp), name))
         if name == imp.binds:
             import_lines.add(imp.render())
         elif imp.name is None and not imp.asname:
@@ -161,7 +169,7 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
     if future:
         sections.append("".join(f"from __future__ import {f}\n" for f in sorted(future)))
     sections += ["\n".join(group) + "\n" for group in (stdlib, third, local) if group]
-    code = "\n".join(sections) + ("\n\n" if sections else "") + body
+    code = "\n".join(sections) + ("\n\n" if sections and body else "") + body
     requirements = tuple(requirements_of(set().union(*map(modules_in, [*import_lines, *bodies]))))
     return Rendered(code, out_def, requirements, renames_done)
 
@@ -193,8 +201,8 @@ def _apply_rewrites(text: str, rewrites: list, out_name) -> str:  # type: ignore
     return "".join(lines)
 
 
-def _header(closure: Closure, prov: Provenance, lenders: tuple[Provenance, ...], requirements: tuple[Requirement, ...],
-            name: str) -> str:
+def header(closure: Closure, prov: Provenance, lenders: tuple[Provenance, ...], requirements: tuple[Requirement, ...],
+            name: str, note: str = "a standalone copy of the definitions this block needs") -> str:
     lines = [
         f"# nnrag block: {closure.source}:{closure.module}.{closure.qualname}",
         f"# class: {name}",
@@ -206,5 +214,5 @@ def _header(closure: Closure, prov: Provenance, lenders: tuple[Provenance, ...],
     lines += [f"#   {path}  sha1:{sha1}" for path, sha1 in sorted(closure.files.items())]
     reqs = ", ".join(r.pep508 for r in requirements) or "none"
     lines.append(f"# requirements: {reqs}")
-    lines.append(f"# extracted by nnrag {__version__}: a standalone copy of the definitions this block needs")
+    lines.append(f"# extracted by nnrag {__version__}: {note}")
     return "\n".join(lines) + "\n"

@@ -52,18 +52,18 @@ class Extractors:
         self._by_source: dict[str, tuple[Extractor, Provenance]] = {}
         self._provenance: dict[str, Provenance] = {}
 
-    def _of(self, source: str) -> Provenance:
+    def provenance_of(self, source: str) -> Provenance:
         if source not in self._provenance:
             self._provenance[source] = provenance(self.conn, source)
         return self._provenance[source]
 
     def extract(self, ref: BlockRef) -> tuple[Closure, Assembled | None, float]:
         if ref.source not in self._by_source:
-            self._by_source[ref.source] = (Extractor(self.conn, ref.source, self.prefer), self._of(ref.source))
+            self._by_source[ref.source] = (Extractor(self.conn, ref.source, self.prefer), self.provenance_of(ref.source))
         extractor, prov = self._by_source[ref.source]
         started = time.perf_counter()
         closure = extractor.closure(ref.module, ref.name_in_module)
-        lenders = tuple(self._of(s) for s in closure.lenders)
+        lenders = tuple(self.provenance_of(s) for s in closure.lenders)
         assembled = None if closure.issues else assemble(closure, prov, lenders)
         return closure, assembled, time.perf_counter() - started
 

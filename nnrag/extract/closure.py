@@ -341,7 +341,7 @@ class Extractor:
         files = {self.file_of(m): self.sha1_of(m) for m in sorted(used)}
         future = set().union(*(self.units_of(m).future for m in {k[0] for k in units}))
         return Closure(self.source, module, qualname, units, order, targets, issues, files, future, cyclic,
-                       self.lenders(used), {m: self.names[self.infos[m].source_id] for m in sorted(used)})
+                       self.lenders(used), {m: self.names[self.infos[m].source_id] for m in sorted(used)}, functions)
 
     def _chain(self, mu: ModuleUnits, chain: str) -> tuple[Target, str]:
         parts = chain.split(".")

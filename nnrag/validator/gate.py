@@ -163,8 +163,10 @@ class Gate:
         return self._started > 0
 
     def check_code(self, code: str, class_name: str | None = None, filename: str = "candidate.py",
-                   hints: list[dict[str, Any]] | None = None, limits: Limits | None = None) -> ValidationRecord:
-        """Run every stage on ``code``; ``hints`` are recorded usages of the class to try first."""
+                   hints: list[dict[str, Any]] | None = None, limits: Limits | None = None,
+                   paths: Sequence[str] = ()) -> ValidationRecord:
+        """Run every stage on ``code``; ``hints`` are recorded usages of the class to try first;
+        ``paths`` are folders the candidate may import from (a vendored package's parent)."""
         started = time.perf_counter()
         # Parse and compile run in the worker, beside its fork, so this process (one thread per
         # worker, one GIL) stays free; before any worker is up they run here, so code that cannot
@@ -174,6 +176,8 @@ class Gate:
         request = {"code": code, "filename": filename, "class_name": class_name, "limits": asdict(limits or self.limits)}
         if hints:
             request["hints"] = hints
+        if paths:
+            request["paths"] = [str(Path(p).resolve()) for p in paths]
         try:
             return ValidationRecord.from_dict(self._send(request))
         except WorkerDied as e:

@@ -73,6 +73,9 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
             os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
             return
         try:
+            if request.get("paths"):  # read-only for the candidate: no bytecode written beside the sources
+                sys.dont_write_bytecode = True
+                sys.path[:0] = request["paths"]
             filename = request.get("filename") or "candidate.py"
             probe.run(folder / filename, request.get("class_name"), result, lambda stage: _progress(report_fd, stage),
                       request.get("hints"), compiled)
