@@ -223,8 +223,9 @@ def vendor(
             verdict = "not checked" if b.ok is None else ("[green]pass[/]" if b.ok else f"[red]{b.code}[/]")
             table.add_row(escape(b.block_id), b.module, b.class_name, verdict)
         out.print(table)
-        out.print(f"{report.shared} shared statements in _shared.py; requires {', '.join(report.requirements) or 'nothing'}",
-                  highlight=False)
+        optional = f"; optional: {', '.join(report.optional)}" if report.optional else ""
+        out.print(f"{report.shared} shared statements in _shared.py; requires {', '.join(report.requirements) or 'nothing'}"
+                  f"{optional}", highlight=False)
         for s in report.skipped:
             err.print(f"[yellow]skipped[/] {escape(s['name'])}: {escape(s['reason'])}", highlight=False)
         for b in report.blocks:

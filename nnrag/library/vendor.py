@@ -45,7 +45,8 @@ class VendorReport:
     skipped: list[dict[str, str]] = field(default_factory=list)  # {"name", "reason"}
     shared: int = 0
     files: list[str] = field(default_factory=list)
-    requirements: list[str] = field(default_factory=list)
+    requirements: list[str] = field(default_factory=list)  # pinned to the versions installed here
+    optional: list[str] = field(default_factory=list)  # imported only if present (not installed here)
 
     @property
     def passed(self) -> int:
@@ -132,7 +133,8 @@ def vendor_blocks(workspace: Workspace, names: Sequence[str], into: Path, *, pac
         _write(folder, root, package, files, previous["files"])  # type: ignore[arg-type]
         report.shared = package_files.shared
         report.files = sorted(files)
-        report.requirements = list(package_files.requirements)
+        report.requirements = [r for r in package_files.requirements if "==" in r]
+        report.optional = [r for r in package_files.requirements if "==" not in r]
         hints = {m.block_id: usage.hints(db.conn, m.source, m.block_id.split(":", 1)[1]) for m in package_files.members}
     verdicts = _check(package_files.members, package, root, hints, limits, progress) if check else {}
     for m in package_files.members:
