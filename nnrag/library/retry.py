@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..db import Database
 from ..progress import ProgressFn
-from ..validator.record import GATE_VERSION, ValidationRecord
+from ..validator.record import GATE_VERSION, Limits, ValidationRecord
 from ..validator.usage import runs as usage
 from ..workspace import Workspace
 from . import records
@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 AWAITING_USAGE = GATE_VERSION + "-guess"
 # Failures that recorded arguments or inputs may fix.
 RETRY_CODES = {"constructor-args", "input-inference", "runtime-error", "timeout", "memory", "backward-error"}
+
+
+def retry_limits(limits: Limits) -> Limits:
+    """Recorded usage builds models at their real size (a detection model resizes to 800 px): more time."""
+    return replace(limits, timeout_s=limits.timeout_s * 3, cpu_s=limits.cpu_s * 3)
 
 
 def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate",
@@ -45,9 +50,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate",
             records.save(db.conn, workspace, candidate.verdict(first))
             report.count(candidate.ref.source, False, first.code)
     rescued = 0
-    # recorded usage builds models at their real size (a detection model resizes to 800 px): more time
-    limits = replace(gate.limits, timeout_s=gate.limits.timeout_s * 3, cpu_s=gate.limits.cpu_s * 3)
-    for done, ((candidate, first), record) in enumerate(gate.check_many(items, limits), 1):
+    for done, ((candidate, first), record) in enumerate(gate.check_many(items, retry_limits(gate.limits)), 1):
         best = record if record.ok else first
         records.save(db.conn, workspace, candidate.verdict(best))
         report.count(candidate.ref.source, best.ok, best.code)

@@ -24,6 +24,7 @@ from ..progress import ProgressFn
 from ..validator.record import Limits, ValidationRecord
 from ..validator.usage import runs as usage
 from ..workspace import Workspace
+from .retry import RETRY_CODES, retry_limits
 
 
 @dataclass(frozen=True)
@@ -155,9 +156,14 @@ def _check(members: Sequence[Member], package: str, root: Path, hints: dict[str,
     with Gate(1, limits) as gate:
         for done, m in enumerate(members, 1):
             top = m.class_name.split(".")[0]
-            code = f"from {package}.{m.module} import {top}\n"
-            verdicts[m.block_id] = gate.check_code(code, m.class_name, f"check_{m.module}.py",
-                                                   hints=hints.get(m.block_id) or None, paths=[str(root)])
+            # the module's names too: recorded usage may build arguments from its helpers
+            code = f"from {package}.{m.module} import *  # noqa: F403\nfrom {package}.{m.module} import {top}\n"
+            record = gate.check_code(code, m.class_name, f"check_{m.module}.py", paths=[str(root)])
+            if not record.ok and record.code in RETRY_CODES and hints.get(m.block_id):  # as the build does
+                retried = gate.check_code(code, m.class_name, f"check_{m.module}.py", hints=hints[m.block_id],
+                                          limits=retry_limits(gate.limits), paths=[str(root)])
+                record = retried if retried.ok else record
+            verdicts[m.block_id] = record
             if progress:
                 progress("validate", done, len(members))
     return verdicts
