@@ -218,6 +218,38 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return x * 2 if WITH_SCATTER else x
         """}, "ExceptAs", ["WITH_SCATTER,e,torch_scatter", "ExceptAs"], {"import torch.nn as nn", "import warnings"}),
+    # torch_geometric.typing / edge_index: `e` bound by two try statements and a dict filled by
+    # successive subscripts; each statement needs the earlier ones only (no cycle), so the class a
+    # later NamedTuple annotates with at class creation still comes first
+    "rebound_names": ({"m.py": """
+        import warnings
+        from typing import NamedTuple, Optional
+        import torch.nn as nn
+        try:
+            import torch_scatter
+            WITH_SCATTER = True
+        except ImportError as e:
+            warnings.warn(f"no torch_scatter: {e}")
+            WITH_SCATTER = False
+        try:
+            import torch_sparse
+            WITH_SPARSE = True
+        except ImportError as e:
+            warnings.warn(f"no torch_sparse: {e}")
+            WITH_SPARSE = False
+        urls = {}
+        urls["a"] = "https://example.org/a.pt"
+        urls["b"] = urls["a"].replace("a", "b")
+        class Edge(nn.Module):
+            def forward(self, x):
+                return x if WITH_SCATTER or WITH_SPARSE else x * len(urls)
+            def sort(self) -> 'SortReturn':
+                return SortReturn(self, None)
+        class SortReturn(NamedTuple):
+            values: Edge
+            indices: Optional[int]
+        """}, "Edge", ["WITH_SCATTER,e,torch_scatter", "WITH_SPARSE,e,torch_sparse", "urls", "", "", "Edge", "SortReturn"],
+        {"import torch.nn as nn", "import warnings", "from typing import NamedTuple", "from typing import Optional"}),
     # a counter the block bumps through `global`
     "global_counter": ({"m.py": """
         import torch.nn as nn

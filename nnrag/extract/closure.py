@@ -274,8 +274,12 @@ class Extractor:
 
             def link(t: Target, early: bool, _key: UnitKey = key, _plan: UnitPlan = plan) -> None:
                 if isinstance(t, DefTarget):
-                    for dep in want(t):
-                        if dep != _key:
+                    # a name the statement binds or fills itself (``except ImportError as e``,
+                    # ``urls["a"] = ...``) means that binding or an earlier one, never a later one
+                    deps = want(t)
+                    own = _key in deps or (t.module == _key[0] and t.name in _plan.binds)
+                    for dep in deps:
+                        if dep != _key and not (own and dep[1] > _key[1]):
                             (_plan.early if early else _plan.late).add(dep)
                 elif isinstance(t, ExtImport):
                     _plan.imports.add(t)
