@@ -440,3 +440,17 @@ def test_closure(cases_home: Path, case: str) -> None:
     assert block.split(".")[0] in namespace
     if case == "lazy_module_as_registry":  # the registry still finds its classes
         assert type(namespace["UsesRegistry"]().agg).__name__ == "SumAggregation"  # type: ignore[operator]
+
+
+def test_a_definition_time_cycle_keeps_its_statements_in_place_and_orders_the_rest() -> None:
+    from nnrag.extract.order import order_units
+    from nnrag.extract.plan import UnitPlan
+
+    def plan(pos: int, early: set[int]) -> UnitPlan:
+        return UnitPlan(("m", pos), "", frozenset(), early={("m", e) for e in early})
+
+    # 3 and 4 need each other at definition time; 5 needs the cycle, 1 needs 2 (written later)
+    units = {("m", 1): plan(1, {2}), ("m", 2): plan(2, set()), ("m", 3): plan(3, {4, 2}), ("m", 4): plan(4, {3}),
+             ("m", 5): plan(5, {4}), ("m", 0): plan(0, {5})}
+    order, cyclic = order_units(units, ("m", 0))
+    assert cyclic and [k[1] for k in order] == [2, 1, 3, 4, 5, 0]

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import heapq
 from graphlib import CycleError, TopologicalSorter
+from typing import Any, Callable, TypeVar
 
 from .plan import UnitKey, UnitPlan
+
+T = TypeVar("T")
 
 
 def _runs_at_import(units: dict[UnitKey, UnitPlan], functions: set[UnitKey]) -> dict[UnitKey, set[UnitKey]]:
@@ -58,19 +61,77 @@ def order_units(units: dict[UnitKey, UnitPlan], root: UnitKey, functions: set[Un
     module_rank: dict[str, int] = {}
     for k in sorted(rank, key=rank.__getitem__):
         module_rank.setdefault(k[0], len(module_rank))
-    for graph in (_runs_at_import(units, functions), {k: p.early for k, p in units.items()}):
-        sorter: TopologicalSorter[UnitKey] = TopologicalSorter(graph)
+    early = {k: p.early for k, p in units.items()}
+    for graph in (_runs_at_import(units, functions), early):
         try:
-            sorter.prepare()
+            return _topological(graph, lambda k: (module_rank[k[0]], k[1])), False
         except CycleError:
             continue
-        ready: list[tuple[int, int, UnitKey]] = []
-        order: list[UnitKey] = []
-        while sorter.is_active():
-            for k in sorter.get_ready():
-                heapq.heappush(ready, (module_rank[k[0]], k[1], k))
-            *_, k = heapq.heappop(ready)
-            order.append(k)
-            sorter.done(k)
-        return order, False
-    return sorted(units, key=rank.__getitem__), True
+    # A real cycle of definition-time needs: the statements of each cycle keep their original
+    # order, and everything else is still ordered around them.
+    components = _components(early)
+    of = {k: i for i, members in enumerate(components) for k in members}
+    condensed = {i: {of[d] for k in members for d in early[k]} - {i} for i, members in enumerate(components)}
+    first = [min((module_rank[k[0]], k[1]) for k in members) for members in components]
+    order = []
+    for i in _topological(condensed, first.__getitem__):
+        order += sorted(components[i], key=lambda k: (module_rank[k[0]], k[1]))
+    return order, True
+
+
+def _topological(graph: dict[T, set[T]], priority: Callable[[T], Any]) -> list[T]:
+    """A topological order; among the nodes ready at once, the lowest ``priority`` first."""
+    sorter: TopologicalSorter[T] = TopologicalSorter(graph)
+    sorter.prepare()
+    ready: list[tuple[Any, int, T]] = []
+    order: list[T] = []
+    tie = 0
+    while sorter.is_active():
+        for k in sorter.get_ready():
+            heapq.heappush(ready, (priority(k), tie, k))
+            tie += 1
+        *_, k = heapq.heappop(ready)
+        order.append(k)
+        sorter.done(k)
+    return order
+
+
+def _components(graph: dict[UnitKey, set[UnitKey]]) -> list[list[UnitKey]]:
+    """Strongly connected components (Tarjan's algorithm, iterative)."""
+    index: dict[UnitKey, int] = {}
+    low: dict[UnitKey, int] = {}
+    stack: list[UnitKey] = []
+    on_stack: set[UnitKey] = set()
+    out: list[list[UnitKey]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    k = stack.pop()
+                    on_stack.discard(k)
+                    members.append(k)
+                    if k == node:
+                        break
+                out.append(members)
+    return out
