@@ -62,3 +62,16 @@ def test_a_requirement_pip_cannot_install_is_a_recorded_reason(tmp_path: Path, m
     assert "pip cannot install tinyact" in str(entry["message"])
     with pytest.raises(nnrag.ConfigError, match="requirements must be one of off, install"):
         nnrag.build([str(repo)], home=tmp_path / "home", requirements="always")
+
+
+def test_a_corpus_package_loaded_by_a_computed_name_is_explained_not_offered_for_install() -> None:
+    from nnrag.library.environments import explain_corpus_import, missing_distribution
+    from nnrag.validator.record import ValidationRecord
+
+    record = ValidationRecord(False, "import", "missing-dependency", "ModuleNotFoundError: No module named 'baselib'")
+    corpus = frozenset({"baselib"})
+    assert missing_distribution(record, corpus) is None  # never installed from PyPI under a corpus name
+    explained = explain_corpus_import(record, corpus)
+    assert explained.code == "missing-dependency"
+    assert "baselib is a source of the corpus: the block loads a module of it by a name computed at run time" in explained.message
+    assert explain_corpus_import(record, frozenset()) is record  # a third-party distribution: unchanged

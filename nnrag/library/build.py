@@ -22,7 +22,7 @@ from ..validator.record import GATE_VERSION, MISSING_DEPENDENCY, Limits, Validat
 from ..workspace import Workspace
 from . import records
 from .report import BuildReport
-from .environments import corpus_packages, missing_distribution, needs_install, validate_in_environments
+from .environments import corpus_packages, explain_corpus_import, missing_distribution, needs_install, validate_in_environments
 from .retry import AWAITING_USAGE, RETRY_CODES, retry_with_usage
 
 if TYPE_CHECKING:
@@ -125,6 +125,7 @@ def build_library(
                             records.save(conn, workspace, candidate.verdict(record))
                             report.count(candidate.ref.source, record.ok, record.code)
                     else:
+                        record = explain_corpus_import(record, corpus)
                         records.save(conn, workspace, candidate.verdict(record))
                         report.count(candidate.ref.source, record.ok, record.code)
                     done += 1

@@ -38,6 +38,19 @@ def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = froz
     return distribution_for(top) if top and top not in corpus and not installed(top) else None
 
 
+def explain_corpus_import(record: ValidationRecord, corpus: frozenset[str]) -> ValidationRecord:
+    """A block stopped at a package of the corpus that is not installed. Its static imports of that
+    package were copied, so the import is by a name computed at run time (mmcv's ``load_ext``
+    loading the compiled ``mmcv._ext``): say so, as only the installed distribution provides it."""
+    m = _NO_MODULE.search(record.message) if not record.ok and record.code == MISSING_DEPENDENCY else None
+    top = m.group(1).split(".")[0] if m else None
+    if top is None or top not in corpus or installed(top):
+        return record
+    return replace(record, message=f"{record.message} ({top} is a source of the corpus: the block loads a module "
+                                   f"of it by a name computed at run time, such as a compiled extension, which "
+                                   f"only an installed {distribution_for(top)} provides)")
+
+
 def needs_install(waiting: list[tuple[records.Candidate, ValidationRecord]], corpus: frozenset[str]) -> dict[str, int]:
     """Blocks per missing distribution, most wanted first (what ``--requirements install`` would add)."""
     counts: dict[str, int] = {}
