@@ -198,3 +198,48 @@ def test_a_warmed_gate_starts_its_workers_in_the_background() -> None:
     for thread in closing._warming:
         thread.join(120)
     assert closing._idle.qsize() == 0  # the worker that came up after close was stopped, not kept
+
+
+PYRAMID = '''
+from typing import Dict, List
+import torch
+from torch import nn
+
+
+class Neck(nn.Module):
+    """An FPN-style neck: one lateral conv per level, channels given per level."""
+
+    def __init__(self, in_channels_list: List[int], out_channels: int) -> None:
+        super().__init__()
+        self.lateral = nn.ModuleList(nn.Conv2d(c, out_channels, 1) for c in in_channels_list)
+
+    def forward(self, x: Dict[str, torch.Tensor]) -> List[torch.Tensor]:
+        return [conv(f) for conv, f in zip(self.lateral, x.values())]
+
+
+class Head(nn.Module):
+    """A detection head over a list of maps of one width, halving in size."""
+
+    def __init__(self, channels: int = 8, classes: int = 3) -> None:
+        super().__init__()
+        self.cls = nn.Conv2d(channels, classes, 3, padding=1)
+
+    def forward(self, feats):
+        assert feats[0].shape[-1] == 2 * feats[1].shape[-1]
+        return [self.cls(f) for f in feats]
+'''
+
+
+def test_multi_level_blocks_get_one_feature_map_per_level() -> None:
+    from nnrag.validator.gate import Gate
+
+    with Gate(1) as gate:
+        neck = gate.check_code(PYRAMID, "Neck")
+        head = gate.check_code(PYRAMID, "Head")
+    assert neck.ok and head.ok, (neck.message, head.message)
+    levels = neck.input_shapes[0]
+    channels = [int(c) for c in neck.init_args["in_channels_list"].strip("[]").split(",")]
+    assert list(levels) == [str(i) for i in range(len(channels))]  # a dict, as the annotation asks
+    assert [shape[1] for shape in levels.values()] == channels
+    assert [shape[-1] for shape in levels.values()] == [levels["0"][-1] >> i for i in range(len(channels))]
+    assert len(head.input_shapes[0]) == 3 and head.input_shapes[0][1][1] == 8

@@ -161,13 +161,51 @@ def _rois(images: torch.Tensor, per_image: int = 2) -> torch.Tensor:
     return torch.tensor(rows[: images.shape[0] * per_image], dtype=images.dtype)
 
 
-def forward_calls(module: nn.Module, main: torch.Tensor) -> Iterator[tuple[list[Any], dict[str, Any]]]:
-    """Arguments for ``forward`` given the main input, the likeliest fill first, then other targets."""
+# Names of a forward argument that holds one feature map per pyramid level.
+_LEVEL_NAMES = {"feats", "features", "inputs", "xs", "x_list", "mlvl_feats", "multi_level_feats", "feature_maps",
+                "fmaps", "in_feats", "feats_list", "inputs_list", "multi_feats"}
+_SEQUENCE_TYPES = ("List[", "Tuple[", "Sequence[", "list[", "tuple[", "Dict[", "dict[", "Mapping[", "OrderedDict")
+
+
+def level_channels(module: nn.Module, init: dict[str, Any]) -> list[int] | None:
+    """The input channels of each level of a multi-level block (an FPN's ``in_channels_list``),
+    from its constructor arguments or attributes."""
+    for source in (init, vars(module)):
+        for name, value in source.items():
+            if ("channel" in name or name.startswith("in_")) and isinstance(value, (list, tuple)) and len(value) >= 2 \
+                    and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+                return list(value)
+    return None
+
+
+def feature_levels(module: nn.Module, param: inspect.Parameter, main: torch.Tensor, init: dict[str, Any]) -> Any:
+    """One map per level, each half the size of the one before, for a forward argument that takes
+    a list, tuple or dict of feature maps (FPN necks, detection heads); None for any other."""
+    annotation = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
+    typed = param.annotation is not inspect.Parameter.empty and any(t in annotation for t in _SEQUENCE_TYPES)
+    channels = level_channels(module, init)
+    if main.dim() != 4 or not (typed or param.name.lower() in _LEVEL_NAMES or (channels and param.name == "x")):
+        return None
+    channels = channels or [main.shape[1]] * 3
+    side = max(main.shape[-1], 2 ** len(channels))
+    maps = [torch.randn(main.shape[0], c, max(side >> i, 1), max(side >> i, 1)) for i, c in enumerate(channels)]
+    if any(t in annotation for t in ("Dict[", "dict[", "Mapping[", "OrderedDict")):
+        return dict((str(i), m) for i, m in enumerate(maps))
+    return tuple(maps) if "uple[" in annotation else maps
+
+
+def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | None = None) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+    """Arguments for ``forward`` given the main input, the likeliest fill first, then other targets.
+    ``init``: the constructor's arguments (an FPN's per-level channels)."""
     try:
         params = list(inspect.signature(module.forward).parameters.values())
     except (TypeError, ValueError):
         yield [main], {}
         return
+    first = next((p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)), None)
+    levels = feature_levels(module, first, main, init or {}) if first is not None else None
+    if levels is not None:
+        yield [levels], {}
     if is_loss(module):
         main = torch.rand_like(main) if main.is_floating_point() else main
     args: list[Any] = []

@@ -272,7 +272,8 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
             continue
         tried.add((kind, shape))
         main = make_tensor(kind, shape)
-        for i, (args, kw) in enumerate(forward_calls(model, main)):
+        repaired = False
+        for i, (args, kw) in enumerate(forward_calls(model, main, kwargs)):
             if i >= _CALLS_PER_INPUT or not (budget.left() or local == _TRIES_PER_MODEL):
                 break
             budget.tries -= 1
@@ -283,7 +284,8 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
             except BaseException as e:
                 _guard(e)
                 first = first or e
-                if i == 0:
+                if not repaired and args and args[0] is main:  # the plain call's error, not a per-level one's
+                    repaired = True
                     queue.extendleft(reversed(input_repairs(e, kind, shape, sizes, channels)))
                 continue
             return (args, kw, out), None
