@@ -250,6 +250,34 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             indices: Optional[int]
         """}, "Edge", ["WITH_SCATTER,e,torch_scatter", "WITH_SPARSE,e,torch_sparse", "urls", "", "", "Edge", "SortReturn"],
         {"import torch.nn as nn", "import warnings", "from typing import NamedTuple", "from typing import Optional"}),
+    # mmcv fills mmengine's MODELS registry by calls in its own modules: a copied module's statements
+    # that fill a registry another module defines come along with the registry
+    "foreign_registry": ({"reg.py": """
+        class Registry(dict):
+            def register(self, name, module):
+                self[name] = module
+        MODELS = Registry()
+        def build(name):
+            return MODELS[name]()
+        """, "layers.py": """
+        import torch.nn as nn
+        from .reg import MODELS, build
+        MODELS.register("relu", module=nn.ReLU)
+        MODELS["gelu"] = nn.GELU
+        def make_act(name="relu"):
+            return build(name)
+        """, "m.py": """
+        import torch.nn as nn
+        from .layers import make_act
+        class UsesRegistry(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.act = make_act()
+                self.other = make_act("gelu")
+            def forward(self, x):
+                return self.other(self.act(x))
+        """}, "UsesRegistry", ["Registry", "MODELS", "build", "", "", "make_act", "UsesRegistry"],
+        {"import torch.nn as nn"}),
     # a counter the block bumps through `global`
     "global_counter": ({"m.py": """
         import torch.nn as nn

@@ -251,11 +251,28 @@ class Extractor:
         issues: list[ClosureIssue] = []
         pending: list[UnitKey] = []
 
+        # statements of a copied module that fill a registry another module defines
+        # (``MODELS.register_module('Conv2d', module=nn.Conv2d)`` in mmcv, MODELS from mmengine)
+        foreign: dict[DefTarget, list[UnitKey]] = {}
+        visited: set[str] = set()
+
         def want(t: DefTarget) -> list[UnitKey]:
             if t not in targets:
-                targets[t] = self.units_for(t)
+                targets[t] = self.units_for(t) + foreign.get(t, [])
                 pending.extend(targets[t])
             return targets[t]
+
+        def visit(mu: ModuleUnits) -> None:
+            visited.add(mu.module)
+            for name, ks in mu.mutators.items():
+                t = self.bind(mu, name)
+                if not isinstance(t, DefTarget) or t.module == mu.module:
+                    continue
+                keys = [(mu.module, k) for k in ks]
+                foreign.setdefault(t, []).extend(keys)
+                if t in targets:
+                    targets[t].extend(keys)
+                    pending.extend(keys)
 
         want(top)
         while pending:
@@ -263,6 +280,8 @@ class Extractor:
             if key in units:
                 continue
             mu = self.units_of(key[0])
+            if mu.module not in visited and self.inline:
+                visit(mu)
             st = mu.stmts[key[1]]
             names = mu.names(key[1])
             plan = UnitPlan(key, mu.text_of(key[1]), st.binds)
@@ -275,11 +294,14 @@ class Extractor:
             def link(t: Target, early: bool, _key: UnitKey = key, _plan: UnitPlan = plan) -> None:
                 if isinstance(t, DefTarget):
                     # a name the statement binds or fills itself (``except ImportError as e``,
-                    # ``urls["a"] = ...``) means that binding or an earlier one, never a later one
+                    # ``urls["a"] = ...``) means its definition or an earlier statement of the same
+                    # module, never a later one, nor what other modules fill it with
                     deps = want(t)
                     own = _key in deps or (t.module == _key[0] and t.name in _plan.binds)
                     for dep in deps:
-                        if dep != _key and not (own and dep[1] > _key[1]):
+                        later = dep[0] == _key[0] and dep[1] > _key[1]
+                        elsewhere = dep[0] != _key[0] and dep[0] != t.module
+                        if dep != _key and not (own and (later or elsewhere)):
                             (_plan.early if early else _plan.late).add(dep)
                 elif isinstance(t, ExtImport):
                     _plan.imports.add(t)
