@@ -147,3 +147,13 @@ def test_message_passing_layers_get_node_features_and_a_graph() -> None:
     assert edge_index.dtype == torch.long and edge_index.shape == (2, 24) and int(edge_index.max()) < 8
     assert set(edge_index[1].tolist()) == set(range(8))  # every node receives messages
     assert layer(*args, **kwargs).shape == (8, 6)
+
+
+class Pretrained(nn.Module):
+    def __init__(self, dim: int, pretrained: bool = True, download: bool = False) -> None:
+        super().__init__()
+
+
+def test_weights_a_constructor_downloads_by_default_are_not_fetched() -> None:
+    attempts = [kwargs for _, kwargs in constructor_attempts(Pretrained)]
+    assert attempts and all(kw["pretrained"] is False and "download" not in kw for kw in attempts)

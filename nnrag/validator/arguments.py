@@ -322,7 +322,21 @@ def _shallow(value: Any) -> Any:
     return None
 
 
+_DOWNLOAD_FLAGS = {"pretrained", "load_pretrained", "use_pretrained", "pretrain", "download", "pretrained_weights"}
+
+
 def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
+    """Keyword arguments to try, most likely first (see :func:`_attempts`). The gate checks the
+    architecture: weights a constructor downloads by default (``pretrained=True``) are not fetched,
+    which the sandbox would refuse anyway."""
+    found = _parameters(cls)
+    off = {p.name: False for p in found[0].parameters.values()
+           if p.name.lower() in _DOWNLOAD_FLAGS and p.default is True} if found is not None else {}
+    for sizes, kwargs in _attempts(cls):
+        yield sizes, {**kwargs, **off}
+
+
+def _attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
     """Keyword arguments to try, most likely first.
 
     A shallow variant (one block per stage) comes first: a whole architecture proves the same code
