@@ -141,3 +141,15 @@ def test_vendored_blocks_write_shared_definitions_once_and_import_from_a_fresh_f
     with pytest.raises(nnrag.VendorError, match="conv_bn.py exists and was not written by nnrag"):
         nnrag.vendor(["ConvBN"], mine, home=home, check=False)
     assert (mine / "conv_bn.py").read_text() == "# my own\n"
+
+
+def test_a_bare_folder_named_like_a_corpus_package_is_not_an_installed_distribution(
+        two_sources: tuple[Path, dict[str, Path]], tmp_path: Path) -> None:
+    home, _ = two_sources
+    (tmp_path / "baselib" / "stray").mkdir(parents=True)  # e.g. files unpacked in the current directory
+    sys.path.insert(0, str(tmp_path))
+    try:
+        result = nnrag.extract("DetHead", home=home)
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert "class ConvBN" in result.code and "from baselib" not in result.code

@@ -40,11 +40,14 @@ def imported_modules(tree: ast.AST) -> set[str]:
 
 
 def installed(top: str) -> bool:
-    """Whether a top-level module is importable here, found without importing it."""
+    """Whether a top-level module is importable here, found without importing it. A bare folder
+    of that name on ``sys.path`` (a namespace package: the current directory holding ``mmcv/``) is
+    no installed distribution."""
     try:
-        return importlib.util.find_spec(top) is not None
+        spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return False
+    return spec is not None and spec.origin not in (None, "namespace")
 
 
 def is_stdlib(module: str) -> bool:

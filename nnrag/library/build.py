@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import resource
 import statistics
 import time
 from dataclasses import asdict
@@ -151,6 +152,7 @@ def build_library(
                     records.file_for(workspace, block_id).unlink(missing_ok=True)
                     conn.execute("DELETE FROM library WHERE block_id=?", (block_id,))
     report.seconds = time.perf_counter() - started
+    report.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return report
 
 

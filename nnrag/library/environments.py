@@ -101,7 +101,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                     if more and more not in requirements and round_ + 1 < _ROUNDS:
                         later.setdefault(tuple(sorted({*requirements, more})), []).append((candidate, record))
                         continue
-                    verdict = candidate.verdict(record)
+                    verdict = candidate.verdict(explain_corpus_import(record, corpus))
                     verdict.record["environment"] = list(requirements)
                     settle(verdict)
                     rescued += record.ok

@@ -19,6 +19,7 @@ class BuildReport:
     extract_median_s: float | None = None
     validate_per_s: float | None = None
     seconds: float = 0.0
+    peak_rss_mb: float | None = None  # of the build process itself (validation runs in other processes)
     interrupted: bool = False
     harvest: dict[str, object] = field(default_factory=dict)  # factories run, seconds, blocks rescued
     search: dict[str, object] = field(default_factory=dict)  # specs built, texts embedded, seconds
