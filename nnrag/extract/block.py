@@ -58,7 +58,10 @@ class Extractors:
         return self._provenance[source]
 
     def extract(self, ref: BlockRef) -> tuple[Closure, Assembled | None, float]:
+        """The closure of a block and its file. Only the extractor of the latest source is kept:
+        callers taking blocks source by source hold one source's parsed modules at a time."""
         if ref.source not in self._by_source:
+            self._by_source.clear()
             self._by_source[ref.source] = (Extractor(self.conn, ref.source, self.prefer), self.provenance_of(ref.source))
         extractor, prov = self._by_source[ref.source]
         started = time.perf_counter()

@@ -91,7 +91,7 @@ def build_library(
                 records.save(conn, workspace, records.Verdict(
                     ref.block_id, ref.source, ref.qualname, row["name"], ref.category, "failed", "extract",
                     issues[0].code, "; ".join(str(x) for x in issues)[:2000], {"issues": [asdict(x) for x in issues]},
-                    seconds, GATE_VERSION, None, closure))
+                    seconds, GATE_VERSION, None, closure.files if closure else {}))
                 report.count(ref.source, False, issues[0].code)
                 continue
             prev = known.get(ref.block_id)
@@ -103,7 +103,7 @@ def build_library(
                 continue
             if not pending:
                 gate.warm()  # torch imports in the workers while the other blocks are extracted
-            pending.append((records.Candidate(ref, row["name"], closure, assembled, seconds), assembled.code, assembled.class_name))
+            pending.append((records.Candidate(ref, row["name"], closure.files, assembled, seconds), assembled.code, assembled.class_name))
 
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
         v_started = time.perf_counter()

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from ..extract.assemble import Assembled
-from ..extract.plan import Closure
 from ..index.lookup import BlockRef
 from ..validator.record import GATE_VERSION, ValidationRecord
 from ..workspace import Workspace
@@ -49,7 +48,7 @@ class Verdict:
     extract_s: float
     gate_version: str
     assembled: Assembled | None = None
-    closure: Closure | None = field(default=None, compare=False)
+    files: dict[str, str] = field(default_factory=dict, compare=False)  # path -> sha1 of each file it copies
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class Candidate:
 
     ref: BlockRef
     name: str
-    closure: Closure
+    files: dict[str, str]  # of its closure: the closure itself is not kept while the gate works
     assembled: Assembled
     extract_s: float
 
@@ -66,7 +65,7 @@ class Candidate:
         return Verdict(
             self.ref.block_id, self.ref.source, self.ref.qualname, self.name, self.ref.category,
             "validated" if record.ok else "failed", record.stage, record.code, record.message, record.to_dict(),
-            self.extract_s, version, self.assembled, self.closure,
+            self.extract_s, version, self.assembled, self.files,
         )
 
 
@@ -104,7 +103,7 @@ def save(conn: sqlite3.Connection, workspace: Workspace, v: Verdict) -> None:
             "class_name": a.class_name if a else None,
             "path": str(path.relative_to(workspace.home)) if a else None,
             "code_sha1": sha,
-            "files": json.dumps(v.closure.files if v.closure else {}),
+            "files": json.dumps(v.files),
             "requirements": json.dumps([r.pep508 for r in a.requirements] if a else []),
             "status": v.status, "stage": v.stage, "code": v.code, "message": v.message,
             "record": json.dumps(v.record, default=str), "gate_version": v.gate_version, "extract_s": v.extract_s,

@@ -35,7 +35,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate",
     A block keeps its first verdict unless recorded usage makes it pass."""
     modules: dict[str, set[str]] = {}  # source -> modules holding failed blocks
     for candidate, _ in retry:
-        modules.setdefault(candidate.ref.source, set()).add(candidate.closure.module)
+        modules.setdefault(candidate.ref.source, set()).add(candidate.ref.module)
     ran = usage.HarvestStats()
     for src in sorted(modules):
         factories = usage.plan(db, src, modules[src])
