@@ -16,9 +16,10 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from .._version import __version__
-from .assemble import Provenance, assemble, header, render
+from .assemble import Provenance, header, render
 from .order import order_units
 from .plan import Closure, DefTarget, UnitKey, UnitPlan
+from .requirements import Requirement
 
 HELPERS = "_shared"
 MANIFEST = "vendor.json"
@@ -56,6 +57,7 @@ class Item:
 
     block_id: str
     closure: Closure
+    requirements: tuple[Requirement, ...]  # of its standalone file
     provenance: Provenance
     lenders: tuple[Provenance, ...] = ()
 
@@ -142,12 +144,11 @@ def vendor_package(items: Sequence[Item]) -> Vendored:
         rendered = render(own, order, c.future if order else set(), first=first, home=c.module,
                           provided=names, helpers=HELPERS, exports=[top])
         class_name = rendered.names[top] + c.qualname[len(top.name):]
-        requirements = assemble(c, item.provenance, item.lenders).requirements
-        text = header(c, item.provenance, item.lenders, requirements, class_name,
+        text = header(c, item.provenance, item.lenders, item.requirements, class_name,
                       note=f"vendored; definitions other blocks also need are in {HELPERS}.py")
         module = module_name(top.name, taken)
         files[f"{module}.py"] = text + "\n" + rendered.code
-        members.append(Member(item.block_id, c.source, module, class_name, tuple(r.pep508 for r in requirements)))
+        members.append(Member(item.block_id, c.source, module, class_name, tuple(r.pep508 for r in item.requirements)))
 
     requirements = tuple(sorted({r for m in members for r in m.requirements}))
     files["__init__.py"] = _init(members)
@@ -167,13 +168,13 @@ def _requirements(requirements: Sequence[str]) -> str:
     return text
 
 
-def _helpers_header(items: Sequence[Item], shared: set[_GKey], requirements: Sequence[object]) -> str:
+def _helpers_header(items: Sequence[Item], shared: set[_GKey], requirements: Sequence[Requirement]) -> str:
     sources = {g[0] for g in shared}
     provenance = {p.source: p for i in items for p in (i.provenance, *i.lenders)}
     lines = [f"# nnrag vendored helpers: {len(shared)} statements that several blocks of this package need, written once"]
     lines += [f"# from: {s} ({provenance[s].origin}); license: {provenance[s].license or 'unknown'}"
               for s in sorted(sources) if s in provenance]
-    lines.append(f"# requirements: {', '.join(getattr(r, 'pep508', str(r)) for r in requirements) or 'none'}")
+    lines.append(f"# requirements: {', '.join(r.pep508 for r in requirements) or 'none'}")
     lines.append(f"# written by nnrag {__version__}; see NOTICE for every file these definitions come from")
     return "\n".join(lines) + "\n"
 

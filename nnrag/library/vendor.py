@@ -19,7 +19,7 @@ from ..db import connect
 from ..errors import NnragError, VendorError
 from ..extract.block import Extractors
 from ..extract.package import MANIFEST, Item, Member, vendor_package
-from ..index.lookup import resolve_block
+from ..index.lookup import BlockRef, resolve_block
 from ..progress import ProgressFn
 from ..validator.record import Limits, ValidationRecord
 from ..validator.usage import runs as usage
@@ -68,15 +68,16 @@ def _target(into: Path, package: str | None) -> tuple[Path, Path, str]:
     return into, into.parent, name
 
 
-def _manifest(folder: Path) -> dict[str, object]:
+def _manifest(folder: Path) -> tuple[list[str], list[str]]:
+    """The blocks and files an earlier run vendored into ``folder``."""
     path = folder / MANIFEST
     if not path.exists():
-        return {"blocks": [], "files": []}
+        return [], []
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise VendorError(f"{path} is not a manifest nnrag can read ({e}); remove it or choose another folder") from e
-    return {"blocks": list(data.get("blocks", [])), "files": list(data.get("files", []))}
+    return list(data.get("blocks", [])), list(data.get("files", []))
 
 
 def _write(folder: Path, root: Path, package: str, files: dict[str, str], previous: list[str]) -> None:
@@ -100,30 +101,29 @@ def vendor_blocks(workspace: Workspace, names: Sequence[str], into: Path, *, pac
                   source: str | None = None, prefer: str = "installed", check: bool = True,
                   limits: Limits | None = None, progress: ProgressFn | None = None) -> VendorReport:
     folder, root, package = _target(into, package)
-    previous = _manifest(folder)
+    kept, previous = _manifest(folder)
     report = VendorReport(str(folder), package)
     items: list[Item] = []
     with connect(workspace) as db:
-        extractors = Extractors(db.conn, prefer)
-        wanted = [(n, source) for n in names] + [(b, None) for b in previous["blocks"]]  # type: ignore[union-attr]
-        seen: set[str] = set()
-        for done, (name, src) in enumerate(wanted, 1):
+        refs: dict[str, BlockRef] = {}
+        for name, src in [(n, source) for n in names] + [(b, None) for b in kept]:
             try:
                 ref = resolve_block(db.conn, name, src)
             except NnragError as e:
                 report.skipped.append({"name": name, "reason": str(e).splitlines()[0]})
                 continue
-            if ref.block_id in seen:
-                continue
-            seen.add(ref.block_id)
+            refs.setdefault(ref.block_id, ref)
+        extractors = Extractors(db.conn, prefer)
+        # source by source: the extractor keeps one source's parsed modules at a time
+        for done, ref in enumerate(sorted(refs.values(), key=lambda r: (r.source, r.qualname)), 1):
             closure, assembled, _ = extractors.extract(ref)
             if assembled is None:
                 report.skipped.append({"name": ref.block_id, "reason": f"{closure.issues[0].code}: {closure.issues[0]}"})
                 continue
-            items.append(Item(ref.block_id, closure, extractors.provenance_of(ref.source),
+            items.append(Item(ref.block_id, closure, assembled.requirements, extractors.provenance_of(ref.source),
                               tuple(extractors.provenance_of(s) for s in closure.lenders)))
             if progress:
-                progress("extract", done, len(wanted))
+                progress("extract", done, len(refs))
         if not items:
             reasons = "; ".join(f"{s['name']}: {s['reason']}" for s in report.skipped) or "no block named"
             raise VendorError(f"nothing to vendor ({reasons})")
@@ -131,7 +131,7 @@ def vendor_blocks(workspace: Workspace, names: Sequence[str], into: Path, *, pac
         files = dict(package_files.files)
         files[MANIFEST] = json.dumps({"package": package, "nnrag": __version__, "blocks": sorted(i.block_id for i in items),
                                       "files": sorted(files) + [MANIFEST]}, indent=2) + "\n"
-        _write(folder, root, package, files, previous["files"])  # type: ignore[arg-type]
+        _write(folder, root, package, files, previous)
         report.shared = package_files.shared
         report.files = sorted(files)
         report.requirements = [r for r in package_files.requirements if "==" in r]
