@@ -108,8 +108,10 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
                 defs.append(t)
     ns = _Namespace(set().union(*(units[k].builtins for k in order)) - {d.name for d in defs if d.module == home})
     out_def = {d: ns.claim(d.name, d, _module_hint(d.module)) for d in defs}
-    wanted = {t for k in order for t in references(units[k]) if isinstance(t, DefTarget) and t not in out_def}
-    wanted |= {t for t in exports if t not in out_def}
+    wanted: set[DefTarget] = set()
+    if provided:  # a standalone file binds every definition it refers to
+        wanted = {t for k in order for t in references(units[k]) if isinstance(t, DefTarget) and t not in out_def}
+        wanted |= {t for t in exports if t not in out_def}
     out_local = {t: ns.claim(provided[t], t, _module_hint(t.module)) for t in sorted(wanted)}
     out_def.update(out_local)
     out_ext: dict[ExtImport, str] = {}

@@ -117,7 +117,3 @@ class Closure:
     lenders: list[str] = field(default_factory=list)  # other sources whose code was copied
     module_sources: dict[str, str] = field(default_factory=dict)  # copied module -> its source
     functions: set[UnitKey] = field(default_factory=set)  # the statements that define a function
-
-    @property
-    def imports(self) -> set[ExtImport]:
-        return set().union(*(p.imports for p in self.units.values()))
