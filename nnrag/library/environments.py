@@ -27,24 +27,28 @@ _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _ROUNDS = 6  # environments a block may try, each with one more missing module (mmdet needs five)
 
 
+def _stopped_at(record: ValidationRecord) -> str | None:
+    """The top-level module a block's import stopped at (``No module named 'addict'``), if not here."""
+    if record.ok or record.code != MISSING_DEPENDENCY or not (m := _NO_MODULE.search(record.message)):
+        return None
+    top = m.group(1).split(".")[0]
+    return None if installed(top) else top
+
+
 def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = frozenset()) -> str | None:
     """The distribution a failed import stopped at, when it is not installed here. A package of
     the corpus (``corpus``: its top-level modules) is a closure the block could not complete,
     never something to install."""
-    if record.ok or record.code != MISSING_DEPENDENCY:
-        return None
-    m = _NO_MODULE.search(record.message)
-    top = m.group(1).split(".")[0] if m else None
-    return distribution_for(top) if top and top not in corpus and not installed(top) else None
+    top = _stopped_at(record)
+    return distribution_for(top) if top and top not in corpus else None
 
 
 def explain_corpus_import(record: ValidationRecord, corpus: frozenset[str]) -> ValidationRecord:
     """A block stopped at a package of the corpus that is not installed. Its static imports of that
     package were copied, so the import is by a name computed at run time (mmcv's ``load_ext``
     loading the compiled ``mmcv._ext``): say so, as only the installed distribution provides it."""
-    m = _NO_MODULE.search(record.message) if not record.ok and record.code == MISSING_DEPENDENCY else None
-    top = m.group(1).split(".")[0] if m else None
-    if top is None or top not in corpus or installed(top):
+    top = _stopped_at(record)
+    if top is None or top not in corpus:
         return record
     return replace(record, message=f"{record.message} ({top} is a source of the corpus: the block loads a module "
                                    f"of it by a name computed at run time, such as a compiled extension, which "
