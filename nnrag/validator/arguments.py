@@ -330,13 +330,16 @@ def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
     architecture: weights a constructor downloads by default (``pretrained=True``) are not fetched,
     which the sandbox would refuse anyway."""
     found = _parameters(cls)
-    off = {p.name: False for p in found[0].parameters.values()
-           if p.name.lower() in _DOWNLOAD_FLAGS and p.default is True} if found is not None else {}
-    for sizes, kwargs in _attempts(cls):
+    if found is None:
+        yield Sizes(), {}
+        return
+    off = {p.name: False for p in found[0].parameters.values() if p.name.lower() in _DOWNLOAD_FLAGS and p.default is True}
+    for sizes, kwargs in _attempts(cls, *found):
         yield sizes, {**kwargs, **off}
 
 
-def _attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
+def _attempts(cls: type, sig: inspect.Signature, usable: list[inspect.Parameter],
+              hints: dict[str, Any]) -> Iterator[tuple[Sizes, dict[str, Any]]]:
     """Keyword arguments to try, most likely first.
 
     A shallow variant (one block per stage) comes first: a whole architecture proves the same code
@@ -344,11 +347,6 @@ def _attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
     with each size variant, then variants that fill one ``None`` default each, for classes whose
     ``None`` defaults mean "the caller must choose" (``Upsample(size=None, scale_factor=None)``).
     """
-    found = _parameters(cls)
-    if found is None:
-        yield Sizes(), {}
-        return
-    sig, usable, hints = found
     shallow = {p.name: v for p in _passed_through(cls, sig) if is_depth(p.name) and (v := _shallow(p.default)) is not None}
     seen: list[dict[str, Any]] = []
 

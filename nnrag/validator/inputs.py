@@ -164,7 +164,8 @@ def _rois(images: torch.Tensor, per_image: int = 2) -> torch.Tensor:
 # Names of a forward argument that holds one feature map per pyramid level.
 _LEVEL_NAMES = {"feats", "features", "inputs", "xs", "x_list", "mlvl_feats", "multi_level_feats", "feature_maps",
                 "fmaps", "in_feats", "feats_list", "inputs_list", "multi_feats"}
-_SEQUENCE_TYPES = ("List[", "Tuple[", "Sequence[", "list[", "tuple[", "Dict[", "dict[", "Mapping[", "OrderedDict")
+_MAPPING_TYPES = ("Dict[", "dict[", "Mapping[", "OrderedDict")
+_SEQUENCE_TYPES = ("List[", "Tuple[", "Sequence[", "list[", "tuple[") + _MAPPING_TYPES
 
 
 def level_channels(module: nn.Module, init: dict[str, Any]) -> list[int] | None:
@@ -189,7 +190,7 @@ def feature_levels(module: nn.Module, param: inspect.Parameter, main: torch.Tens
     channels = channels or [main.shape[1]] * 3
     side = max(main.shape[-1], 2 ** len(channels))
     maps = [torch.randn(main.shape[0], c, max(side >> i, 1), max(side >> i, 1)) for i, c in enumerate(channels)]
-    if any(t in annotation for t in ("Dict[", "dict[", "Mapping[", "OrderedDict")):
+    if any(t in annotation for t in _MAPPING_TYPES):
         return dict((str(i), m) for i, m in enumerate(maps))
     return tuple(maps) if "uple[" in annotation else maps
 
