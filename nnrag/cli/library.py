@@ -224,8 +224,8 @@ def vendor(
             table.add_row(escape(b.block_id), b.module, b.class_name, verdict)
         out.print(table)
         optional = f"; optional: {', '.join(report.optional)}" if report.optional else ""
-        out.print(f"{report.shared} shared statements in _shared.py; requires {', '.join(report.requirements) or 'nothing'}"
-                  f"{optional}", highlight=False)
+        shared = f"{report.shared} shared statements in _shared.py" if report.shared else "nothing shared"
+        out.print(f"{shared}; requires {', '.join(report.requirements) or 'nothing'}{optional}", highlight=False)
         for s in report.skipped:
             err.print(f"[yellow]skipped[/] {escape(s['name'])}: {escape(s['reason'])}", highlight=False)
         for b in report.blocks:
