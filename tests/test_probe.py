@@ -38,6 +38,15 @@ def test_inputs_are_read_off_shape_errors() -> None:
     assert input_repairs(rank, "float", (2, 16, 32), sizes, 16)[0] == ("float", (2, 16, 16, 16))
     matmul = RuntimeError("mat1 and mat2 shapes cannot be multiplied (32x16 and 48x8)")
     assert input_repairs(matmul, "float", (2, 16, 16), sizes, 16)[0] == ("float", (2, 16, 48))
+    # shapes a block's own checks state, in the notations libraries use
+    stated = {
+        "Shape mismatch at dimension 1: expected 3, got 16.\n  Expected shape: ['*', '3', 'H', 'W']": (2, 3, 16, 16),
+        "Input size must have a shape of (*, 1, H, W). Got torch.Size([2, 16, 16, 16])": (2, 1, 16, 16),
+        "Invalid input shape, we expect BxNxCxHxW. Got: torch.Size([2, 16, 16, 16])": (2, 2, 16, 16, 16),
+        "Expected shape: ['B', '1', '41', '41']": (2, 1, 41, 41),
+    }
+    for message, shape in stated.items():
+        assert input_repairs(ValueError(message), "float", (2, 16, 16, 16), sizes, 16) == [("float", shape)], message
 
 
 class Loss(nn.modules.loss._Loss):
@@ -157,3 +166,17 @@ class Pretrained(nn.Module):
 def test_weights_a_constructor_downloads_by_default_are_not_fetched() -> None:
     attempts = [kwargs for _, kwargs in constructor_attempts(Pretrained)]
     assert attempts and all(kw["pretrained"] is False and "download" not in kw for kw in attempts)
+
+
+class Generator(nn.Module):
+    """Draws per-sample parameters for a batch shape, as augmentation parameter generators do."""
+
+    def forward(self, batch_shape: tuple[int, ...], same_on_batch: bool = False) -> dict[str, torch.Tensor]:
+        return {"angle": torch.rand(batch_shape[0])}
+
+
+def test_a_forward_that_takes_a_shape_gets_the_input_shape() -> None:
+    main = torch.randn(2, 3, 16, 16)
+    args, kwargs = next(forward_calls(Generator(), main))
+    assert args == [torch.Size([2, 3, 16, 16])] and kwargs == {}
+    assert Generator()(*args)["angle"].shape == (2,)

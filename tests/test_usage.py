@@ -15,12 +15,13 @@ import nnrag
 from conftest import FIXTURES
 from nnrag.validator.usage import runs as usage
 from nnrag.db import connect
+from nnrag.validator.usage.examples import documented_classes, statements
 from nnrag.validator.usage.factories import factory_functions
 from nnrag.validator.record import Limits
 from nnrag.workspace import Workspace
 
 LIMITS = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)
-RECORDED = {"ConvStage", "BoxPool", "TinyNet"}
+RECORDED = {"ConvStage", "BoxPool", "TinyNet", "BandMix"}  # BandMix: from its docstring example
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,16 @@ def _entries(home: object) -> dict[str, dict[str, object]]:
         for name, record in store.conn.execute("SELECT name, record FROM library"):
             entries[name]["record"] = json.loads(record)
     return entries
+
+
+def test_documented_examples_are_found_statically() -> None:
+    text = (FIXTURES / "usage_repo" / "upkg" / "blocks.py").read_text()
+    assert documented_classes(text) == ["BandMix"]
+    text = 'class A:\n    def forward(self, x):\n        """>>> A()(1)"""\n\nclass B:\n    """No example."""\n'
+    assert documented_classes(text) == ["A"]
+    # ``>>>`` written where ``...`` belongs still makes whole statements
+    assert statements(["T([\n", "    a,\n", "])\n", "for i in x:\n", "    f(i)\n", "    g(i)\n", "y\n"]) == [
+        "T([\n    a,\n])\n", "for i in x:\n    f(i)\n    g(i)\n", "y\n"]
 
 
 def test_factories_are_found_statically() -> None:
@@ -71,16 +82,20 @@ def test_recorded_usage_validates_them(homes: dict[str, object]) -> None:
     assert conv["init_args"]["setting"] == "namespace(out_chs=8, depth=1, stride=2)"  # type: ignore[index]
     assert entries["BoxPool"]["record"]["input_shapes"][0] == {"p2": [1, 16, 16, 16]}  # as the factory's model called it  # type: ignore[index]
     report = homes["report"]
-    assert report.harvest["rescued"] == 3 and report.harvest["factories"] == 1  # type: ignore[attr-defined]
-    assert report.passed == homes["guess_report"].passed + 3  # type: ignore[attr-defined]
+    assert entries["BandMix"]["record"]["input_shapes"] == [[2, 8, 8, 6]]  # as the example called it
+    assert entries["BandMix"]["record"]["output_shapes"] == [2, 8, 8, 1]
+    harvest = homes["report"].harvest  # type: ignore[attr-defined]
+    assert harvest["rescued"] == 4 and harvest["factories"] == 1 and harvest["examples"] == 1
+    assert homes["report"].passed == homes["guess_report"].passed + 4  # type: ignore[attr-defined]
 
 
 def test_harvest_is_stored_and_not_rerun(homes: dict[str, object]) -> None:
     again = nnrag.build(home=homes["with"], limits=LIMITS)  # type: ignore[arg-type]
     assert again.cached == again.tried and again.harvest == {}
     with connect(Workspace.resolve(homes["with"])) as store:  # type: ignore[arg-type]
-        assert usage.plan(store, "usage_repo", {"upkg.models"}) == []  # ran against this very text
-        assert [r[0] for r in store.conn.execute("SELECT ok FROM harvests")] == [1]
+        assert usage.plan(store, "usage_repo", {"upkg.models", "upkg.blocks"}) == []  # ran against this very text
+        assert [tuple(r) for r in store.conn.execute("SELECT factory, ok FROM harvests ORDER BY factory")] == [
+            ("upkg.blocks:BandMix.__doc__", 1), ("upkg.models:tiny_net", 1)]
 
 
 _RUNNER = """

@@ -243,3 +243,44 @@ def test_multi_level_blocks_get_one_feature_map_per_level() -> None:
     assert [shape[1] for shape in levels.values()] == channels
     assert [shape[-1] for shape in levels.values()] == [levels["0"][-1] >> i for i in range(len(channels))]
     assert len(head.input_shapes[0]) == 3 and head.input_shapes[0][1][1] == 8
+
+
+PROBES = '''
+import socket
+import torch.nn as nn
+
+
+def _bind(port):
+    sock = socket.socket(socket.AF_INET)
+    try:
+        sock.bind(("127.0.0.1", port))
+    finally:
+        sock.close()
+
+
+class ProbesIPv6(nn.Module):
+    def __init__(self):
+        super().__init__()
+        _bind(0)  # what urllib3 does at import to learn whether the host has IPv6
+
+    def forward(self, x):
+        return x * 2
+
+
+class Listens(nn.Module):
+    def __init__(self):
+        super().__init__()
+        _bind(8765)
+
+    def forward(self, x):
+        return x * 2
+'''
+
+
+def test_an_ephemeral_loopback_probe_is_no_violation_but_a_known_port_is() -> None:
+    from nnrag.validator.gate import Gate
+
+    with Gate(1) as gate:
+        probe, listener = gate.check_code(PROBES, "ProbesIPv6"), gate.check_code(PROBES, "Listens")
+    assert probe.ok, probe.message
+    assert (listener.ok, listener.code) == (False, "sandbox-violation") and "socket.bind" in listener.message

@@ -300,7 +300,7 @@ def _print_build(report: Any, title: str) -> None:
     if report.harvest.get("retried"):
         h = report.harvest
         timing.append(f"{h['rescued']} of {h['retried']} failed blocks pass with usage recorded from "
-                      f"{h['factories']} model factories ({h['seconds']:.0f} s)")
+                      f"{h['factories']} model factories and {h['examples']} documented examples ({h['seconds']:.0f} s)")
     if report.seconds:
         timing.append(f"total {report.seconds:.1f} s")
     if report.search:
@@ -321,7 +321,7 @@ def build(
     workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Parallel workers (default: CPU count, at most 2 validators).")] = None,
     timeout: TimeoutOpt = None,
     memory_mb: MemoryOpt = None,
-    harvest: Annotated[bool, typer.Option("--harvest/--no-harvest", help="Retry failed blocks with arguments recorded from the source's own model factories.")] = True,
+    harvest: Annotated[bool, typer.Option("--harvest/--no-harvest", help="Retry failed blocks with arguments recorded from the source's own model factories and docstring examples.")] = True,
     search_index: Annotated[bool, typer.Option("--search-index/--no-search-index", help="Then update specs and the search index (embeds changed blocks).")] = True,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Validate on the workers of this Dask scheduler (tcp://HOST:PORT; else NNRAG_SCHEDULER or [build] in config.toml).")] = None,
     prefer: PreferOpt = "installed",

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"validation, guessed arguments: {report.validate_per_s or 0:.1f} blocks/s")
     if report.harvest:
         h = report.harvest
-        print(f"recorded usage: {h['factories']} factories run in {h['seconds']:.0f} s; "
+        print(f"recorded usage: {h['factories']} factories and {h['examples']} examples run in {h['seconds']:.0f} s; "
               f"{h['rescued']} of {h['retried']} failed blocks then pass")
     print(f"pass rate: {report.passed}/{report.tried} = {report.pass_rate:.1%}; whole build {report.seconds:.0f} s")
     print("failures by code: " + ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items(), key=lambda kv: -kv[1])))

@@ -52,6 +52,23 @@ def check_prefer(prefer: str) -> str:
     return prefer
 
 
+def lenders(conn: sqlite3.Connection, source_id: int, prefer: str = "installed") -> dict[str, int]:
+    """Top-level packages a source imports from other indexed sources: package -> the source it
+    comes from, the lowest ``priority`` first; with ``prefer="installed"`` a package an installed
+    distribution provides stays that distribution's, and is left out."""
+    offered: dict[int, set[str]] = {}  # source -> its top-level packages
+    for row in conn.execute("SELECT DISTINCT source_id, substr(module, 1, instr(module || '.', '.') - 1) AS top"
+                            " FROM files WHERE status='ok' AND module IS NOT NULL"):
+        offered.setdefault(row["source_id"], set()).add(row["top"])
+    own = offered.get(source_id, set())
+    lent: dict[str, int] = {}
+    for other in conn.execute("SELECT id FROM sources WHERE id != ? ORDER BY priority, name", (source_id,)):
+        for top in sorted(offered.get(other["id"], set()) - own - set(lent)):
+            if prefer == "corpus" or not installed(top):
+                lent[top] = other["id"]
+    return lent
+
+
 class Extractor:
     """Computes closures for the blocks of one source, caching parsed modules across blocks.
 
@@ -70,21 +87,11 @@ class Extractor:
         self.root = Path(row["root"]) if row["root"] else None
         everything = load_modules(conn)
         own = [m for m in everything if m.source_id == self.source_id]
-        tops = {m.module.split(".")[0] for m in own}
         others = conn.execute("SELECT id, name, root, priority FROM sources WHERE id != ? ORDER BY priority, name",
                               (self.source_id,)).fetchall()
-        self.roots = {self.source_id: self.root}
-        self.names = {self.source_id: source}
-        offered: dict[int, set[str]] = {}  # source -> its top-level packages
-        for m in everything:
-            offered.setdefault(m.source_id, set()).add(m.module.split(".")[0])
-        lent: dict[str, int] = {}  # top-level package -> the source it is copied from
-        for other in others:
-            for top in sorted(offered.get(other["id"], set()) - tops - set(lent)):
-                if prefer == "corpus" or not installed(top):
-                    lent[top] = other["id"]
-            self.roots[other["id"]] = Path(other["root"]) if other["root"] else None
-            self.names[other["id"]] = other["name"]
+        self.roots = {self.source_id: self.root, **{o["id"]: Path(o["root"]) if o["root"] else None for o in others}}
+        self.names = {self.source_id: source, **{o["id"]: o["name"] for o in others}}
+        lent = lenders(conn, self.source_id, prefer)
         modules = own + [m for m in everything if lent.get(m.module.split(".")[0]) == m.source_id]
         priority = {self.source_id: -1, **{o["id"]: o["priority"] for o in others}}
         self.resolver = Resolver(modules, priority, guarded=True)

@@ -24,7 +24,7 @@ from ..workspace import Workspace
 from . import records
 from .report import BuildReport
 from .environments import corpus_packages, explain_corpus_import, missing_distribution, needs_install, validate_in_environments
-from .retry import AWAITING_USAGE, RETRY_CODES, retry_with_usage
+from .retry import AWAITING_USAGE, RETRY_CODES, Retry, retry_with_usage
 
 if TYPE_CHECKING:
     from ..validator.gate import Gate
@@ -108,7 +108,7 @@ def build_library(
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
         v_started = time.perf_counter()
         done = 0
-        retry: list[tuple[records.Candidate, ValidationRecord]] = []
+        retry: list[Retry] = []
         corpus = corpus_packages(db)
         waiting: list[tuple[records.Candidate, ValidationRecord]] = []  # for a requirement not installed here
         del extractors  # its parsed modules are not needed any more
@@ -117,7 +117,7 @@ def build_library(
                 for candidate, record in gate.check_many(pending):
                     if harvest and not record.ok and record.code in RETRY_CODES:
                         records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))
-                        retry.append((candidate, record))
+                        retry.append(Retry(candidate, record))
                     elif missing_distribution(record, corpus):
                         waiting.append((candidate, record))
                         if requirements == "install":  # counted after its second chance
@@ -134,13 +134,14 @@ def build_library(
                         progress("validate", done, len(pending))
                 if done:
                     report.validate_per_s = done / (time.perf_counter() - v_started)
-                if retry:
-                    report.harvest = retry_with_usage(db, workspace, gate, retry, report, progress)
-                if waiting and requirements == "install":
+                if waiting and requirements == "install":  # before the retry: it adds blocks to retry
                     report.requirements = validate_in_environments(db, workspace, waiting, corpus, gate.workers,
-                                                                   gate.limits, report, progress)
+                                                                   gate.limits, report, progress,
+                                                                   retry if harvest else None)
                 elif waiting:
                     report.requirements = {"needs_install": needs_install(waiting, corpus)}
+                if retry:
+                    report.harvest = retry_with_usage(db, workspace, gate, retry, report, progress)
         except KeyboardInterrupt:
             report.interrupted = True
         if scheduler and not report.interrupted:

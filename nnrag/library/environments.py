@@ -22,6 +22,7 @@ from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord
 from ..workspace import Workspace
 from . import records
 from .report import BuildReport
+from .retry import RETRY_CODES, Retry
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _ROUNDS = 6  # environments a block may try, each with one more missing module (mmdet needs five)
@@ -73,9 +74,10 @@ def corpus_packages(db: Database) -> frozenset[str]:
 
 def validate_in_environments(db: Database, workspace: Workspace, waiting: list[tuple[records.Candidate, ValidationRecord]],
                              corpus: frozenset[str], workers: int, limits: Limits, report: BuildReport,
-                             progress: ProgressFn | None) -> dict[str, object]:
+                             progress: ProgressFn | None, retry: list[Retry] | None = None) -> dict[str, object]:
     """Check each waiting block in the environment of its missing requirements; a set pip cannot
-    install leaves its blocks ``missing-dependency`` with pip's reason."""
+    install leaves its blocks ``missing-dependency`` with pip's reason. A block that imports there
+    but fails on guessed arguments or inputs joins ``retry`` (when given) instead of being settled."""
     queue: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
     for candidate, first in waiting:
         dist = missing_distribution(first, corpus)
@@ -105,11 +107,14 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                     if more and more not in requirements and round_ + 1 < _ROUNDS:
                         later.setdefault(tuple(sorted({*requirements, more})), []).append((candidate, record))
                         continue
-                    verdict = candidate.verdict(explain_corpus_import(record, corpus))
-                    verdict.record["environment"] = list(requirements)
-                    settle(verdict)
-                    rescued += record.ok
                     done += 1
+                    if retry is not None and not record.ok and record.code in RETRY_CODES:
+                        retry.append(Retry(candidate, record, requirements))
+                    else:
+                        verdict = candidate.verdict(explain_corpus_import(record, corpus))
+                        verdict.record["environment"] = list(requirements)
+                        settle(verdict)
+                        rescued += record.ok
                     if progress:
                         progress("environments", done, len(waiting))
         queue = later

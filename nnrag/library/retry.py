@@ -1,13 +1,16 @@
 """The second chance: blocks that failed on guessed arguments or inputs are checked again with
-the usage recorded by running their source's own model factories (see ``nnrag.validator.usage``)."""
+the usage recorded by running their source's own model factories and documented examples (see
+``nnrag.validator.usage``), in the requirement environment the blocks needed, if any."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING
+import contextlib
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Iterator
 
 from ..db import Database
 from ..progress import ProgressFn
+from ..validator.envs import environment
 from ..validator.record import GATE_VERSION, Limits, ValidationRecord
 from ..validator.usage import runs as usage
 from ..workspace import Workspace
@@ -23,39 +26,79 @@ AWAITING_USAGE = GATE_VERSION + "-guess"
 RETRY_CODES = {"constructor-args", "input-inference", "runtime-error", "timeout", "memory", "backward-error"}
 
 
+@dataclass(frozen=True)
+class Retry:
+    """A block waiting for its second chance, with its first verdict and the requirement
+    environment it was checked in (empty: this one)."""
+
+    candidate: records.Candidate
+    first: ValidationRecord
+    requirements: tuple[str, ...] = ()
+
+
 def retry_limits(limits: Limits) -> Limits:
     """Recorded usage builds models at their real size (a detection model resizes to 800 px): more time."""
     return replace(limits, timeout_s=limits.timeout_s * 3, cpu_s=limits.cpu_s * 3)
 
 
-def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate",
-                     retry: list[tuple[records.Candidate, ValidationRecord]], report: BuildReport,
+@contextlib.contextmanager
+def _gate_for(workspace: Workspace, gate: "Gate", requirements: tuple[str, ...]) -> Iterator["Gate | None"]:
+    """The build's gate, or one of the requirement environment (None when it cannot be made)."""
+    if not requirements:
+        yield gate
+        return
+    env = environment(workspace, requirements)
+    if env.python is None:
+        yield None
+        return
+    from ..validator.gate import Gate
+
+    with Gate(gate.workers, gate.limits, python=env.python) as in_env:
+        yield in_env
+
+
+def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: list[Retry], report: BuildReport,
                      progress: ProgressFn | None) -> dict[str, object]:
     """Harvest the sources of the failed blocks, then re-check those blocks with their recorded usage.
-    A block keeps its first verdict unless recorded usage makes it pass."""
-    modules: dict[str, set[str]] = {}  # source -> modules holding failed blocks
-    for candidate, _ in retry:
-        modules.setdefault(candidate.ref.source, set()).add(candidate.ref.module)
+    A source is harvested and its blocks re-checked in the environment with every requirement its
+    waiting blocks needed, so that its package imports as it did for them. A block keeps its first
+    verdict unless recorded usage makes it pass."""
+    by_source: dict[str, list[Retry]] = {}
+    for item in retry:
+        by_source.setdefault(item.candidate.ref.source, []).append(item)
     ran = usage.HarvestStats()
-    for src in sorted(modules):
-        factories = usage.plan(db, src, modules[src])
-        one = usage.run(db, gate, src, factories, (lambda d, t: progress("harvest", d, t)) if progress else None)
-        ran.factories, ran.ok, ran.seconds = ran.factories + one.factories, ran.ok + one.ok, ran.seconds + one.seconds
-    items = []
-    for candidate, first in retry:
-        found = usage.hints(db.conn, candidate.ref.source, candidate.ref.qualname)
-        if found:
-            items.append(((candidate, first), candidate.assembled.code, candidate.assembled.class_name, found))
-        else:
-            records.save(db.conn, workspace, candidate.verdict(first))
-            report.count(candidate.ref.source, False, first.code)
-    rescued = 0
-    for done, ((candidate, first), record) in enumerate(gate.check_many(items, retry_limits(gate.limits)), 1):
-        best = record if record.ok else first
-        records.save(db.conn, workspace, candidate.verdict(best))
-        report.count(candidate.ref.source, best.ok, best.code)
-        rescued += record.ok
-        if progress:
-            progress("retry", done, len(items))
-    return {"factories": ran.factories, "factories_ok": ran.ok, "seconds": round(ran.seconds, 2),
-            "retried": len(items), "rescued": rescued}
+    retried = rescued = done = 0
+
+    def settle(item: Retry, record: ValidationRecord, requirements: tuple[str, ...]) -> None:
+        verdict = item.candidate.verdict(record)
+        if requirements:
+            verdict.record["environment"] = list(requirements)
+        records.save(db.conn, workspace, verdict)
+        report.count(item.candidate.ref.source, record.ok, record.code)
+
+    for src, items in sorted(by_source.items()):
+        requirements = tuple(sorted({r for item in items for r in item.requirements}))
+        with _gate_for(workspace, gate, requirements) as checker:
+            if checker is None:
+                for item in items:
+                    settle(item, item.first, item.requirements)
+                continue
+            focus = {item.candidate.ref.module for item in items}
+            factories = usage.plan(db, src, focus, requirements)
+            ran.add(usage.run(db, checker, src, factories, (lambda d, t: progress("harvest", d, t)) if progress else None))
+            found = []
+            for item in items:
+                hints = usage.hints(db.conn, src, item.candidate.ref.qualname)
+                if hints:
+                    found.append((item, item.candidate.assembled.code, item.candidate.assembled.class_name, hints))
+                else:
+                    settle(item, item.first, item.requirements)
+            retried += len(found)
+            for item, record in checker.check_many(found, retry_limits(checker.limits)):
+                settle(item, record if record.ok else item.first, requirements if record.ok else item.requirements)
+                rescued += record.ok
+                done += 1
+                if progress:
+                    progress("retry", done, len(retry))
+    return {"factories": ran.factories, "examples": ran.examples, "ok": ran.ok, "seconds": round(ran.seconds, 2),
+            "retried": retried, "rescued": rescued}

@@ -168,6 +168,17 @@ _MAPPING_TYPES = ("Dict[", "dict[", "Mapping[", "OrderedDict")
 _SEQUENCE_TYPES = ("List[", "Tuple[", "Sequence[", "list[", "tuple[") + _MAPPING_TYPES
 
 
+_SHAPE_TYPES = ("Size", "[int, ...]")
+
+
+def takes_shape(param: inspect.Parameter) -> bool:
+    """Whether a forward argument is a shape (``batch_shape: Tuple[int, ...]``, ``torch.Size``),
+    not a tensor."""
+    annotation = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
+    return param.annotation is not inspect.Parameter.empty and any(t in annotation for t in _SHAPE_TYPES) \
+        or param.name.endswith("_shape") and param.annotation is inspect.Parameter.empty
+
+
 def level_channels(module: nn.Module, init: dict[str, Any]) -> list[int] | None:
     """The input channels of each level of a multi-level block (an FPN's ``in_channels_list``),
     from its constructor arguments or attributes."""
@@ -185,7 +196,7 @@ def feature_levels(module: nn.Module, param: inspect.Parameter, main: torch.Tens
     annotation = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
     typed = param.annotation is not inspect.Parameter.empty and any(t in annotation for t in _SEQUENCE_TYPES)
     channels = level_channels(module, init)
-    if main.dim() != 4 or not (typed or param.name.lower() in _LEVEL_NAMES or (channels and param.name == "x")):
+    if main.dim() != 4 or takes_shape(param) or not (typed or param.name.lower() in _LEVEL_NAMES or (channels and param.name == "x")):
         return None
     channels = channels or [main.shape[1]] * 3
     side = max(main.shape[-1], 2 ** len(channels))
@@ -207,6 +218,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     levels = feature_levels(module, first, main, init or {}) if first is not None else None
     if levels is not None:
         yield [levels], {}
+    if first is not None and takes_shape(first):  # parameter generators draw for a batch shape
+        yield [main.shape], {}
     if is_loss(module):
         main = torch.rand_like(main) if main.is_floating_point() else main
     args: list[Any] = []
@@ -318,6 +331,33 @@ _MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)
 _UNPACK = re.compile(r"(?:too many|not enough) values to unpack \(expected (\d)")
 _RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
 _MODEL_SIDE = re.compile(r"doesn't match model \((\d+)")
+# Shapes a block's own checks state: "Expected shape: ['B', '1', 'H', 'W']", "a shape of (*, 3, H, W)",
+# "we expect BxCxHxW"
+_SHAPE_SPECS = (re.compile(r"[Ee]xpected shape: \[([^\]]*)\]"), re.compile(r"shape of \(([^)]*)\)"),
+                re.compile(r"expect(?:ed|s)? (?:input of shape )?((?:[A-Z*\d]+x){2,}[A-Z*\d]+)\b"))
+
+
+def _spec_shape(spec: str, ch: int, s: int) -> tuple[int, ...] | None:
+    """A concrete shape for a stated one: numbers as they are, ``*``/``B``/``N`` a batch of 2,
+    ``C`` the current channels, ``D`` a small depth, other letters the spatial side."""
+    tokens = [t.strip(" '\"") for t in re.split(r"[,x]", spec) if t.strip(" '\"")]
+    if not 2 <= len(tokens) <= 6:
+        return None
+    dims = []
+    for t in tokens:
+        if t.isdigit():
+            dims.append(int(t))
+        elif t in ("*", "B", "N", "...") or t.startswith("*"):
+            dims.append(2)
+        elif t == "C":
+            dims.append(ch)
+        elif t == "D":
+            dims.append(8)
+        elif t.isidentifier():
+            dims.append(s)
+        else:
+            return None
+    return tuple(dims)
 
 
 def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes: Sizes, c: int) -> list[tuple[str, tuple[int, ...]]]:
@@ -350,6 +390,9 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         out += {2: [("float", (2, last))], 3: [("float", (2, t, last)), ("float", (2, t, ch))],
                 4: [("float", (2, ch, s, s)), ("float", (2, last, s, s)), ("float", (2, s, s, last))],
                 5: [("float", (2, ch, 8, 8, 8))]}.get(rank, [])
+    for pattern in _SHAPE_SPECS:
+        if (m := pattern.search(text)) and (stated := _spec_shape(m.group(1), ch, s)):
+            out.append(("float", stated))
     if m := _MODEL_SIDE.search(text):
         side = int(m.group(1))
         out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]

@@ -95,6 +95,16 @@ def confine(folder: Path, limits: Limits, report_fd: int) -> dict[str, str]:
     return isolation
 
 
+_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def _probes_loopback(event: str, args: tuple) -> bool:  # type: ignore[type-arg]
+    """A bind to an ephemeral loopback port, as libraries do at import to learn whether the host
+    has IPv6 (urllib3): it reaches nothing, and nothing can know the port to reach it."""
+    address = args[1] if event == "socket.bind" and len(args) > 1 else None
+    return isinstance(address, tuple) and len(address) >= 2 and address[0] in _LOOPBACK and address[1] == 0
+
+
 def _install_hook(folder: Path, report_fd: int) -> None:
     allowed = (str(folder), "/dev/null", "/dev/shm")
     state = {"busy": False}
@@ -121,7 +131,7 @@ def _install_hook(folder: Path, report_fd: int) -> None:
             return
         state["busy"] = True
         try:
-            if event in _NETWORK_EVENTS:
+            if event in _NETWORK_EVENTS and not _probes_loopback(event, args):
                 violation("network", f"{event}{args[1:2]!r}" if len(args) > 1 else event)
             elif event in _PROCESS_EVENTS:
                 violation("process", f"{event} {str(args[:2])[:200]}")

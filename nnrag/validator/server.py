@@ -46,7 +46,8 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         os.dup2(devnull, 0)
         os.chdir(folder)
         os.environ.update(HOME=str(folder), TMPDIR=str(folder), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                          TORCH_HOME=str(folder / ".torch"), XDG_CACHE_HOME=str(folder / ".cache"))
+                          TORCH_HOME=str(folder / ".torch"), XDG_CACHE_HOME=str(folder / ".cache"),
+                          TORCHINDUCTOR_CACHE_DIR=str(folder / ".inductor"), TRITON_CACHE_DIR=str(folder / ".triton"))
         import tempfile as _tempfile
 
         _tempfile.tempdir = str(folder)  # the worker cached its own; torch caches go here, not /tmp

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from .examples import EXAMPLE_SUFFIX, example_sources
 from .recipes import Unrecordable, dump, ref
 
 _ENTRIES_PER_CLASS = 3
@@ -170,13 +171,39 @@ def _exercise(model: Any) -> str | None:
     return first
 
 
+def _run_examples(module: Any, qualname: str) -> str | None:
+    """Run the examples of a class's docstrings in its module's namespace, with the names
+    documentation takes for granted (``torch``, ``nn``, ``F``, ``np``, the top-level package);
+    the error of the first statement that fails ends them (the rest builds on it)."""
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    sources = example_sources(obj)
+    if not sources:
+        return "no examples"
+    top = module.__name__.split(".")[0]
+    namespace = {"torch": torch, "nn": nn, "F": torch.nn.functional, **vars(module)}
+    namespace.setdefault(top, importlib.import_module(top))
+    try:
+        namespace.setdefault("np", importlib.import_module("numpy"))
+    except ImportError:
+        pass
+    for i, source in enumerate(sources, 1):
+        try:
+            exec(compile(source, f"<example {i} of {qualname}>", "exec"), namespace)
+        except Exception as e:
+            return f"example line {i}: {type(e).__name__}: {e}"[:300]
+    return None
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
     raise FactoryTimeout()
 
 
 def harvest(factories: list[list[str]], packages: list[str], paths: list[str], emit: Callable[[dict[str, Any]], None],
             per_factory_s: float = 30.0) -> None:
-    """Run ``[module, function]`` factories in turn, emitting one record per factory."""
+    """Run ``[module, function]`` factories in turn, emitting one record per factory. A function
+    named ``Class.__doc__`` stands for the examples in that class's docstrings."""
     sys.path[:0] = [p for p in paths if p not in sys.path]
     recorder = Recorder(packages)
     recorder.wrap_loaded()
@@ -189,9 +216,12 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
             signal.setitimer(signal.ITIMER_REAL, per_factory_s)
             module = importlib.import_module(module_name)
             recorder.wrap_loaded()
-            factory = getattr(module, function)
-            model = factory(**_no_downloads(factory))
-            error = _exercise(model)
+            if function.endswith(EXAMPLE_SUFFIX):
+                error = _run_examples(module, function.removesuffix(EXAMPLE_SUFFIX))
+            else:
+                factory = getattr(module, function)
+                model = factory(**_no_downloads(factory))
+                error = _exercise(model)
             record.update(ok=error is None, message=error)
         except FactoryTimeout:
             record["message"] = f"no result within {per_factory_s:g} s"

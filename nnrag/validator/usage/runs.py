@@ -1,9 +1,10 @@
-"""Recorded usage: how a source's own model factories build and call its blocks.
+"""Recorded usage: how a source's own model factories and documented examples build and call its blocks.
 
 ``nnrag build`` validates every block from guessed arguments first. Blocks whose arguments or
 inputs could not be guessed get a second chance with recipes recorded by running the source's
-factories in the sandbox (see ``harvest.py``). Recipes are stored per factory in the
-index database and reused until the factory's module or the source's version changes.
+factories and the ``>>>`` examples of its class docstrings in the sandbox (see ``harvest.py``).
+Recipes are stored per factory or example in the index database and reused until its module or
+the source's version changes.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
 from ...db import Database
+from ...extract.closure import lenders
+from ..record import GATE_VERSION
 
 if TYPE_CHECKING:
     from ..gate import Gate
@@ -31,6 +35,8 @@ _JOB_TIMEOUT_S = 900.0
 
 @dataclass(frozen=True)
 class Factory:
+    """A unit the harvest runs: a model factory, or the examples of a class (``Class.__doc__``)."""
+
     source: str
     module: str
     function: str
@@ -40,19 +46,33 @@ class Factory:
     def key(self) -> str:
         return f"{self.module}:{self.function}"
 
+    @property
+    def is_example(self) -> bool:
+        return self.function.endswith(EXAMPLE_SUFFIX)
+
 
 @dataclass
 class HarvestStats:
     factories: int = 0
+    examples: int = 0
     ok: int = 0
     seconds: float = 0.0
 
+    def add(self, other: "HarvestStats") -> None:
+        self.factories += other.factories
+        self.examples += other.examples
+        self.ok += other.ok
+        self.seconds += other.seconds
 
-def plan(store: Database, source: str, focus: set[str], per_focus_module: int = 2) -> list[Factory]:
-    """Factories to run for ``source``: up to ``per_focus_module`` in the modules in ``focus``
-    (those holding blocks that still fail), then the smallest one of every other module, since a
-    block of a shared layers module is built by the models of other modules. Factories already
-    run against the same module text are left out."""
+
+def plan(store: Database, source: str, focus: set[str], requirements: tuple[str, ...] = (),
+         per_focus_module: int = 2) -> list[Factory]:
+    """What to run for ``source``: the documented examples and up to ``per_focus_module``
+    factories of the modules in ``focus`` (those holding blocks that still fail), then the
+    examples and the smallest factory of every other module, since a block of a shared layers
+    module is built by the models and examples of other modules. Units already run against the
+    same module text, by the same gate, in the same requirement environment (``requirements``),
+    are left out."""
     conn = store.conn
     row = conn.execute("SELECT id, version, git_commit FROM sources WHERE name=?", (source,)).fetchone()
     if row is None:
@@ -68,25 +88,31 @@ def plan(store: Database, source: str, focus: set[str], per_focus_module: int = 
     for module, sha1 in files:
         if not sha1 or "def " not in (text := store.file_text(sha1)):
             continue
-        names = factory_functions(text)
-        if not names:
-            continue
-        stamp = f"{version or ''}|{commit or ''}|{sha1}"
-        take = per_focus_module if module in focus else 1
-        chosen = [Factory(source, module, n, stamp) for n in names[:take]]
+        names = factory_functions(text)[: per_focus_module if module in focus else 1]
+        if ">>>" in text:
+            names += [name + EXAMPLE_SUFFIX for name in documented_classes(text)]
+        stamp = "|".join([GATE_VERSION, version or "", commit or "", sha1, *requirements])
+        chosen = [Factory(source, module, n, stamp) for n in names]
         (first if module in focus else rest).extend(f for f in chosen if done.get(f.key) != stamp)
     return first + rest
 
 
 def _packages(store: Database, source: str) -> tuple[list[str], list[str]]:
+    """The source's top-level packages (their blocks are recorded) and the folders to import from:
+    the source's own, then those of the indexed sources it imports packages from (mmdet needs
+    mmcv and mmengine), as its blocks were extracted."""
     conn = store.conn
     row = conn.execute("SELECT id, root FROM sources WHERE name=?", (source,)).fetchone()
     if row is None:
         return [], []
     modules = {r["module"].split(".")[0] for r in conn.execute(
         "SELECT DISTINCT module FROM files WHERE source_id=? AND module IS NOT NULL", (row["id"],))}
-    root = Path(row["root"]) if row["root"] else None
-    paths = [str(p) for p in (root, root / "src" if root else None) if p is not None and p.is_dir()]
+    lent = set(lenders(conn, row["id"]).values())
+    roots = [row["root"]] + [r["root"] for r in conn.execute("SELECT id, root FROM sources ORDER BY priority, name")
+                             if r["id"] in lent]
+    paths: list[str] = []
+    for root in filter(None, roots):
+        paths += [str(p) for p in (Path(root), Path(root) / "src") if p.is_dir() and str(p) not in paths]
     return sorted(modules), paths
 
 
@@ -120,7 +146,8 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
                     continue
                 reported.add(factory.key)
                 _save(store.conn, factory, record)
-                stats.factories += 1
+                stats.examples += factory.is_example
+                stats.factories += not factory.is_example
                 stats.ok += bool(record.get("ok"))
             for factory in job:  # the job ended (time limit, crash) before these reported
                 if factory.key not in reported:
