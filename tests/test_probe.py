@@ -180,3 +180,20 @@ def test_a_forward_that_takes_a_shape_gets_the_input_shape() -> None:
     args, kwargs = next(forward_calls(Generator(), main))
     assert args == [torch.Size([2, 3, 16, 16])] and kwargs == {}
     assert Generator()(*args)["angle"].shape == (2,)
+
+
+class Tabled(nn.Module):
+    arch_settings = {18: (2, 2), 34: (3, 4)}
+
+    def __init__(self, depth: int) -> None:
+        super().__init__()
+        if depth not in self.arch_settings:
+            raise KeyError(f"invalid depth {depth} for resnet")
+        self.layers = nn.Sequential(*[nn.Identity() for _ in range(sum(self.arch_settings[depth]))])
+
+
+def test_a_value_the_class_looks_up_in_its_own_table_is_one_of_its_keys() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    model, kwargs, error = _instantiate(Tabled, {"depth": 1}, Sizes())
+    assert error is None and kwargs == {"depth": 18} and len(model.layers) == 4  # type: ignore[union-attr]

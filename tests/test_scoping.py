@@ -264,6 +264,8 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
         from .reg import MODELS, build
         MODELS.register("relu", module=nn.ReLU)
         MODELS["gelu"] = nn.GELU
+        for act in (nn.SiLU, nn.Tanh):
+            MODELS.register(act.__name__, module=act)
         def make_act(name="relu"):
             return build(name)
         """, "m.py": """
@@ -274,9 +276,10 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
                 super().__init__()
                 self.act = make_act()
                 self.other = make_act("gelu")
+                self.loop = make_act("SiLU")
             def forward(self, x):
-                return self.other(self.act(x))
-        """}, "UsesRegistry", ["Registry", "MODELS", "build", "", "", "make_act", "UsesRegistry"],
+                return self.loop(self.other(self.act(x)))
+        """}, "UsesRegistry", ["Registry", "MODELS", "build", "", "", "act", "make_act", "UsesRegistry"],
         {"import torch.nn as nn"}),
     # a counter the block bumps through `global`
     "global_counter": ({"m.py": """
@@ -468,6 +471,8 @@ def test_closure(cases_home: Path, case: str) -> None:
     assert block.split(".")[0] in namespace
     if case == "lazy_module_as_registry":  # the registry still finds its classes
         assert type(namespace["UsesRegistry"]().agg).__name__ == "SumAggregation"  # type: ignore[operator]
+    if case == "foreign_registry":  # filled by the copied statements, the loop's too
+        assert type(namespace["UsesRegistry"]().loop).__name__ == "SiLU"  # type: ignore[operator]
 
 
 def test_a_definition_time_cycle_keeps_its_statements_in_place_and_orders_the_rest() -> None:

@@ -97,8 +97,24 @@ def _root_name(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+_COMPOUND = (ast.For, ast.If, ast.Try, ast.With)
+
+
 def _mutated(stmt: ast.stmt) -> str | None:
-    """The module-level name a plain statement mutates in place (``REG[k] = v``, ``REG.update(...)``)."""
+    """The module-level name a statement mutates in place (``REG[k] = v``, ``REG.update(...)``),
+    also from inside a loop or a condition (``for m in (nn.ReLU, nn.GELU): MODELS.register_module(module=m)``)
+    when that is the one name mutated there and not one the statement binds itself."""
+    if isinstance(stmt, _COMPOUND):
+        inner: list[ast.stmt] = []
+        for field in ("body", "orelse", "finalbody"):
+            inner += getattr(stmt, field, [])
+        for handler in getattr(stmt, "handlers", []):
+            inner += handler.body
+        names = {n for s in inner if (n := _mutated(s)) is not None}
+        bound: set[str] = set()
+        _bound_names([stmt], bound)
+        names -= bound
+        return names.pop() if len(names) == 1 else None
     if isinstance(stmt, ast.Assign):
         roots = {_root_name(t) for t in stmt.targets if isinstance(t, (ast.Subscript, ast.Attribute))}
         return roots.pop() if len(roots) == 1 and None not in roots else None
@@ -154,7 +170,7 @@ class ModuleUnits:
             for name in binds:
                 self.binders.setdefault(name, []).append(len(self.stmts) - 1)
             mutated = _mutated(node)
-            if mutated is not None and not binds:
+            if mutated is not None and (not binds or isinstance(node, _COMPOUND)):
                 self.mutators.setdefault(mutated, []).append(len(self.stmts) - 1)
         self._names: dict[int, UnitNames] = {}
         self._texts: dict[int, str] = {}

@@ -304,9 +304,25 @@ def _ints(kwargs: dict[str, Any]) -> dict[str, int]:
     return {k: v for k, v in kwargs.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
+def _table_keys(cls: type, kind: type) -> list[Any]:
+    """Keys of a table the class defines (``arch_settings = {18: ..., 34: ...}``), smallest first."""
+    for klass in cls.__mro__:
+        if klass in (nn.Module, object):
+            break
+        for value in vars(klass).values():
+            if isinstance(value, dict) and len(value) >= 2 and all(type(k) is kind for k in value):
+                return sorted(value)
+    return []
+
+
 def _repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
     """Changed keyword arguments the error suggests, most specific first."""
     text = str(error)
+    if isinstance(error, (KeyError, ValueError, AssertionError)):
+        # a value that must be a key of the class's own table: ResNet(depth=...) of arch_settings
+        for name, value in kwargs.items():
+            if type(value) in (int, str) and (name in text or repr(value) in text) and (keys := _table_keys(cls, type(value))):
+                yield {name: keys[0]}
     if isinstance(error, TypeError) and (missing := _MISSING.search(text)):
         names = re.findall(r"'(\w+)'", missing.group(1))
         if names and not all(n in kwargs for n in names):
