@@ -284,3 +284,42 @@ def test_an_ephemeral_loopback_probe_is_no_violation_but_a_known_port_is() -> No
         probe, listener = gate.check_code(PROBES, "ProbesIPv6"), gate.check_code(PROBES, "Listens")
     assert probe.ok, probe.message
     assert (listener.ok, listener.code) == (False, "sandbox-violation") and "socket.bind" in listener.message
+
+
+GRAPH_BATCH = '''
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+
+@dataclass
+class LayerConfig:
+    dim_in: int = -1  # set by the caller
+    dim_out: int = -1
+    has_bias: bool = True
+
+
+class BatchLayer(nn.Module):
+    """Reads and updates a graph batch, as graph-learning frameworks pass them between layers."""
+
+    def __init__(self, layer_config: LayerConfig):
+        super().__init__()
+        self.lin = nn.Linear(layer_config.dim_in, layer_config.dim_out, bias=layer_config.has_bias)
+
+    def forward(self, batch):
+        messages = torch.zeros_like(batch.x).index_add_(0, batch.edge_index[1], batch.x[batch.edge_index[0]])
+        batch.x = self.lin(messages)
+        return batch
+'''
+
+
+def test_a_layer_of_graph_batches_gets_a_batch_and_its_config_is_set() -> None:
+    from nnrag.validator.gate import Gate
+
+    with Gate(1) as gate:
+        record = gate.check_code(GRAPH_BATCH, "BatchLayer")
+    assert record.ok, record.message
+    assert "dim_in=16" in record.init_args["layer_config"]  # the -1 sentinels were set
+    assert record.input_shapes[0]["x"] == [8, 16] and record.input_shapes[0]["edge_index"] == [2, 24]
+    assert record.backward is True  # through the batch it returned

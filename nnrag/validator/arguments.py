@@ -66,6 +66,11 @@ def _class_of(annotation: Any) -> type | None:
     return None
 
 
+def _unset(default: Any) -> bool:
+    """A negative integer default of a config field means "set me" (``dim_in: int = -1``)."""
+    return type(default) is int and default < 0
+
+
 def _dataclass_value(annotation: Any, s: Sizes, depth: int) -> Any:
     """An instance of a dataclass annotation, its required fields guessed by name."""
     if depth > 2 or not (isinstance(annotation, type) and dataclasses.is_dataclass(annotation)):
@@ -77,7 +82,8 @@ def _dataclass_value(annotation: Any, s: Sizes, depth: int) -> Any:
     values = {
         f.name: guess_value(f.name, hints.get(f.name, f.type), s, depth=depth + 1)
         for f in dataclasses.fields(annotation)
-        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+        if f.init and (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+                       or _unset(f.default))
     }
     try:
         return annotation(**values)

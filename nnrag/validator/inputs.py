@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import re
+from types import SimpleNamespace
 from typing import Any, Iterator
 
 import torch
@@ -128,7 +129,27 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
     return [x for x in out if not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
 
 
-def make_tensor(kind: str, shape: tuple[int, ...]) -> torch.Tensor:
+def ring_edges(nodes: int) -> torch.Tensor:
+    """A ring both ways plus self-loops, ``[2, 3 * nodes]``: every node has neighbours."""
+    ring = torch.arange(nodes)
+    return torch.cat([torch.stack([ring, (ring + 1) % nodes]), torch.stack([(ring + 1) % nodes, ring]),
+                      torch.stack([ring, ring])], dim=1)
+
+
+def make_graph(nodes: int, features: int) -> SimpleNamespace:
+    """One small graph as a batch object (``batch.x``, ``batch.edge_index``, ...), for blocks whose
+    forward reads a graph's attributes rather than taking tensors."""
+    edges = ring_edges(nodes)
+    return SimpleNamespace(x=torch.randn(nodes, features), edge_index=edges, edge_attr=torch.randn(edges.shape[1], features),
+                           batch=torch.zeros(nodes, dtype=torch.long), y=torch.randint(0, 2, (nodes,)),
+                           num_nodes=nodes, num_graphs=1, ptr=torch.tensor([0, nodes]))
+
+
+def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
+    """The input a candidate (kind, shape) stands for: a tensor, or for ``graph`` a graph batch of
+    ``shape = (nodes, features)``."""
+    if kind == "graph":
+        return make_graph(*shape)
     if kind.startswith("long"):
         high = int(kind.split(":")[1]) if ":" in kind else 8
         return torch.randint(0, max(1, high), shape)
@@ -237,11 +258,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         if not args and p.kind != p.KEYWORD_ONLY:
             args.append(main)
             continue
-        if n in ("edge_index", "edges"):  # a ring both ways plus self-loops: every node has neighbours
-            nodes = main.shape[0]
-            ring = torch.arange(nodes)
-            value: Any = torch.cat([torch.stack([ring, (ring + 1) % nodes]), torch.stack([(ring + 1) % nodes, ring]),
-                                    torch.stack([ring, ring])], dim=1)
+        if n in ("edge_index", "edges"):
+            value: Any = ring_edges(main.shape[0])
         elif n in ("adj", "adj_t"):  # a dense adjacency of the same ring
             nodes = main.shape[0]
             value = ((torch.eye(nodes) + torch.eye(nodes).roll(1, 0) + torch.eye(nodes).roll(-1, 0)) > 0).float()
@@ -298,8 +316,9 @@ def shapes(value: Any, depth: int = 0) -> Any:
         return list(value.shape)
     if depth > 4:
         return None
-    if isinstance(value, dict):
-        return {str(k): shapes(v, depth + 1) for k, v in itertools.islice(value.items(), 16)}
+    if isinstance(value, (dict, SimpleNamespace)):
+        items = value.items() if isinstance(value, dict) else vars(value).items()
+        return {str(k): shapes(v, depth + 1) for k, v in itertools.islice(items, 16)}
     if isinstance(value, (list, tuple)):
         return [shapes(v, depth + 1) for v in value[:16]]
     return type(value).__name__
@@ -310,7 +329,8 @@ def tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
         return [value]
     if depth > 4:
         return []
-    items: Any = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else []
+    items: Any = (value.values() if isinstance(value, dict) else vars(value).values() if isinstance(value, SimpleNamespace)
+                  else value if isinstance(value, (list, tuple)) else [])
     return [t for v in items for t in tensors(v, depth + 1)]
 
 
@@ -330,6 +350,7 @@ _NORMALIZED = re.compile(r"normalized_shape=\[([\d, ]+)\]")
 _MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _UNPACK = re.compile(r"(?:too many|not enough) values to unpack \(expected (\d)")
 _RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
+_GRAPH_ATTRIBUTE = re.compile(r"'Tensor' object has no attribute '(?:x|edge_index|edge_attr|batch|num_nodes|num_graphs)'")
 _MODEL_SIDE = re.compile(r"doesn't match model \((\d+)")
 # Shapes a block's own checks state: "Expected shape: ['B', '1', 'H', 'W']", "a shape of (*, 3, H, W)",
 # "we expect BxCxHxW"
@@ -404,6 +425,8 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             out += [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
     if "divisible" in text and len(shape) == 4:
         out += [("float", shape[:2] + (64, 64)), ("float", shape[:2] + (224, 224))]
+    if _GRAPH_ATTRIBUTE.search(text):  # the forward reads a graph batch: node features of the current width
+        out.append(("graph", (GRAPH_NODES, shape[-1] if len(shape) == 2 else ch)))
     if not kind.startswith("long") and ("Long" in text or "indices" in text or "Embedding" in text):
         out.append(("long:4", shape[:2] if len(shape) > 2 else shape))
     return out

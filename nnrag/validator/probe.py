@@ -12,7 +12,7 @@ import time
 import traceback
 from collections import deque
 from pathlib import Path
-from types import CodeType
+from types import CodeType, SimpleNamespace
 from typing import Any, Callable, Iterator
 
 import torch
@@ -233,7 +233,8 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         # counted after forward: lazy modules have no parameter sizes before it
         result["params"] = sum(p.numel() for p in model.parameters())
         result["submodules"] = _inventory(model)
-        result["input_shapes"] = [shapes(a) if isinstance(a, (torch.Tensor, list, tuple, dict)) else short_repr(a) for a in args]
+        result["input_shapes"] = [shapes(a) if isinstance(a, (torch.Tensor, list, tuple, dict, SimpleNamespace)) else short_repr(a)
+                                  for a in args]
         result["input_dtypes"] = [str(a.dtype).removeprefix("torch.") if isinstance(a, torch.Tensor) else None for a in args]
         result["output_shapes"] = shapes(out)
         result["stage"] = "backward"
@@ -273,7 +274,8 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
         tried.add((kind, shape))
         main = make_tensor(kind, shape)
         repaired = False
-        for i, (args, kw) in enumerate(forward_calls(model, main, kwargs)):
+        calls = [([main], {})] if kind == "graph" else forward_calls(model, main, kwargs)
+        for i, (args, kw) in enumerate(calls):
             if i >= _CALLS_PER_INPUT or not (budget.left() or local == _TRIES_PER_MODEL):
                 break
             budget.tries -= 1
