@@ -197,3 +197,25 @@ def test_a_value_the_class_looks_up_in_its_own_table_is_one_of_its_keys() -> Non
 
     model, kwargs, error = _instantiate(Tabled, {"depth": 1}, Sizes())
     assert error is None and kwargs == {"depth": 18} and len(model.layers) == 4  # type: ignore[union-attr]
+
+
+class Mode(__import__("enum").Enum):
+    FAST = "fast"
+    EXACT = "exact"
+
+
+class Chooses(nn.Module):
+    def __init__(self, dim: int, mode: Mode, hidden_act: str) -> None:
+        super().__init__()
+        if hidden_act not in ("gelu_tanh", "gelu"):
+            raise ValueError(f"Unsupported hidden_act {hidden_act}: expected 'gelu_tanh' or 'gelu'")
+        self.mode = mode
+
+
+def test_enums_get_a_member_and_a_named_argument_the_choice_its_error_lists() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    first = next(iter(constructor_attempts(Chooses)))[1]
+    assert first["mode"] is Mode.FAST and first["hidden_act"] == "relu"
+    model, kwargs, error = _instantiate(Chooses, first, Sizes())
+    assert error is None and kwargs["hidden_act"] == "gelu_tanh", error

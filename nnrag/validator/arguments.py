@@ -7,6 +7,7 @@ Everything here runs inside the sandbox, with torch already imported by the warm
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
 import re
 import sys
@@ -63,6 +64,15 @@ def _class_of(annotation: Any) -> type | None:
         return None
     if origin is type and args and isinstance(args[0], type) and args[0] is not nn.Module:
         return args[0]
+    return None
+
+
+def _enum_member(annotation: Any) -> Any:
+    """The first member of an Enum annotation (or of the first Enum in a Union), else None."""
+    if typing.get_origin(annotation) is typing.Union:
+        return next((m for a in typing.get_args(annotation) if (m := _enum_member(a)) is not None), None)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return next(iter(annotation), None)
     return None
 
 
@@ -187,6 +197,11 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         made = _module_value(annotation, s, depth)  # ``encoder_layer: TransformerEncoderLayer``
     if made is not None:
         return made
+    member = _enum_member(annotation)
+    if member is not None:  # ``mask_type: MaskLevelType``: its first member
+        return member
+    if annotation in (str, "str") and ("act" in w or "activation" in w):
+        return "relu"
     if n in ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp"):
         return AutoConfig(s)
     if "head" in w and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) or n in ("heads", "nhead", "num_head"):

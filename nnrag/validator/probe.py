@@ -306,6 +306,9 @@ def _ints(kwargs: dict[str, Any]) -> dict[str, int]:
     return {k: v for k, v in kwargs.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
+_QUOTED = re.compile(r"'([A-Za-z_][\w\-]*)'")
+
+
 def _table_keys(cls: type, kind: type) -> list[Any]:
     """Keys of a table the class defines (``arch_settings = {18: ..., 34: ...}``), smallest first."""
     for klass in cls.__mro__:
@@ -325,6 +328,11 @@ def _repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Siz
         for name, value in kwargs.items():
             if type(value) in (int, str) and (name in text or repr(value) in text) and (keys := _table_keys(cls, type(value))):
                 yield {name: keys[0]}
+        # an argument the message names, with the choices it lists: "Unsupported hidden_act 16: expected 'gelu' or ..."
+        choices = [c for c in _QUOTED.findall(text) if c not in kwargs]
+        named = [k for k, v in kwargs.items() if k in text and not (isinstance(v, str) and v in choices)]
+        if choices and named:
+            yield {named[0]: choices[0]}
     if isinstance(error, TypeError) and (missing := _MISSING.search(text)):
         names = re.findall(r"'(\w+)'", missing.group(1))
         if names and not all(n in kwargs for n in names):
