@@ -3,6 +3,7 @@ gate in a cached environment that has it. A local wheel folder stands in for PyP
 
 from __future__ import annotations
 
+import json
 import shutil
 import zipfile
 from pathlib import Path
@@ -11,17 +12,20 @@ import pytest
 
 import nnrag
 from conftest import FIXTURES, search_limits
+from nnrag.db import connect
+from nnrag.workspace import Workspace
 
 MODULE = "import torch\n\n\ndef scaled_tanh(x, scale):\n    return torch.tanh(x) * scale\n"
 
 
 def _wheel(folder: Path) -> None:
     folder.mkdir(parents=True)
-    with zipfile.ZipFile(folder / "tinyact-1.0-py3-none-any.whl", "w") as zf:
-        zf.writestr("tinyact/__init__.py", MODULE)
-        zf.writestr("tinyact-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinyact\nVersion: 1.0\n")
-        zf.writestr("tinyact-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr("tinyact-1.0.dist-info/RECORD", "")
+    for name, text in (("tinyact", MODULE), ("tinyplot", "def show(x):\n    return x\n")):
+        with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as zf:
+            zf.writestr(f"{name}/__init__.py", text)
+            zf.writestr(f"{name}-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+            zf.writestr(f"{name}-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+            zf.writestr(f"{name}-1.0.dist-info/RECORD", "")
 
 
 def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,13 +53,17 @@ def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, m
     again = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False, requirements="install")
     assert (again.passed, again.cached) == (1, 2)
 
-    # its documented example runs in the same environment, where its package imports
+    # its documented example runs where its package imports: the block's environment, widened by
+    # what the package itself imports (tinyplot), which the harvest stopped at once
     harvested = nnrag.build([str(repo)], home=tmp_path / "harvested", limits=search_limits(), search=False,
                             requirements="install")
     assert harvested.passed == 2
-    assert harvested.harvest["examples"] == 1 and harvested.harvest["rescued"] == 1  # type: ignore[index]
+    assert harvested.harvest["examples"] == 2 and harvested.harvest["rescued"] == 1  # type: ignore[index]
     gate_entry = {e["name"]: e for e in nnrag.library_entries(home=tmp_path / "harvested")}["TanhGate"]
     assert gate_entry["status"] == "validated"
+    with connect(Workspace.resolve(tmp_path / "harvested")) as store:
+        (record,) = store.conn.execute("SELECT record FROM library WHERE name='TanhGate'").fetchone()
+    assert json.loads(record)["environment"] == ["tinyact", "tinyplot"]
 
 
 def test_a_requirement_pip_cannot_install_is_a_recorded_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

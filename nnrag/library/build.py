@@ -141,7 +141,8 @@ def build_library(
                 elif waiting:
                     report.requirements = {"needs_install": needs_install(waiting, corpus)}
                 if retry:
-                    report.harvest = retry_with_usage(db, workspace, gate, retry, report, progress)
+                    report.harvest = retry_with_usage(db, workspace, gate, retry, report, progress,
+                                                      corpus if requirements == "install" else None)
         except KeyboardInterrupt:
             report.interrupted = True
         if scheduler and not report.interrupted:

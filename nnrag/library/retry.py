@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ..db import Database
 from ..progress import ProgressFn
-from ..validator.envs import environment
+from ..validator.envs import distribution_for, environment
 from ..validator.record import GATE_VERSION, Limits, ValidationRecord
 from ..validator.usage import runs as usage
 from ..workspace import Workspace
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 AWAITING_USAGE = GATE_VERSION + "-guess"
 # Failures that recorded arguments or inputs may fix.
 RETRY_CODES = {"constructor-args", "input-inference", "runtime-error", "timeout", "memory", "backward-error"}
+_ROUNDS = 4  # environments a source's harvest may widen through, each with what it stopped at
 
 
 @dataclass(frozen=True)
@@ -58,11 +59,13 @@ def _gate_for(workspace: Workspace, gate: "Gate", requirements: tuple[str, ...])
 
 
 def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: list[Retry], report: BuildReport,
-                     progress: ProgressFn | None) -> dict[str, object]:
+                     progress: ProgressFn | None, install: frozenset[str] | None = None) -> dict[str, object]:
     """Harvest the sources of the failed blocks, then re-check those blocks with their recorded usage.
     A source is harvested and its blocks re-checked in the environment with every requirement its
-    waiting blocks needed, so that its package imports as it did for them. A block keeps its first
-    verdict unless recorded usage makes it pass."""
+    waiting blocks needed, so that its package imports as it did for them. With ``install`` (the
+    corpus's top-level packages, which are never installed) that environment also gets what the
+    whole package imports and the harvest stopped at (mmcv's ``cv2``), for a few rounds. A block
+    keeps its first verdict unless recorded usage makes it pass."""
     by_source: dict[str, list[Retry]] = {}
     for item in retry:
         by_source.setdefault(item.candidate.ref.source, []).append(item)
@@ -78,14 +81,26 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
 
     for src, items in sorted(by_source.items()):
         requirements = tuple(sorted({r for item in items for r in item.requirements}))
+        focus = {item.candidate.ref.module for item in items}
+        usable = requirements  # the widest environment made so far
+        for round_ in range(_ROUNDS):
+            with _gate_for(workspace, gate, requirements) as checker:
+                if checker is None:  # pip could not install the wider set: keep the last that worked
+                    requirements = usable
+                    break
+                one = usage.run(db, checker, src, usage.plan(db, src, focus, requirements),
+                                (lambda d, t: progress("harvest", d, t)) if progress else None)
+                ran.add(one)
+            usable = requirements
+            more = {distribution_for(m) for m in one.missing if install is not None and m not in install} - set(requirements)
+            if not more or round_ + 1 == _ROUNDS:
+                break
+            requirements = tuple(sorted({*requirements, *more}))
         with _gate_for(workspace, gate, requirements) as checker:
             if checker is None:
                 for item in items:
                     settle(item, item.first, item.requirements)
                 continue
-            focus = {item.candidate.ref.module for item in items}
-            factories = usage.plan(db, src, focus, requirements)
-            ran.add(usage.run(db, checker, src, factories, (lambda d, t: progress("harvest", d, t)) if progress else None))
             found = []
             for item in items:
                 hints = usage.hints(db.conn, src, item.candidate.ref.qualname)

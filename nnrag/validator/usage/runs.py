@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -51,18 +52,23 @@ class Factory:
         return self.function.endswith(EXAMPLE_SUFFIX)
 
 
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
 @dataclass
 class HarvestStats:
     factories: int = 0
     examples: int = 0
     ok: int = 0
     seconds: float = 0.0
+    missing: set[str] = field(default_factory=set)  # top-level modules units stopped at, not importable there
 
     def add(self, other: "HarvestStats") -> None:
         self.factories += other.factories
         self.examples += other.examples
         self.ok += other.ok
         self.seconds += other.seconds
+        self.missing |= other.missing
 
 
 def plan(store: Database, source: str, focus: set[str], requirements: tuple[str, ...] = (),
@@ -149,6 +155,8 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
                 stats.examples += factory.is_example
                 stats.factories += not factory.is_example
                 stats.ok += bool(record.get("ok"))
+                if m := _NO_MODULE.search(record.get("message") or ""):
+                    stats.missing.add(m.group(1).split(".")[0])
             for factory in job:  # the job ended (time limit, crash) before these reported
                 if factory.key not in reported:
                     _save(store.conn, factory, {"ok": False, "message": result.get("killed") or "not reached", "usage": {}})
