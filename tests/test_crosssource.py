@@ -73,22 +73,8 @@ def test_cross_source_blocks_pass_the_gate_and_prefer_installed_keeps_the_import
         nnrag.extract("DetHead", prefer="nowhere", home=home)
 
 
-SHARED = '''import torch.nn as nn
-
-
-def make_divisible(v: int, divisor: int = 8) -> int:
-    return max(divisor, int(v + divisor / 2) // divisor * divisor)
-
-
-class ConvBN(nn.Module):
-    def __init__(self, cin: int, cout: int) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(cin, make_divisible(cout), 3, padding=1, bias=False)
-        self.bn = nn.BatchNorm2d(make_divisible(cout))
-
-    def forward(self, x):
-        return self.bn(self.conv(x))
-'''
+# the lender module the two vendored blocks both need, written once, as the lender wrote it
+SHARED = (FIXTURES / "lender_repo" / "baselib" / "layers.py").read_text()
 
 RUN_VENDORED = """
 import sys, torch

@@ -10,13 +10,12 @@ then stops at a further missing module gets that one too, for a few rounds.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from ..db import Database
 from ..progress import ProgressFn
 from ..extract.requirements import installed
-from ..validator.envs import distribution_for, environment
+from ..validator.envs import distribution_for, environment, missing_module
 from ..validator.gate import Gate
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord
 from ..workspace import Workspace
@@ -24,16 +23,13 @@ from . import records
 from .report import BuildReport
 from .retry import RETRY_CODES, Retry
 
-_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _ROUNDS = 6  # environments a block may try, each with one more missing module (mmdet needs five)
 
 
 def _stopped_at(record: ValidationRecord) -> str | None:
     """The top-level module a block's import stopped at (``No module named 'addict'``), if not here."""
-    if record.ok or record.code != MISSING_DEPENDENCY or not (m := _NO_MODULE.search(record.message)):
-        return None
-    top = m.group(1).split(".")[0]
-    return None if installed(top) else top
+    top = None if record.ok or record.code != MISSING_DEPENDENCY else missing_module(record.message)
+    return None if top is None or installed(top) else top
 
 
 def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = frozenset()) -> str | None:

@@ -79,41 +79,50 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
         records.save(db.conn, workspace, verdict)
         report.count(item.candidate.ref.source, record.ok, record.code)
 
+    def check(src: str, items: list[Retry], checker: "Gate", requirements: tuple[str, ...]) -> None:
+        nonlocal retried, rescued, done
+        found = []
+        for item in items:
+            hints = usage.hints(db.conn, src, item.candidate.ref.qualname)
+            if hints:
+                found.append((item, item.candidate.assembled.code, item.candidate.assembled.class_name, hints))
+            else:
+                settle(item, item.first, item.requirements)
+        retried += len(found)
+        for item, record in checker.check_many(found, retry_limits(checker.limits)):
+            settle(item, record if record.ok else item.first, requirements if record.ok else item.requirements)
+            rescued += record.ok
+            done += 1
+            if progress:
+                progress("retry", done, len(retry))
+
     for src, items in sorted(by_source.items()):
         requirements = tuple(sorted({r for item in items for r in item.requirements}))
         focus = {item.candidate.ref.module for item in items}
-        usable = requirements  # the widest environment made so far
+        usable: tuple[str, ...] | None = None  # the widest environment made so far
+        checked = False
         for round_ in range(_ROUNDS):
             with _gate_for(workspace, gate, requirements) as checker:
-                if checker is None:  # pip could not install the wider set: keep the last that worked
-                    requirements = usable
+                if checker is None:  # pip could not install this set
                     break
                 one = usage.run(db, checker, src, usage.plan(db, src, focus, requirements),
                                 (lambda d, t: progress("harvest", d, t)) if progress else None)
                 ran.add(one)
-            usable = requirements
-            more = {distribution_for(m) for m in one.missing if install is not None and m not in install} - set(requirements)
-            if not more or round_ + 1 == _ROUNDS:
-                break
+                usable = requirements
+                more = {distribution_for(m) for m in one.missing if install is not None and m not in install}
+                if not more - set(requirements) or round_ + 1 == _ROUNDS:
+                    check(src, items, checker, requirements)  # in the gate the harvest used
+                    checked = True
+                    break
             requirements = tuple(sorted({*requirements, *more}))
-        with _gate_for(workspace, gate, requirements) as checker:
-            if checker is None:
-                for item in items:
-                    settle(item, item.first, item.requirements)
-                continue
-            found = []
+        if checked:
+            continue
+        if usable is None:  # not even the blocks' own environment could be made
             for item in items:
-                hints = usage.hints(db.conn, src, item.candidate.ref.qualname)
-                if hints:
-                    found.append((item, item.candidate.assembled.code, item.candidate.assembled.class_name, hints))
-                else:
-                    settle(item, item.first, item.requirements)
-            retried += len(found)
-            for item, record in checker.check_many(found, retry_limits(checker.limits)):
-                settle(item, record if record.ok else item.first, requirements if record.ok else item.requirements)
-                rescued += record.ok
-                done += 1
-                if progress:
-                    progress("retry", done, len(retry))
+                settle(item, item.first, item.requirements)
+            continue
+        with _gate_for(workspace, gate, usable) as checker:
+            assert checker is not None  # made once already, and cached
+            check(src, items, checker, usable)
     return {"factories": ran.factories, "examples": ran.examples, "ok": ran.ok, "seconds": round(ran.seconds, 2),
             "retried": retried, "rescued": rescued}

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,15 @@ def check_requirements(mode: str) -> str:
     if mode not in REQUIREMENTS:
         raise ConfigError(f"requirements must be one of {', '.join(REQUIREMENTS)}, not {mode!r}")
     return mode
+
+
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def missing_module(message: str) -> str | None:
+    """The top-level module an import error names (``No module named 'cv2.x'`` -> ``cv2``)."""
+    m = _NO_MODULE.search(message)
+    return m.group(1).split(".")[0] if m else None
 
 
 def distribution_for(module: str) -> str:

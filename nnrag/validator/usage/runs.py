@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -23,6 +22,7 @@ from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
 from ...db import Database
 from ...extract.closure import lenders
+from ..envs import missing_module
 from ..record import GATE_VERSION
 
 if TYPE_CHECKING:
@@ -50,9 +50,6 @@ class Factory:
     @property
     def is_example(self) -> bool:
         return self.function.endswith(EXAMPLE_SUFFIX)
-
-
-_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
 @dataclass
@@ -155,8 +152,8 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
                 stats.examples += factory.is_example
                 stats.factories += not factory.is_example
                 stats.ok += bool(record.get("ok"))
-                if m := _NO_MODULE.search(record.get("message") or ""):
-                    stats.missing.add(m.group(1).split(".")[0])
+                if top := missing_module(record.get("message") or ""):
+                    stats.missing.add(top)
             for factory in job:  # the job ended (time limit, crash) before these reported
                 if factory.key not in reported:
                     _save(store.conn, factory, {"ok": False, "message": result.get("killed") or "not reached", "usage": {}})
