@@ -18,6 +18,8 @@ EXPECTED_BLOCKS = {
     "pkg.abstract.ForwardAssigned",  # forward = function
     "pkg.abstract.ImplementsExtra",  # implements the last abstract method
     "pkg.abstract.SequentialChild",  # nn.Sequential has a forward
+    "pkg.abstract.CheckedNorm2d",  # implements the check its base's forward calls
+    "pkg.abstract.OptionalHook",  # its stubs are never called, or only where NotImplementedError is caught
     # pkg/base.py, pkg/layers/core.py, pkg/blocks/conv.py
     "pkg.base.WithForward",
     "pkg.layers.core.StarBase",
@@ -43,6 +45,7 @@ NOT_BLOCKS = {
     "pkg.abstract.AbstractForward": "abstract forward",
     "pkg.abstract.NotImplementedForward": "forward only raises NotImplementedError",
     "pkg.abstract.StillAbstract": "an abstract method is left",
+    "pkg.abstract.CheckedNorm": "forward calls a method that only raises NotImplementedError",
     "pkg.abstract.ListOnly": "nn.ModuleList has no forward",
     "pkg.abstract.DiamondLeft": "inherits only the abstract forward",
     "pkg.abstract.NotAModule": "not an nn.Module",

@@ -219,3 +219,70 @@ def test_enums_get_a_member_and_a_named_argument_the_choice_its_error_lists() ->
     assert first["mode"] is Mode.FAST and first["hidden_act"] == "relu"
     model, kwargs, error = _instantiate(Chooses, first, Sizes())
     assert error is None and kwargs["hidden_act"] == "gelu_tanh", error
+
+
+BINARY, MULTICLASS = "binary", "multiclass"
+_ACTIVATIONS = {"swish": nn.SiLU, "mish": nn.Mish}
+
+
+def _activation(act: object) -> nn.Module:
+    return _ACTIVATIONS[act]()  # type: ignore[index]
+
+
+class ModeLoss(nn.Module):
+    """Its checks state no choice: the choices are in the comparisons of its code."""
+
+    def __init__(self, mode, activation) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        assert mode in {MULTICLASS, BINARY}
+        self.mode = mode
+        self.act = _activation(activation)  # the lookup is in a helper the error passes through
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(x)
+
+
+class Residual(nn.Module):
+    expansion = 2
+
+    def __init__(self, inplanes: int, planes: int) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+class Assembled(nn.Module):
+    """Arguments that are a block class, a backbone with ``out_channels``, a layer builder, a layer."""
+
+    def __init__(self, block, backbone: nn.Module, builder, act) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.width = 8 * block.expansion
+        if not hasattr(backbone, "out_channels"):
+            raise ValueError("backbone should contain an attribute out_channels")
+        self.head = nn.Conv2d(backbone.out_channels, self.width, 1)
+        self.stem = builder(3, 8)
+        self.add_module("act", act)
+
+
+def test_constructor_arguments_are_read_off_the_code_the_error_came_from() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    model, kwargs, error = _instantiate(ModeLoss, next(iter(constructor_attempts(ModeLoss)))[1], Sizes())
+    assert error is None, error
+    assert kwargs == {"mode": "multiclass", "activation": "swish"} and isinstance(model.act, nn.SiLU)  # type: ignore[union-attr]
+
+    model, kwargs, error = _instantiate(Assembled, next(iter(constructor_attempts(Assembled)))[1], Sizes())
+    assert error is None, error
+    assert kwargs["block"] is Residual and model.width == 16  # type: ignore[union-attr]
+    assert isinstance(kwargs["backbone"], nn.Conv2d) and model.head.in_channels == kwargs["backbone"].out_channels  # type: ignore[union-attr]
+    assert kwargs["builder"] is nn.Identity and isinstance(model.act, nn.ReLU)  # type: ignore[union-attr]
+
+
+def test_a_forward_that_wants_a_list_of_images_gets_one() -> None:
+    from nnrag.validator.inputs import make_tensor
+
+    error = ValueError("images is expected to be a list of 3d tensors of shape [C, H, W], got torch.Size([2, 16, 16, 16])")
+    kind, shape = input_repairs(error, "float", (2, 16, 16, 16), Sizes(), 16)[0]
+    images = make_tensor(kind, shape)
+    assert kind == "images" and isinstance(images, list) and len(images) == 2 and images[0].shape == (3, 64, 64)

@@ -5,7 +5,8 @@
 The runtime ground truth imports every module of the distribution and keeps each class defined
 there (``cls.__module__`` is the module) that is a subclass of ``torch.nn.Module``, is not
 ``inspect.isabstract`` and whose ``forward`` found along the MRO is not ``nn.Module``'s
-placeholder, not an abstract method, and not a body that only raises ``NotImplementedError``.
+placeholder, not an abstract method, and not a body that only raises ``NotImplementedError``, and
+that leaves no such stub its class's own code calls (``self._check_input_dim(x)``) unimplemented.
 Classes nested in functions are left out (they are not importable). The static side is
 ``nnrag index dist:NAME`` into a temporary home. Prints agreement, precision, recall and the
 classes on which the two disagree, so every disagreement can be read and explained.
@@ -39,6 +40,22 @@ def _only_raises_not_implemented(fn: object) -> bool:
     return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and check(node)
 
 
+def _calls_a_stub(cls: type) -> bool:
+    """A stub some class of the MRO calls on ``self`` is still the method the class resolves."""
+    from ..index.parse import _unimplemented_called
+
+    for klass in cls.__mro__:
+        try:
+            node = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
+        except (OSError, TypeError, SyntaxError, IndexError):
+            continue
+        if isinstance(node, ast.ClassDef):
+            for name in _unimplemented_called(node):
+                if next((k for k in cls.__mro__ if name in vars(k)), None) is klass:
+                    return True
+    return False
+
+
 def runtime_blocks(package: str, path_filter: PathFilter) -> tuple[set[str], list[str]]:
     """Blocks found by importing ``package``; also the modules that failed to import."""
     import torch.nn as nn
@@ -70,7 +87,7 @@ def runtime_blocks(package: str, path_filter: PathFilter) -> tuple[set[str], lis
             if owner is None or owner is nn.Module:
                 continue
             fwd = vars(owner)["forward"]
-            if getattr(fwd, "__isabstractmethod__", False) or _only_raises_not_implemented(fwd):
+            if getattr(fwd, "__isabstractmethod__", False) or _only_raises_not_implemented(fwd) or _calls_a_stub(cls):
                 continue
             found.add(f"{modname}.{cls.__qualname__}")
     return found, failed

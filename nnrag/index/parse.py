@@ -16,6 +16,7 @@ import re
 import tokenize
 import zlib
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from ..sources.spec import (  # reasons a file is recorded but not parsed
     REASON_BINARY,
@@ -26,6 +27,10 @@ from ..sources.spec import (  # reasons a file is recorded but not parsed
     REASON_SYNTAX,
     REASON_UNREADABLE,
 )
+
+# What a parse records changes with this version: a source parsed by another is parsed again in
+# full on its next index, whatever its files' stats say.
+PARSER_VERSION = "2"
 
 _PY2_MESSAGES = (
     "Missing parentheses in call to 'print'",
@@ -138,6 +143,34 @@ def _only_raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> 
     return dotted(exc) in ("NotImplementedError", "builtins.NotImplementedError")
 
 
+def _catches_not_implemented(node: ast.Try) -> bool:
+    return any(h.type is None or "NotImplementedError" in ast.unparse(h.type) for h in node.handlers)
+
+
+def _self_calls(node: ast.AST) -> Iterator[str]:
+    """Names called as ``self.name(...)`` under ``node``, leaving out calls in a ``try`` that
+    catches NotImplementedError (an optional hook)."""
+    if isinstance(node, ast.Try) and _catches_not_implemented(node):
+        for part in (*node.handlers, *node.orelse, *node.finalbody):
+            yield from _self_calls(part)
+        return
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
+        yield node.func.attr
+    for child in ast.iter_child_nodes(node):
+        yield from _self_calls(child)
+
+
+def _unimplemented_called(node: ast.ClassDef) -> list[str]:
+    """Methods of the class that only raise NotImplementedError and that its own methods call."""
+    functions = [f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    stubs = {f.name for f in functions if f.name != "forward" and not _is_abstract_function(f) and _only_raises_not_implemented(f)}
+    if not stubs:
+        return []
+    called = {name for f in functions for name in _self_calls(f)}
+    return sorted(stubs & called)
+
+
 def _docstring(node: ast.AST) -> str | None:
     try:
         doc = ast.get_docstring(node, clean=True)  # type: ignore[arg-type]
@@ -226,6 +259,12 @@ class _Collector:
         if outer is not None:
             outer.methods.append(node.name)
         self.body(node.body, d.qualname + ".", COND_NONE, d)
+        # A stub that only raises NotImplementedError and that the class's own code calls
+        # (``self._check_input_dim(x)``) leaves the class abstract until a subclass fills it in.
+        for name in _unimplemented_called(node):
+            if name in d.methods:
+                d.methods.remove(name)
+                d.abstract.append(name)
 
     def add_function(
         self, node: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str, cond: str, cls: Definition | None

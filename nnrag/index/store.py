@@ -42,6 +42,15 @@ class Store(Database):
     def sources(self) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM sources ORDER BY priority, name").fetchall()
 
+    def parsed_by(self, source_id: int) -> str | None:
+        """The parser version that parsed the source's files (None before the stamp existed)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (f"parser:{source_id}",)).fetchone()
+        return row["value"] if row else None
+
+    def stamp_parser(self, source_ids: Iterable[int], version: str) -> None:
+        self.conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                              [(f"parser:{sid}", version) for sid in source_ids])
+
     # -- files ---------------------------------------------------------------------------
     def file_states(self, source_id: int) -> dict[str, FileState]:
         """path -> what the index holds of that file, for one source."""

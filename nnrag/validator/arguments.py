@@ -234,7 +234,7 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return 0.1
     if "depths" in n or n == "layers" or n == "num_blocks" and "list" in str(annotation).lower():
         return [1, 1, 1, 1]
-    if n in ("depth", "num_layers", "n_layers", "nlayers", "num_blocks", "blocks", "n_blocks", "repeats", "layer_num"):
+    if n in ("depth", "num_layers", "n_layers", "nlayers", "num_blocks", "blocks", "n_blocks", "repeats", "layer_num", "levels"):
         return 1
     if "patch" in n:
         return 4
@@ -346,6 +346,11 @@ def _shallow(value: Any) -> Any:
 _DOWNLOAD_FLAGS = {"pretrained", "load_pretrained", "use_pretrained", "pretrain", "download", "pretrained_weights"}
 
 
+def _names_weights(name: str) -> bool:
+    n = name.lower()
+    return (n == "weights" or n.endswith("_weights")) and not n.startswith(("class", "loss", "sample"))
+
+
 def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
     """Keyword arguments to try, most likely first (see :func:`_attempts`). The gate checks the
     architecture: weights a constructor downloads by default (``pretrained=True``) are not fetched,
@@ -355,6 +360,8 @@ def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
         yield Sizes(), {}
         return
     off = {p.name: False for p in found[0].parameters.values() if p.name.lower() in _DOWNLOAD_FLAGS and p.default is True}
+    # named weights to load by default (``encoder_weights="imagenet"``): None builds the architecture alone
+    off |= {p.name: None for p in found[0].parameters.values() if _names_weights(p.name) and isinstance(p.default, str) and p.default}
     for sizes, kwargs in _attempts(cls, *found):
         yield sizes, {**kwargs, **off}
 

@@ -146,10 +146,12 @@ def make_graph(nodes: int, features: int) -> SimpleNamespace:
 
 
 def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
-    """The input a candidate (kind, shape) stands for: a tensor, or for ``graph`` a graph batch of
-    ``shape = (nodes, features)``."""
+    """The input a candidate (kind, shape) stands for: a tensor, for ``graph`` a graph batch of
+    ``shape = (nodes, features)``, for ``images`` a list of ``shape[0]`` images."""
     if kind == "graph":
         return make_graph(*shape)
+    if kind == "images":  # a list of images of their own sizes, as detection models take them
+        return list(torch.randn(shape).unbind(0))
     if kind.startswith("long"):
         high = int(kind.split(":")[1]) if ":" in kind else 8
         return torch.randint(0, max(1, high), shape)
@@ -381,6 +383,9 @@ def _spec_shape(spec: str, ch: int, s: int) -> tuple[int, ...] | None:
     return tuple(dims)
 
 
+_IMAGE_LIST = re.compile(r"list of (?:\w+ )?tensors", re.IGNORECASE)
+
+
 def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes: Sizes, c: int) -> list[tuple[str, tuple[int, ...]]]:
     """New input candidates read off a failed forward's error message.
 
@@ -425,6 +430,8 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             out += [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
     if "divisible" in text and len(shape) == 4:
         out += [("float", shape[:2] + (64, 64)), ("float", shape[:2] + (224, 224))]
+    if _IMAGE_LIST.search(text):  # "images is expected to be a list of 3d tensors of shape [C, H, W]"
+        out.append(("images", (2, 3, 4 * s, 4 * s)))
     if _GRAPH_ATTRIBUTE.search(text):  # the forward reads a graph batch: node features of the current width
         out.append(("graph", (GRAPH_NODES, shape[-1] if len(shape) == 2 else ch)))
     if not kind.startswith("long") and ("Long" in text or "indices" in text or "Embedding" in text):

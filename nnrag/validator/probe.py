@@ -6,7 +6,6 @@ import ast
 import importlib.util
 import inspect
 import math
-import re
 import sys
 import time
 import traceback
@@ -19,7 +18,8 @@ import torch
 from torch import nn
 
 from . import record as R
-from .arguments import Sizes, constructor_attempts, guess_value, is_depth
+from .arguments import Sizes, constructor_attempts, is_depth
+from .repairs import repairs
 from .inputs import forward_calls, input_repairs, input_shapes, make_tensor, shapes, short_repr, tensors
 from .usage.recipes import Resolver, call_args
 from .sandbox import SandboxViolation
@@ -274,7 +274,7 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
         tried.add((kind, shape))
         main = make_tensor(kind, shape)
         repaired = False
-        calls = [([main], {})] if kind == "graph" else forward_calls(model, main, kwargs)
+        calls = [([main], {})] if kind in ("graph", "images") else forward_calls(model, main, kwargs)
         for i, (args, kw) in enumerate(calls):
             if i >= _CALLS_PER_INPUT or not (budget.left() or local == _TRIES_PER_MODEL):
                 break
@@ -294,68 +294,6 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
     return None, first
 
 
-_MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
-_WANTS_SEQUENCE = ("is not iterable", "is not subscriptable", "has no len()", "cannot unpack non-iterable")
-
-
-_SIZE_WORDS = ("size", "resolution", "window", "patch", "grid", "shape", "kernel", "stride", "dilation", "padding")
-_NOT_SEQUENCES = ("channels", "features", "classes", "heads", "chans", "chs", "dim")
-
-
-def _ints(kwargs: dict[str, Any]) -> dict[str, int]:
-    return {k: v for k, v in kwargs.items() if isinstance(v, int) and not isinstance(v, bool)}
-
-
-_QUOTED = re.compile(r"'([A-Za-z_][\w\-]*)'")
-
-
-def _table_keys(cls: type, kind: type) -> list[Any]:
-    """Keys of a table the class defines (``arch_settings = {18: ..., 34: ...}``), smallest first."""
-    for klass in cls.__mro__:
-        if klass in (nn.Module, object):
-            break
-        for value in vars(klass).values():
-            if isinstance(value, dict) and len(value) >= 2 and all(type(k) is kind for k in value):
-                return sorted(value)
-    return []
-
-
-def _repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
-    """Changed keyword arguments the error suggests, most specific first."""
-    text = str(error)
-    if isinstance(error, (KeyError, ValueError, AssertionError)):
-        # a value that must be a key of the class's own table: ResNet(depth=...) of arch_settings
-        for name, value in kwargs.items():
-            if type(value) in (int, str) and (name in text or repr(value) in text) and (keys := _table_keys(cls, type(value))):
-                yield {name: keys[0]}
-        # an argument the message names, with the choices it lists: "Unsupported hidden_act 16: expected 'gelu' or ..."
-        choices = [c for c in _QUOTED.findall(text) if c not in kwargs]
-        named = [k for k, v in kwargs.items() if k in text and not (isinstance(v, str) and v in choices)]
-        if choices and named:
-            yield {named[0]: choices[0]}
-    if isinstance(error, TypeError) and (missing := _MISSING.search(text)):
-        names = re.findall(r"'(\w+)'", missing.group(1))
-        if names and not all(n in kwargs for n in names):
-            yield {n: guess_value(n, inspect.Parameter.empty, sizes, cls) for n in names if n not in kwargs}
-    if any(w in text for w in _WANTS_SEQUENCE):
-        ints = _ints(kwargs)
-        yield {k: [v, v] for k, v in ints.items()
-               if k.endswith(("s", "_list")) and not k.endswith(_NOT_SEQUENCES)}
-        yield {k: (v, v) for k, v in ints.items() if any(w in k.lower() for w in _SIZE_WORDS)}
-        yield {k: (v, v) for k, v in ints.items() if not k.lower().endswith(_NOT_SEQUENCES) and not k.lower().startswith("num")}
-    if "'float' object is not subscriptable" in text or "'float' object is not iterable" in text:
-        # per-block rates: drop_path=[0.0] * depth
-        yield {k: [v] * 8 for k, v in kwargs.items() if isinstance(v, float)}
-    if "'NoneType' object is not callable" in text or "'NoneType' object is not subscriptable" in text:
-        try:
-            params = inspect.signature(cls).parameters.values()
-        except (TypeError, ValueError):
-            params = []  # type: ignore[assignment]
-        yield {p.name: value for p in params if p.default is None and p.name not in kwargs
-               and (value := guess_value(p.name, inspect.Parameter.empty, sizes, cls)) is not None
-               and (isinstance(value, type) or not isinstance(value, int))}
-
-
 def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Sizes) -> tuple[nn.Module | None, dict[str, Any], BaseException | None]:
     """Instantiate, repairing the arguments as the errors suggest: arguments a ``**kwargs``
     pass-through needs, integers where a pair or list was wanted, layers where ``None`` was called."""
@@ -369,7 +307,7 @@ def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Sizes) -> tuple[nn.Mo
         except BaseException as e:
             _guard(e)
             error = e
-            change = next((c for c in _repairs(cls, kwargs, e, sizes) if c and c not in used), None)
+            change = next((c for c in repairs(cls, kwargs, e, sizes) if c and c not in used), None)
             if change is None:
                 break
             used.append(change)
@@ -416,7 +354,7 @@ def _backward(model: nn.Module, args: list[Any], kw: dict[str, Any]) -> bool | N
 
 # The gate's own guessing code: an exception raised in these files (not in the candidate, nor in
 # torch called with a guessed input) is a bug of the gate, never the block's failure.
-_PROBE_FILES = frozenset(str(Path(__file__).with_name(n)) for n in ("probe.py", "arguments.py", "inputs.py")) | {
+_PROBE_FILES = frozenset(str(Path(__file__).with_name(n)) for n in ("probe.py", "arguments.py", "inputs.py", "repairs.py")) | {
     str(Path(__file__).parent / "usage" / "recipes.py")}
 
 

@@ -1,0 +1,264 @@
+"""Constructor arguments read off the error a guess raised: the changed keyword arguments to try
+next, most specific first. Runs inside the sandbox, on the candidate's own classes and frames.
+
+Besides the message itself, two things the candidate shows are read:
+
+- the values its code compares a parameter with (``if name == "scse"``, ``assert mode in
+  {BINARY_MODE, ...}``, ``acts[name]``), in the class or in the function the error came from;
+- the attribute it reads off a guessed value (``block.expansion``, ``backbone.out_channels``),
+  answered with a class of the candidate that has it, or a small torch layer that does.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import sys
+import textwrap
+import traceback
+from types import FrameType
+from typing import Any, Iterator
+
+from torch import nn
+
+from .arguments import Sizes, guess_value
+
+
+_MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
+_WANTS_SEQUENCE = ("is not iterable", "is not subscriptable", "has no len()", "cannot unpack non-iterable")
+
+
+_SIZE_WORDS = ("size", "resolution", "window", "patch", "grid", "shape", "kernel", "stride", "dilation", "padding")
+_NOT_SEQUENCES = ("channels", "features", "classes", "heads", "chans", "chs", "dim")
+
+
+def _ints(kwargs: dict[str, Any]) -> dict[str, int]:
+    return {k: v for k, v in kwargs.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+_QUOTED = re.compile(r"'([A-Za-z_][\w\-]*)'")
+
+
+def _table_keys(cls: type, kind: type) -> list[Any]:
+    """Keys of a table the class defines (``arch_settings = {18: ..., 34: ...}``), smallest first."""
+    for klass in cls.__mro__:
+        if klass in (nn.Module, object):
+            break
+        for value in vars(klass).values():
+            if isinstance(value, dict) and len(value) >= 2 and all(type(k) is kind for k in value):
+                return sorted(value)
+    return []
+
+
+def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
+    """Changed keyword arguments the error suggests, most specific first."""
+    text = str(error)
+    if isinstance(error, (KeyError, ValueError, AssertionError)):
+        # a value that must be a key of the class's own table: ResNet(depth=...) of arch_settings
+        for name, value in kwargs.items():
+            if type(value) in (int, str) and (name in text or repr(value) in text) and (keys := _table_keys(cls, type(value))):
+                yield {name: keys[0]}
+        # an argument the message names, with the choices it lists: "Unsupported hidden_act 16: expected 'gelu' or ..."
+        choices = [c for c in _QUOTED.findall(text) if c not in kwargs]
+        named = [k for k, v in kwargs.items() if k in text and not (isinstance(v, str) and v in choices)]
+        if choices and named:
+            yield {named[0]: choices[0]}
+    if isinstance(error, TypeError) and (missing := _MISSING.search(text)):
+        names = re.findall(r"'(\w+)'", missing.group(1))
+        if names and not all(n in kwargs for n in names):
+            yield {n: guess_value(n, inspect.Parameter.empty, sizes, cls) for n in names if n not in kwargs}
+    if any(w in text for w in _WANTS_SEQUENCE):
+        ints = _ints(kwargs)
+        yield {k: [v, v] for k, v in ints.items()
+               if k.endswith(("s", "_list")) and not k.endswith(_NOT_SEQUENCES)}
+        yield {k: (v, v) for k, v in ints.items() if any(w in k.lower() for w in _SIZE_WORDS)}
+        yield {k: (v, v) for k, v in ints.items() if not k.lower().endswith(_NOT_SEQUENCES) and not k.lower().startswith("num")}
+    if "'float' object is not subscriptable" in text or "'float' object is not iterable" in text:
+        # per-block rates: drop_path=[0.0] * depth
+        yield {k: [v] * 8 for k, v in kwargs.items() if isinstance(v, float)}
+    if "'NoneType' object is not callable" in text or "'NoneType' object is not subscriptable" in text:
+        try:
+            params = inspect.signature(cls).parameters.values()
+        except (TypeError, ValueError):
+            params = []  # type: ignore[assignment]
+        yield {p.name: value for p in params if p.default is None and p.name not in kwargs
+               and (value := guess_value(p.name, inspect.Parameter.empty, sizes, cls)) is not None
+               and (isinstance(value, type) or not isinstance(value, int))}
+    yield from _instances(cls, kwargs, error)
+    yield from _made_callable(cls, kwargs, error)
+    yield from _by_attribute(cls, kwargs, error, sizes)
+    if isinstance(error, (KeyError, ValueError, AssertionError, NotImplementedError)) or (
+            isinstance(error, AttributeError) and (m := _NO_ATTRIBUTE.search(text)) and m.group(2) in _STR_METHODS):
+        yield from _choices(cls, kwargs, error)
+
+
+# --- what the candidate's code compares a parameter with ------------------------------------
+
+_STR_METHODS = frozenset({"lower", "upper", "casefold", "strip", "split", "rsplit", "replace", "partition",
+                          "startswith", "endswith", "format", "join", "encode", "isdigit", "isalpha", "title"})
+_COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+
+
+def _reads(node: ast.expr, name: str) -> bool:
+    """``name``, ``self.name`` or ``name.lower()``: an expression standing for the parameter's value."""
+    if isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Attribute) and node.func.attr in _STR_METHODS:
+        node = node.func.value
+    if isinstance(node, ast.Name):
+        return node.id == name
+    return isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _static_value(node: ast.expr, scope: dict[str, Any]) -> Any:
+    """A literal, or a name or dotted attribute looked up in ``scope``: never a call."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [_static_value(e, scope) for e in node.elts]
+    if isinstance(node, ast.Name):
+        return scope.get(node.id)
+    if isinstance(node, ast.Attribute):
+        owner = _static_value(node.value, scope)
+        return None if owner is None else getattr(owner, node.attr, None)
+    return None
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [v for v in value if isinstance(v, str)]
+        return sorted(items) if isinstance(value, (set, frozenset)) else items
+    return []
+
+
+def _compared(tree: ast.AST, name: str, scope: dict[str, Any]) -> list[str]:
+    """Strings ``name`` is compared with or looked up by in ``tree``, in source order."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], _COMPARISONS):
+            sides = (node.left, node.comparators[0])
+            for mine, other in (sides, sides[::-1]):
+                if _reads(mine, name):
+                    found += _strings(_static_value(other, scope))
+        elif isinstance(node, ast.Subscript) and _reads(node.slice, name):
+            found += _strings(_static_value(node.value, scope))  # ``ACT2FN[name]``: a table's keys
+    return list(dict.fromkeys(found))
+
+
+def _tree(obj: Any) -> ast.AST | None:
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(obj)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+
+
+def _candidate_frames(cls: type, error: BaseException) -> list[FrameType]:
+    """Frames of the traceback in the file that defines ``cls``, innermost first."""
+    path = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    frames, tb = [], error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == path:
+            frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames[::-1]
+
+
+def _holding(pending: set[str], kwargs: dict[str, Any], value: Any) -> list[str]:
+    """The one guessed argument a local holds: the same object, or an equal number no other has."""
+    same = [k for k in pending if kwargs[k] is value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        same = [k for k in pending if type(kwargs[k]) is type(value) and kwargs[k] == value]
+    return same if len(same) == 1 else []
+
+
+def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """A string the code compares a guessed argument with: in the functions the error passed through
+    (a parameter by the same name or holding the same value) and in the class's own methods."""
+    pending = {k for k, v in kwargs.items() if not isinstance(v, str)}
+    for frame in _candidate_frames(cls, error):
+        tree = _tree(frame.f_code)
+        if tree is None:
+            continue
+        scope = {**frame.f_globals, **frame.f_locals}
+        for local, value in frame.f_locals.items():
+            owners = [k for k in pending if k == local] or _holding(pending, kwargs, value)
+            if owners and (values := [v for v in _compared(tree, local, scope) if v != value]):
+                yield {owners[0]: values[0]}
+    module = vars(sys.modules.get(cls.__module__, sys))
+    for klass in cls.__mro__:
+        if klass in (nn.Module, object):
+            break
+        tree = _tree(klass)
+        if tree is None:
+            continue
+        scope = {**module, **vars(sys.modules.get(klass.__module__, sys))}
+        for k in sorted(pending, key=lambda k: k not in str(error)):
+            if values := _compared(tree, k, scope):
+                yield {k: values[0]}
+
+
+# --- the attribute the code reads off a guessed value ---------------------------------------
+
+_NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+_WANTS_ATTRIBUTE = re.compile(r"(?:contain|expose|have|has) an? (?:attribute '?(\w+)'?|'(\w+)' attribute)")
+
+
+def _named_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:
+    """Arguments named in the innermost candidate line of the traceback."""
+    if not frames:
+        return []
+    frame = frames[0]
+    line = traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name).line or ""
+    words = set(re.findall(r"\w+", line))
+    return [k for k in kwargs if k in words]
+
+
+def _having(cls: type, attribute: str, sizes: Sizes) -> Iterator[Any]:
+    """Values that have ``attribute``: the candidate's own layer classes defining it (``expansion``
+    of a residual block), then small torch layers whose instances carry it (``out_channels``)."""
+    module = sys.modules.get(cls.__module__)
+    for value in vars(module).values() if module else ():
+        if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == cls.__module__
+                and any(attribute in vars(k) for k in value.__mro__ if k is not nn.Module)):
+            yield value
+    d = sizes.dim
+    # a backbone reads images: three channels in
+    for layer in (nn.Conv2d(3, d, 3, padding=1), nn.Linear(d, d), nn.LSTM(d, d, batch_first=True)):
+        if hasattr(layer, attribute):
+            yield layer
+
+
+def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
+    text = str(error)
+    if (m := _NO_ATTRIBUTE.search(text)) and m.group(2) not in _STR_METHODS:
+        kind, attribute = m.groups()
+        owners = [k for k in _named_in_line(_candidate_frames(cls, error), kwargs) if type(kwargs[k]).__name__ == kind]
+    elif m := _WANTS_ATTRIBUTE.search(text):
+        attribute = m.group(1) or m.group(2)
+        owners = [k for k in kwargs if k in text]
+    else:
+        return
+    for k in owners:
+        for value in _having(cls, attribute, sizes):
+            yield {k: value}
+
+
+def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """``'int' object is not callable``: the argument builds a layer; ``nn.Identity`` takes any arguments."""
+    if re.search(r"'(int|float|str)' object is not callable", str(error)):
+        for k in _named_in_line(_candidate_frames(cls, error), kwargs):
+            yield {k: nn.Identity}
+
+
+def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """``ReLU is not a Module subclass``: a layer class passed where an instance is added."""
+    if "is not a Module subclass" in str(error):
+        for k in _named_in_line(_candidate_frames(cls, error), kwargs):
+            if isinstance(v := kwargs[k], type) and issubclass(v, nn.Module):
+                try:
+                    yield {k: v()}
+                except Exception:
+                    continue
