@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 import torch
 from torch import nn
@@ -286,3 +288,31 @@ def test_a_forward_that_wants_a_list_of_images_gets_one() -> None:
     kind, shape = input_repairs(error, "float", (2, 16, 16, 16), Sizes(), 16)[0]
     images = make_tensor(kind, shape)
     assert kind == "images" and isinstance(images, list) and len(images) == 2 and images[0].shape == (3, 64, 64)
+
+
+class Configured(nn.Module):
+    """A config stand-in's compared attribute, a list of layers, a Literal, a block called with a
+    mask, keyword arguments for a layer."""
+
+    def __init__(self, config, transforms, kind: Literal["fast", "exact"], block: nn.Module, layer_cfg) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.layer = nn.LayerNorm(4, **layer_cfg)
+        if config.hidden_act != "gelu":
+            raise ValueError(f"Unsupported activation: {config.hidden_act}.")
+        if not isinstance(transforms, list) or not all(callable(t) for t in transforms):
+            raise TypeError("Argument transforms should be a sequence of callables")
+        self.kind, self.block = kind, block
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x, None)
+
+
+def test_config_attributes_layer_lists_and_literals_are_guessed_from_the_code() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    model, kwargs, error = _instantiate(Configured, next(iter(constructor_attempts(Configured)))[1], Sizes())
+    assert error is None, error
+    assert kwargs["kind"] == "fast" and kwargs["config"].hidden_act == "gelu" and kwargs["layer_cfg"] == {}
+    assert len(kwargs["transforms"]) == 1 and isinstance(kwargs["transforms"][0], nn.Identity)
+    x = torch.randn(2, 4)
+    assert torch.equal(model(x), x)  # type: ignore[misc]

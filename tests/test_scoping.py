@@ -281,6 +281,43 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
                 return self.loop(self.other(self.act(x)))
         """}, "UsesRegistry", ["Registry", "MODELS", "build", "", "", "act", "make_act", "UsesRegistry"],
         {"import torch.nn as nn"}),
+    # a registry filled by class decorators builds a class from a string no import names
+    # (mmcv's ``dict(type='DropPath')``): the class registered under that name comes along
+    "registry_by_name": ({"reg.py": """
+        class Registry(dict):
+            def register_module(self):
+                def add(cls):
+                    self[cls.__name__] = cls
+                    return cls
+                return add
+            def build(self, cfg):
+                cfg = dict(cfg)
+                return self[cfg.pop("type")](**cfg)
+        MODELS = Registry()
+        """, "drop.py": """
+        import torch.nn as nn
+        from .reg import MODELS
+        @MODELS.register_module()
+        class DropPath(nn.Module):
+            def __init__(self, p=0.1):
+                super().__init__()
+                self.p = p
+            def forward(self, x):
+                return x
+        @MODELS.register_module()
+        class Unused(nn.Module):
+            def forward(self, x):
+                return x
+        """, "m.py": """
+        import torch.nn as nn
+        from .reg import MODELS
+        class BuildsByName(nn.Module):
+            def __init__(self, drop=dict(type="DropPath", p=0.2)):
+                super().__init__()
+                self.drop = MODELS.build(drop)
+            def forward(self, x):
+                return self.drop(x)
+        """}, "BuildsByName", ["Registry", "MODELS", "DropPath", "BuildsByName"], {"import torch.nn as nn"}),
     # a counter the block bumps through `global`
     "global_counter": ({"m.py": """
         import torch.nn as nn
@@ -471,6 +508,8 @@ def test_closure(cases_home: Path, case: str) -> None:
     assert block.split(".")[0] in namespace
     if case == "lazy_module_as_registry":  # the registry still finds its classes
         assert type(namespace["UsesRegistry"]().agg).__name__ == "SumAggregation"  # type: ignore[operator]
+    if case == "registry_by_name":  # the registry builds the class the string names
+        assert namespace["BuildsByName"]().drop.p == 0.2 and "Unused" not in result.code  # type: ignore[operator]
     if case == "foreign_registry":  # filled by the copied statements, the loop's too
         assert type(namespace["UsesRegistry"]().loop).__name__ == "SiLU"  # type: ignore[operator]
 

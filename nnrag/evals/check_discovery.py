@@ -6,7 +6,7 @@ The runtime ground truth imports every module of the distribution and keeps each
 there (``cls.__module__`` is the module) that is a subclass of ``torch.nn.Module``, is not
 ``inspect.isabstract`` and whose ``forward`` found along the MRO is not ``nn.Module``'s
 placeholder, not an abstract method, and not a body that only raises ``NotImplementedError``, and
-that leaves no such stub its class's own code calls (``self._check_input_dim(x)``) unimplemented.
+that leaves no such stub the forward it uses calls (``self._check_input_dim(x)``) unimplemented.
 Classes nested in functions are left out (they are not importable). The static side is
 ``nnrag index dist:NAME`` into a temporary home. Prints agreement, precision, recall and the
 classes on which the two disagree, so every disagreement can be read and explained.
@@ -41,7 +41,8 @@ def _only_raises_not_implemented(fn: object) -> bool:
 
 
 def _calls_a_stub(cls: type) -> bool:
-    """A stub some class of the MRO calls on ``self`` is still the method the class resolves."""
+    """A stub the forward of some class of the MRO calls on ``self``, where the class still resolves
+    both the stub and that forward to that class."""
     from ..index.parse import _unimplemented_called
 
     for klass in cls.__mro__:
@@ -51,7 +52,7 @@ def _calls_a_stub(cls: type) -> bool:
             continue
         if isinstance(node, ast.ClassDef):
             for name in _unimplemented_called(node):
-                if next((k for k in cls.__mro__ if name in vars(k)), None) is klass:
+                if all(next((k for k in cls.__mro__ if m in vars(k)), None) is klass for m in (name, "forward")):
                     return True
     return False
 

@@ -14,6 +14,7 @@ import ast
 import importlib.machinery
 import sqlite3
 import zlib
+from functools import cached_property
 from pathlib import Path
 
 from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME, ConfigError
@@ -128,6 +129,23 @@ class Extractor:
         """The module's path, prefixed by its source when another source lends it (``mmcv:mmcv/ops/nms.py``)."""
         info = self.infos[module]
         return info.path if info.source_id == self.source_id else f"{self.names[info.source_id]}:{info.path}"
+
+    @cached_property
+    def registered(self) -> dict[str, DefTarget]:
+        """Top-level classes a decorator registers (``@MODELS.register_module()``), by class name:
+        what a registry builds from ``dict(type='DropPath')``, a string no import names. The
+        block's own source first, then by module name."""
+        ids = sorted({m.source_id for m in self.infos.values()})
+        rows = self.conn.execute(
+            "SELECT f.id AS file_id, f.source_id, f.module, d.qualname FROM definitions d JOIN files f ON f.id = d.file_id"
+            f" WHERE f.source_id IN ({','.join('?' * len(ids))}) AND d.kind = 'class'"
+            " AND d.decorators LIKE '%register_module%' AND instr(d.qualname, '.') = 0", ids).fetchall()
+        found: dict[str, DefTarget] = {}
+        for r in sorted(rows, key=lambda r: (r["source_id"] != self.source_id, r["module"] or "")):
+            info = self.infos.get(r["module"] or "")
+            if info is not None and info.file_id == r["file_id"]:
+                found.setdefault(r["qualname"], DefTarget(r["module"], r["qualname"]))
+        return found
 
     def lenders(self, modules: set[str]) -> list[str]:
         """The other sources whose modules are among ``modules``."""
@@ -343,6 +361,10 @@ class Extractor:
                         link(resolved[0], name in names.early)
                 else:
                     link(t, name in names.early)
+            if self.inline:
+                for text in sorted(names.strings):
+                    if (t := self.registered.get(text)) is not None:
+                        link(t, False)  # built by name from a registry the class decorator fills
             for first, last, indent, pairs in self._nested_imports(mu, key[1]):
                 kept: list[tuple[str, Target]] = []
                 for local, t in pairs:

@@ -30,6 +30,8 @@ class UnitNames:
     chains: frozenset[str] = field(default_factory=frozenset)
     # global names also used bare (not only as the root of an attribute chain)
     bare: frozenset[str] = field(default_factory=frozenset)
+    # string constants that could name a class (``dict(type='DropPath')`` for a registry to build)
+    strings: frozenset[str] = field(default_factory=frozenset)
 
 
 def _global_refs(table: symtable.SymbolTable, early: bool, out_early: set[str], out_late: set[str],
@@ -80,15 +82,19 @@ class _StripAnnotations(ast.NodeTransformer):
         return node
 
 
-def _chains(tree: ast.AST) -> tuple[set[str], dict[str, int], dict[str, int], frozenset[str]]:
-    """Maximal dotted chains ``a.b.c``, per root name how often it is a chain root or bare, and the
-    names that are targets of an augmented assignment (``n += 1``)."""
+def _chains(tree: ast.AST) -> tuple[set[str], dict[str, int], dict[str, int], frozenset[str], frozenset[str]]:
+    """Maximal dotted chains ``a.b.c``, per root name how often it is a chain root or bare, the
+    names that are targets of an augmented assignment (``n += 1``), and the string constants
+    spelled like a class name."""
     chains: set[str] = set()
     rooted: dict[str, int] = {}
     names: dict[str, int] = {}
     augmented: set[str] = set()
+    strings: set[str] = set()
     inner: set[int] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value[:1].isupper() and node.value.isidentifier():
+            strings.add(node.value)
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             augmented.add(node.target.id)
         if isinstance(node, ast.Name):
@@ -104,13 +110,13 @@ def _chains(tree: ast.AST) -> tuple[set[str], dict[str, int], dict[str, int], fr
             if isinstance(cur, ast.Name):
                 chains.add(".".join([cur.id, *reversed(parts)]))
                 rooted[cur.id] = rooted.get(cur.id, 0) + 1
-    return chains, rooted, names, frozenset(augmented)
+    return chains, rooted, names, frozenset(augmented), frozenset(strings)
 
 
 def analyze(text: str, future_annotations: bool = False) -> UnitNames:
     """The global names a top-level statement's text refers to."""
     tree = ast.parse(text)
-    chains, rooted, names, augmented = _chains(tree)
+    chains, rooted, names, augmented, strings = _chains(tree)
     early, late = _refs(text, augmented)
     soft: set[str] = set()
     if future_annotations and ("->" in text or ":" in text):
@@ -126,4 +132,5 @@ def analyze(text: str, future_annotations: bool = False) -> UnitNames:
         soft=frozenset(soft),
         chains=frozenset(c for c in chains if c.split(".", 1)[0] in used),
         bare=frozenset(bare),
+        strings=strings,
     )

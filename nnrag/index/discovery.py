@@ -170,7 +170,8 @@ class Discoverer:
         forward = next((n.forward for n in mro if n.forward is not None), None)
         abstract: set[str] = set()
         for n in reversed(mro):
-            abstract -= n.methods
+            # ``stub@forward``: a stub the forward calls; defining either clears it
+            abstract = {a for a in abstract if not n.methods & set(a.split("@"))}
             abstract |= n.abstract
         unresolved = tuple(u for n in mro for u in n.unresolved)
         return Verdict(

@@ -31,7 +31,7 @@ from ..progress import ProgressFn
 from ..sources.fetch import materialize
 from ..sources.spec import REASON_PARSER_CRASH, Materialized, SourceSpec, module_name
 from .parse import PARSER_VERSION, ParsedFile, parse_batch
-from .store import Store, open_or_rebuild
+from .store import PARSE_AGAIN, Store, open_or_rebuild
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +171,10 @@ def _register(store: Store, m: Materialized) -> tuple[int, bool]:
 
 def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tuple[list[_Task], bool]:
     """Diff a source's listing against the index; returns the files to parse and whether anything changed."""
+    if store.parsed_by(source_id) != PARSER_VERSION:
+        with store.transaction():  # every file is parsed again, also after an interruption
+            store.mark_for_parse(source_id, PARSER_VERSION)
     states = store.file_states(source_id)
-    reparse = store.parsed_by(source_id) != PARSER_VERSION
     package_dirs = frozenset(f.path.rsplit("/", 1)[0] if "/" in f.path else "" for f in m.files if f.path.endswith("__init__.py"))
     tasks: list[_Task] = []
     seen: set[str] = set()
@@ -182,7 +184,7 @@ def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tup
         seen.add(f.path)
         state = states.get(f.path)
         module = module_name(f.path, m.module_style, package_dirs)
-        if not reparse and state is not None and state.size == f.size and state.mtime_ns == f.mtime_ns:
+        if state is not None and state.size == f.size and state.mtime_ns == f.mtime_ns:
             counts.unchanged[source_id] += 1
             if state.status == "ok" and state.module != module:  # an __init__.py came or went above it
                 renamed.append((state.id, f.size, f.mtime_ns, module))
@@ -195,7 +197,7 @@ def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tup
                 module,
                 f.size,
                 f.mtime_ns,
-                known_sha1=state.sha1 if state is not None and not reparse else None,
+                known_sha1=state.sha1 if state is not None and state.mtime_ns != PARSE_AGAIN else None,
                 old_id=state.id if state is not None else None,
             )
         )
@@ -368,7 +370,6 @@ def index_sources(
                     "UPDATE sources SET state='complete', indexed_at=? WHERE id=?",
                     [(time.time(), sid) for sid in source_ids],
                 )
-                store.stamp_parser(source_ids, PARSER_VERSION)
             has_blocks = store.conn.execute("SELECT 1 FROM blocks LIMIT 1").fetchone() is not None
             if changed or not has_blocks:
                 report_progress("discover", 0, 1)

@@ -30,7 +30,7 @@ from ..sources.spec import (  # reasons a file is recorded but not parsed
 
 # What a parse records changes with this version: a source parsed by another is parsed again in
 # full on its next index, whatever its files' stats say.
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 
 _PY2_MESSAGES = (
     "Missing parentheses in call to 'print'",
@@ -162,13 +162,14 @@ def _self_calls(node: ast.AST) -> Iterator[str]:
 
 
 def _unimplemented_called(node: ast.ClassDef) -> list[str]:
-    """Methods of the class that only raise NotImplementedError and that its own methods call."""
+    """Methods of the class that only raise NotImplementedError and that its own ``forward`` calls.
+    (A stub other methods call may be an optional hook: ``inverse``, ``export``.)"""
     functions = [f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
     stubs = {f.name for f in functions if f.name != "forward" and not _is_abstract_function(f) and _only_raises_not_implemented(f)}
-    if not stubs:
+    forward = [f for f in functions if f.name == "forward"][-1:]
+    if not stubs or not forward:
         return []
-    called = {name for f in functions for name in _self_calls(f)}
-    return sorted(stubs & called)
+    return sorted(stubs & set(_self_calls(forward[0])))
 
 
 def _docstring(node: ast.AST) -> str | None:
@@ -259,12 +260,11 @@ class _Collector:
         if outer is not None:
             outer.methods.append(node.name)
         self.body(node.body, d.qualname + ".", COND_NONE, d)
-        # A stub that only raises NotImplementedError and that the class's own code calls
-        # (``self._check_input_dim(x)``) leaves the class abstract until a subclass fills it in.
+        # A stub that only raises NotImplementedError and that the class's own forward calls
+        # (``self._check_input_dim(x)``) leaves the class abstract until a subclass defines the
+        # stub or a forward of its own: recorded as ``stub@forward``, which either clears.
         for name in _unimplemented_called(node):
-            if name in d.methods:
-                d.methods.remove(name)
-                d.abstract.append(name)
+            d.abstract.append(f"{name}@forward")
 
     def add_function(
         self, node: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str, cond: str, cls: Definition | None

@@ -32,6 +32,10 @@ class FileState:
     module: str | None
 
 
+# A file's mtime that no file has: its content is parsed again even if its hash is unchanged.
+PARSE_AGAIN = -1
+
+
 class Store(Database):
     """The index's writes: sources, parsed files, definitions, imports."""
 
@@ -47,9 +51,10 @@ class Store(Database):
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (f"parser:{source_id}",)).fetchone()
         return row["value"] if row else None
 
-    def stamp_parser(self, source_ids: Iterable[int], version: str) -> None:
-        self.conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                              [(f"parser:{sid}", version) for sid in source_ids])
+    def mark_for_parse(self, source_id: int, version: str) -> None:
+        """Have every file of the source parsed again (by ``version``, which the stamp records)."""
+        self.conn.execute("UPDATE files SET mtime_ns=? WHERE source_id=?", (PARSE_AGAIN, source_id))
+        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (f"parser:{source_id}", version))
 
     # -- files ---------------------------------------------------------------------------
     def file_states(self, source_id: int) -> dict[str, FileState]:

@@ -147,10 +147,11 @@ def build_library(
             report.interrupted = True
         if scheduler and not report.interrupted:
             report.cluster = {"scheduler": scheduler, "served": gate.served()}
-        if wanted is None and names is None and limit is None and not report.interrupted:
+        if names is None and limit is None and not report.interrupted:
             current = {f"{r['source']}:{r['qualname']}" for r in rows}
-            for (block_id,) in conn.execute("SELECT block_id FROM library").fetchall():
-                if block_id not in current:  # the block is gone from its source: drop the stale file
+            for block_id, source in conn.execute("SELECT block_id, source FROM library").fetchall():
+                if (wanted is None or source in wanted) and block_id not in current:
+                    # the block is gone from its source: drop the stale file
                     records.file_for(workspace, block_id).unlink(missing_ok=True)
                     conn.execute("DELETE FROM library WHERE block_id=?", (block_id,))
     report.seconds = time.perf_counter() - started

@@ -48,6 +48,14 @@ CHANNEL_NAMES = {  # arguments that set a width
 }
 
 
+class Passthrough(nn.Identity):
+    """A stand-in layer: returns its first input whatever else it is given (a wrapped block called
+    as ``block(x, mask)``), still an ``nn.Identity`` to code that checks."""
+
+    def forward(self, input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - nn.Identity's name
+        return input
+
+
 def _words(name: str) -> list[str]:
     return _WORDS.findall(name.lower())
 
@@ -151,7 +159,7 @@ def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
     if origin in (list, typing.List) or annotation is list:
         return True, [s.dim, s.dim]
     if isinstance(annotation, type) and issubclass(annotation, nn.Module):
-        return True, nn.Identity()
+        return True, Passthrough()
     if annotation is torch.Tensor:
         return True, torch.randn(s.dim)
     if origin is not None and "Callable" in str(origin):
@@ -200,11 +208,13 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
     member = _enum_member(annotation)
     if member is not None:  # ``mask_type: MaskLevelType``: its first member
         return member
+    if typing.get_origin(annotation) is typing.Literal and typing.get_args(annotation):
+        return typing.get_args(annotation)[0]  # ``mode: Literal["bilinear", "nearest"]``
     if annotation in (str, "str") and ("act" in w or "activation" in w):
         return "relu"
     if n in ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp"):
         return AutoConfig(s)
-    if "head" in w and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) or n in ("heads", "nhead", "num_head"):
+    if {"head", "heads"} & set(w) and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) or n in ("heads", "nhead", "num_head"):
         return s.heads
     if "group" in n or n == "groups":
         return 1
@@ -298,6 +308,15 @@ class AutoConfig:
 
     def __repr__(self) -> str:
         return f"AutoConfig({self._values})"
+
+    def asked(self) -> dict[str, Any]:
+        """The attributes the code has read so far, with the values they got."""
+        return dict(self._values)
+
+    def with_value(self, name: str, value: Any) -> "AutoConfig":
+        copy = AutoConfig(self._sizes)
+        copy._values = {**self._values, name: value}
+        return copy
 
 
 _DEPTH_NAMES = {

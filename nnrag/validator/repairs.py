@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from torch import nn
 
-from .arguments import Sizes, guess_value
+from .arguments import AutoConfig, Passthrough, Sizes, guess_value
 
 
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
@@ -88,6 +88,8 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
     yield from _instances(cls, kwargs, error)
     yield from _made_callable(cls, kwargs, error)
     yield from _by_attribute(cls, kwargs, error, sizes)
+    yield from _layer_lists(kwargs, error)
+    yield from _mappings(cls, kwargs, error)
     if isinstance(error, (KeyError, ValueError, AssertionError, NotImplementedError)) or (
             isinstance(error, AttributeError) and (m := _NO_ATTRIBUTE.search(text)) and m.group(2) in _STR_METHODS):
         yield from _choices(cls, kwargs, error)
@@ -100,13 +102,15 @@ _STR_METHODS = frozenset({"lower", "upper", "casefold", "strip", "split", "rspli
 _COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 
 
-def _reads(node: ast.expr, name: str) -> bool:
-    """``name``, ``self.name`` or ``name.lower()``: an expression standing for the parameter's value."""
+def _reads(node: ast.expr, name: str, owners: frozenset[str] | None = frozenset({"self"})) -> bool:
+    """``name``, ``self.name`` or ``name.lower()``: an expression standing for the parameter's value
+    (with ``owners=None``, ``anything.name``: an attribute of a config)."""
     if isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Attribute) and node.func.attr in _STR_METHODS:
         node = node.func.value
     if isinstance(node, ast.Name):
-        return node.id == name
-    return isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.value, ast.Name) and node.value.id == "self"
+        return owners is not None and node.id == name
+    return (isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.value, ast.Name)
+            and (owners is None or node.value.id in owners))
 
 
 def _static_value(node: ast.expr, scope: dict[str, Any]) -> Any:
@@ -134,16 +138,16 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def _compared(tree: ast.AST, name: str, scope: dict[str, Any]) -> list[str]:
+def _compared(tree: ast.AST, name: str, scope: dict[str, Any], owners: frozenset[str] | None = frozenset({"self"})) -> list[str]:
     """Strings ``name`` is compared with or looked up by in ``tree``, in source order."""
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], _COMPARISONS):
             sides = (node.left, node.comparators[0])
             for mine, other in (sides, sides[::-1]):
-                if _reads(mine, name):
+                if _reads(mine, name, owners):
                     found += _strings(_static_value(other, scope))
-        elif isinstance(node, ast.Subscript) and _reads(node.slice, name):
+        elif isinstance(node, ast.Subscript) and _reads(node.slice, name, owners):
             found += _strings(_static_value(node.value, scope))  # ``ACT2FN[name]``: a table's keys
     return list(dict.fromkeys(found))
 
@@ -166,11 +170,20 @@ def _candidate_frames(cls: type, error: BaseException) -> list[FrameType]:
     return frames[::-1]
 
 
-def _holding(pending: set[str], kwargs: dict[str, Any], value: Any) -> list[str]:
-    """The one guessed argument a local holds: the same object, or an equal number no other has."""
+def _related(a: str, b: str) -> bool:
+    """Names that share a word, or where one word abbreviates the other (``act``, ``activation``)."""
+    return any(x.startswith(y) or y.startswith(x) for x in re.findall(r"[a-z]{3,}", a.lower())
+               for y in re.findall(r"[a-z]{3,}", b.lower()))
+
+
+def _holding(pending: set[str], kwargs: dict[str, Any], value: Any, local: str, text: str) -> list[str]:
+    """The guessed argument a local holds: the same object, or an equal number, narrowed to the
+    arguments whose names relate to the local's or the message's when several hold it."""
     same = [k for k in pending if kwargs[k] is value]
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         same = [k for k in pending if type(kwargs[k]) is type(value) and kwargs[k] == value]
+    if len(same) > 1:
+        same = [k for k in same if _related(k, local) or _related(k, text)]
     return same if len(same) == 1 else []
 
 
@@ -184,10 +197,11 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
             continue
         scope = {**frame.f_globals, **frame.f_locals}
         for local, value in frame.f_locals.items():
-            owners = [k for k in pending if k == local] or _holding(pending, kwargs, value)
+            owners = [k for k in pending if k == local] or _holding(pending, kwargs, value, local, str(error))
             if owners and (values := [v for v in _compared(tree, local, scope) if v != value]):
                 yield {owners[0]: values[0]}
     module = vars(sys.modules.get(cls.__module__, sys))
+    configs = {k: v for k, v in kwargs.items() if isinstance(v, AutoConfig)}
     for klass in cls.__mro__:
         if klass in (nn.Module, object):
             break
@@ -198,6 +212,11 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
         for k in sorted(pending, key=lambda k: k not in str(error)):
             if values := _compared(tree, k, scope):
                 yield {k: values[0]}
+        # a stand-in config's attribute the code compares (``config.hidden_act == "gelu"``)
+        for k, config in configs.items():
+            for name, value in config.asked().items():
+                if not isinstance(value, str) and (values := _compared(tree, name, scope, owners=None)):
+                    yield {k: config.with_value(name, values[0])}
 
 
 # --- the attribute the code reads off a guessed value ---------------------------------------
@@ -217,13 +236,16 @@ def _named_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]
 
 
 def _having(cls: type, attribute: str, sizes: Sizes) -> Iterator[Any]:
-    """Values that have ``attribute``: the candidate's own layer classes defining it (``expansion``
-    of a residual block), then small torch layers whose instances carry it (``out_channels``)."""
-    module = sys.modules.get(cls.__module__)
-    for value in vars(module).values() if module else ():
-        if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == cls.__module__
-                and any(attribute in vars(k) for k in value.__mro__ if k is not nn.Module)):
-            yield value
+    """Values that have ``attribute``: layer classes defining it (``expansion`` of a residual block)
+    in the candidate's file or the modules its bases come from (torchvision's ``ResNet`` for an
+    encoder built on it), then small torch layers whose instances carry it (``out_channels``)."""
+    homes = list(dict.fromkeys(k.__module__ for k in cls.__mro__ if k not in (nn.Module, object)))
+    for home in homes:
+        module = sys.modules.get(home)
+        for value in list(vars(module).values()) if module else ():
+            if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == home
+                    and any(attribute in vars(k) for k in value.__mro__ if k is not nn.Module)):
+                yield value
     d = sizes.dim
     # a backbone reads images: three channels in
     for layer in (nn.Conv2d(3, d, 3, padding=1), nn.Linear(d, d), nn.LSTM(d, d, batch_first=True)):
@@ -244,6 +266,24 @@ def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes
     for k in owners:
         for value in _having(cls, attribute, sizes):
             yield {k: value}
+
+
+def _layer_lists(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """``Argument transforms should be a sequence of callables``: a list of one stand-in layer."""
+    text = str(error)
+    if re.search(r"(?:sequence|list|iterable) of (?:callables|modules|layers|transforms|nn\.Module)", text, re.IGNORECASE):
+        for k in kwargs:
+            if k in text and not isinstance(kwargs[k], (list, tuple)):
+                yield {k: [Passthrough()]}
+
+
+def _mappings(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """``argument after ** must be a mapping``: the argument is a config of keywords; an empty one
+    leaves every keyword at its default (``Layer(**layer_cfg)``)."""
+    if "must be a mapping" in str(error):
+        for k in _named_in_line(_candidate_frames(cls, error), kwargs):
+            if not isinstance(kwargs[k], dict):
+                yield {k: {}}
 
 
 def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
