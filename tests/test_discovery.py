@@ -20,6 +20,7 @@ EXPECTED_BLOCKS = {
     "pkg.abstract.SequentialChild",  # nn.Sequential has a forward
     "pkg.abstract.CheckedNorm2d",  # implements the check its base's forward calls
     "pkg.abstract.OwnForward",  # its own forward does not call the base's stub
+    "pkg.abstract.ModeDispatch",  # calls its stub in one branch only
     "pkg.abstract.OptionalHook",  # its stubs are never called, or only where NotImplementedError is caught
     # pkg/base.py, pkg/layers/core.py, pkg/blocks/conv.py
     "pkg.base.WithForward",

@@ -317,7 +317,18 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
                 self.drop = MODELS.build(drop)
             def forward(self, x):
                 return self.drop(x)
-        """}, "BuildsByName", ["Registry", "MODELS", "DropPath", "BuildsByName"], {"import torch.nn as nn"}),
+        """}, "BuildsByName", ["Registry", "MODELS", "BuildsByName", "DropPath"], {"import torch.nn as nn"}),
+    # an import inside a function of a module the source no longer has (mmdet 3 still names
+    # mmdet 2's ``mmdet.core.export`` in an ONNX branch) fails there, as in the original
+    "absent_lazy_import": ({"m.py": """
+        import torch.nn as nn
+        class OnnxBranch(nn.Module):
+            def forward(self, x, export=False):
+                if export:
+                    from .core.export import clip_for_onnx
+                    return clip_for_onnx(x)
+                return x
+        """}, "OnnxBranch", ["OnnxBranch"], {"import torch.nn as nn"}),
     # a counter the block bumps through `global`
     "global_counter": ({"m.py": """
         import torch.nn as nn
@@ -508,6 +519,11 @@ def test_closure(cases_home: Path, case: str) -> None:
     assert block.split(".")[0] in namespace
     if case == "lazy_module_as_registry":  # the registry still finds its classes
         assert type(namespace["UsesRegistry"]().agg).__name__ == "SumAggregation"  # type: ignore[operator]
+    if case == "absent_lazy_import":  # the branch that imports it fails as the original does
+        import torch
+
+        with pytest.raises(ImportError, match="core is not a Python module"):
+            namespace["OnnxBranch"]()(torch.ones(1), export=True)  # type: ignore[operator]
     if case == "registry_by_name":  # the registry builds the class the string names
         assert namespace["BuildsByName"]().drop.p == 0.2 and "Unused" not in result.code  # type: ignore[operator]
     if case == "foreign_registry":  # filled by the copied statements, the loop's too

@@ -323,3 +323,21 @@ def test_a_layer_of_graph_batches_gets_a_batch_and_its_config_is_set() -> None:
     assert "dim_in=16" in record.init_args["layer_config"]  # the -1 sentinels were set
     assert record.input_shapes[0]["x"] == [8, 16] and record.input_shapes[0]["edge_index"] == [2, 24]
     assert record.backward is True  # through the batch it returned
+
+
+def test_a_block_gone_from_its_source_leaves_the_library(tmp_path: Path) -> None:
+    """Building one source again drops the files and verdicts of its blocks that are gone, and
+    keeps every other source's."""
+    for name, classes in (("one", ("Kept", "Dropped")), ("two", ("Other",))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "layers.py").write_text("import torch.nn as nn\n" + "".join(
+            f"\n\nclass {c}(nn.Module):\n    def forward(self, x):\n        return x\n" for c in classes))
+    home = tmp_path / "home"
+    first = nnrag.build([str(tmp_path / "one"), str(tmp_path / "two")], home=home, limits=LIMITS, search=False, harvest=False)
+    assert first.passed == 3
+    dropped = home / str(report_entries(home)["Dropped"]["path"])
+    assert dropped.is_file()
+    layers = tmp_path / "one" / "layers.py"
+    layers.write_text(layers.read_text().split("\n\nclass Dropped")[0] + "\n")
+    nnrag.build([str(tmp_path / "one")], home=home, limits=LIMITS, search=False, harvest=False)
+    assert set(report_entries(home)) == {"Kept", "Other"} and not dropped.exists()

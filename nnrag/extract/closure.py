@@ -170,7 +170,7 @@ class Extractor:
             folder = (root / owner_info.path).parent
             if any(p.name.endswith(_NATIVE_SUFFIXES) for p in folder.glob(f"{tail}.*")):
                 return Missing(NATIVE_EXTENSION, f"{missing} is a compiled extension module, not Python source")
-        return Missing(UNRESOLVED_NAME, f"{missing} is not a Python module of source {self.source}")
+        return Missing(UNRESOLVED_NAME, f"{missing} is not a Python module of source {self.source}", absent=True)
 
     # -- names --------------------------------------------------------------------------
     def bind(self, mu: ModuleUnits, name: str) -> Target | None:
@@ -280,6 +280,7 @@ class Extractor:
         # (``MODELS.register_module('Conv2d', module=nn.Conv2d)`` in mmcv, MODELS from mmengine)
         foreign: dict[DefTarget, list[UnitKey]] = {}
         visited: set[str] = set()
+        tops: set[str] = set()  # top-level packages of the statements copied so far
 
         def want(t: DefTarget) -> list[UnitKey]:
             if t not in targets:
@@ -299,8 +300,20 @@ class Extractor:
                     targets[t].extend(keys)
                     pending.extend(keys)
 
+        strings: set[str] = set()  # class-like string constants of the statements copied
+
+        def by_name() -> bool:
+            """Classes a registry builds from a copied string (``dict(type='DropPath')``), which a
+            class decorator registers in a package the copied code comes from (not in every
+            source that happens to define the name); True when that adds statements to copy."""
+            for text in sorted(strings):
+                t = self.registered.get(text)
+                if t is not None and t not in targets and t.module.split(".")[0] in tops:
+                    want(t)
+            return bool(pending)
+
         want(top)
-        while pending:
+        while pending or by_name():
             key = pending.pop()
             if key in units:
                 continue
@@ -361,15 +374,14 @@ class Extractor:
                         link(resolved[0], name in names.early)
                 else:
                     link(t, name in names.early)
+            tops.add(key[0].split(".")[0])
             if self.inline:
-                for text in sorted(names.strings):
-                    if (t := self.registered.get(text)) is not None:
-                        link(t, False)  # built by name from a registry the class decorator fills
+                strings.update(names.strings)
             for first, last, indent, pairs in self._nested_imports(mu, key[1]):
                 kept: list[tuple[str, Target]] = []
                 for local, t in pairs:
                     if isinstance(t, Missing):
-                        if t.code == UNRESOLVED_NAME:
+                        if t.code == UNRESOLVED_NAME and not t.absent:
                             issue(local, t)
                     elif isinstance(t, ModTarget):
                         t = self._namespace(mu, key[1], local, t)

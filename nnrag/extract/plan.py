@@ -64,6 +64,9 @@ class Namespace:
 class Missing:
     code: str
     message: str
+    # no file of the source provides the module at all: an import of it inside a function fails
+    # there in the original too, so the copy keeps that failure for when (if ever) it runs
+    absent: bool = False
 
 
 Target = Union[DefTarget, ExtImport, ModTarget, Namespace, Missing]

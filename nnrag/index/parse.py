@@ -30,7 +30,7 @@ from ..sources.spec import (  # reasons a file is recorded but not parsed
 
 # What a parse records changes with this version: a source parsed by another is parsed again in
 # full on its next index, whatever its files' stats say.
-PARSER_VERSION = "3"
+PARSER_VERSION = "4"
 
 _PY2_MESSAGES = (
     "Missing parentheses in call to 'print'",
@@ -148,11 +148,15 @@ def _catches_not_implemented(node: ast.Try) -> bool:
 
 
 def _self_calls(node: ast.AST) -> Iterator[str]:
-    """Names called as ``self.name(...)`` under ``node``, leaving out calls in a ``try`` that
-    catches NotImplementedError (an optional hook)."""
+    """Names called as ``self.name(...)`` on every run through ``node``: leaving out calls in a
+    ``try`` that catches NotImplementedError (an optional hook) and in the branches of an ``if`` or
+    ``match`` (``elif mode == 'tensor': return self._forward(x)``: other modes run without it)."""
     if isinstance(node, ast.Try) and _catches_not_implemented(node):
         for part in (*node.handlers, *node.orelse, *node.finalbody):
             yield from _self_calls(part)
+        return
+    if isinstance(node, (ast.If, ast.Match)):
+        yield from _self_calls(node.test if isinstance(node, ast.If) else node.subject)
         return
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
