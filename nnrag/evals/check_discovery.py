@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib
 import inspect
 import json
@@ -70,7 +71,8 @@ def runtime_blocks(package: str, path_filter: PathFilter) -> tuple[set[str], lis
         if not (path_filter.keeps(rel + ".py") or path_filter.keeps(rel + "/__init__.py")):
             continue
         try:
-            with warnings.catch_warnings():
+            # what a module prints at import goes to stderr: stdout carries the --json report
+            with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
                 warnings.simplefilter("ignore")
                 module = importlib.import_module(modname)
         except Exception:  # noqa: BLE001 - optional dependencies may be missing
