@@ -11,8 +11,10 @@ from conftest import run_cli
 
 
 def test_index_blocks_stats_json(forms_repo: Path, home: Path) -> None:
-    report = json.loads(run_cli("index", str(forms_repo), "--home", str(home), "--json").stdout)
+    proc = run_cli("index", str(forms_repo), "--home", str(home), "--json")
+    report = json.loads(proc.stdout)
     assert report["blocks"] == 26 and report["files"] == 9 and report["failures"] == {}
+    assert "parse: 9/9" in proc.stderr.splitlines()  # progress as log lines where stderr is a pipe
     rows = json.loads(run_cli("blocks", "*Child", "--home", str(home), "--json").stdout)
     assert len(rows) == 10
     assert {"name", "qualname", "source", "path", "line", "category"} <= set(rows[0])

@@ -468,6 +468,25 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return not_installed_anywhere.op(x) if WITH_LIB else x
         """}, "Guarded", ["WITH_LIB,not_installed_anywhere", "Guarded"], {"import torch.nn as nn"}),
+    # the same guarded import read as an attribute of its module, beside a class of that name
+    "guarded_attribute": ({"optional.py": """
+        try:
+            from not_installed_anywhere import Image
+        except ImportError:
+            Image = None
+        """, "m.py": """
+        import torch.nn as nn
+        from . import optional
+        class Image(nn.Module):
+            def forward(self, x):
+                return x
+        class GuardedAttr(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.img = Image()
+            def forward(self, x):
+                return x if optional.Image is None else self.img(x)
+        """}, "GuardedAttr", ["Image_m", "GuardedAttr", "Image"], {"import torch.nn as nn"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():

@@ -81,7 +81,6 @@ def test_recorded_usage_validates_them(homes: dict[str, object]) -> None:
     # the settings class is the caller's, not part of the block: an object with its attributes stands in
     assert conv["init_args"]["setting"] == "namespace(out_chs=8, depth=1, stride=2)"  # type: ignore[index]
     assert entries["BoxPool"]["record"]["input_shapes"][0] == {"p2": [1, 16, 16, 16]}  # as the factory's model called it  # type: ignore[index]
-    report = homes["report"]
     assert entries["BandMix"]["record"]["input_shapes"] == [[2, 8, 8, 6]]  # as the example called it
     assert entries["BandMix"]["record"]["output_shapes"] == [2, 8, 8, 1]
     harvest = homes["report"].harvest  # type: ignore[attr-defined]

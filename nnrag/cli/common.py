@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Iterator, NoReturn, Optional
@@ -16,6 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from nnrag.errors import LLMNotConfigured, NnragError
+from nnrag.progress import ProgressFn
 
 app = typer.Typer(
     name="nnrag",
@@ -96,9 +98,13 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 @contextmanager
 def progress_bar(enabled: bool) -> Iterator[Any]:
-    """A progress callback for the library, rendered as a Rich bar on stderr."""
-    if not enabled or not err.is_terminal:
+    """A progress callback for the library, rendered as a Rich bar on stderr, or as plain lines
+    (each phase's start and end, and at most one line per interval) where stderr is a log or a pipe."""
+    if not enabled:
         yield None
+        return
+    if not err.is_terminal:
+        yield _progress_lines(LOG_INTERVAL_S)
         return
     columns = (TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
@@ -111,3 +117,20 @@ def progress_bar(enabled: bool) -> Iterator[Any]:
             bar.update(tasks[key], description=phase, completed=done, total=total)
 
         yield update
+
+
+LOG_INTERVAL_S = 15.0
+
+
+def _progress_lines(interval: float) -> ProgressFn:
+    last: dict[str, float] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        key = phase.split(" ", 1)[0]
+        now = time.monotonic()
+        if key in last and done < total and now - last[key] < interval:
+            return
+        last[key] = now
+        err.print(f"{escape(phase)}: {done}/{total}", highlight=False, soft_wrap=True)
+
+    return update

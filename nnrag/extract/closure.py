@@ -418,10 +418,9 @@ class Extractor:
             if ref.kind == "module":
                 continue
             rest = "".join("." + p for p in parts[i:])
-            if ref.kind in ("external", "unresolved"):
-                t = self.from_ref(ref, parts[i - 1])
-                return t, rest
-            assert ref.module is not None and ref.definition is not None
+            if ref.definition is None:  # external, unresolved, or a guarded import re-exported
+                return self.from_ref(ref, parts[i - 1]), rest
+            assert ref.module is not None
             top, _, inner = ref.definition.qualname.partition(".")
             return DefTarget(ref.module.module, top), ("." + inner if inner else "") + rest
         return Missing(UNRESOLVED_NAME, f"module {chain} is used as a value"), ""
