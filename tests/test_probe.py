@@ -316,3 +316,41 @@ def test_config_attributes_layer_lists_and_literals_are_guessed_from_the_code() 
     assert len(kwargs["transforms"]) == 1 and isinstance(kwargs["transforms"][0], nn.Identity)
     x = torch.randn(2, 4)
     assert torch.equal(model(x), x)  # type: ignore[misc]
+
+
+class Pyramid(nn.Module):
+    """A neck over feature maps whose widths come as a list, which only its asserts say."""
+
+    def __init__(self, in_channels, out_channels: int) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        assert isinstance(in_channels, list)
+        self.lateral = nn.ModuleList(nn.Conv2d(c, out_channels, 1) for c in in_channels)
+
+
+class Counted(nn.Module):
+    def __init__(self, widths: int, channels: int) -> None:
+        super().__init__()
+        self.levels = len(widths)  # type: ignore[arg-type]
+
+
+def test_an_argument_the_failing_line_uses_as_a_sequence_becomes_a_list() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    model, kwargs, error = _instantiate(Pyramid, {"in_channels": 16, "out_channels": 16}, Sizes())
+    assert error is None and kwargs["in_channels"] == [16, 16] and len(model.lateral) == 2  # type: ignore[union-attr]
+    # the same value in two arguments: the one the line takes the length of
+    model, kwargs, error = _instantiate(Counted, {"widths": 16, "channels": 16}, Sizes())
+    assert error is None and kwargs == {"widths": [16, 16], "channels": 16}
+
+
+def test_inputs_take_the_sizes_a_blocks_own_weights_fix() -> None:
+    sizes = Sizes()
+    patch = RuntimeError("The size of tensor a (16) must match the size of tensor b (19) at non-singleton dimension 4")
+    assert input_repairs(patch, "float", (2, 1, 16, 16), sizes, 16)[:3] == [
+        ("float", (2, 1, 19, 16)), ("float", (2, 1, 16, 19)), ("float", (2, 1, 19, 19))]
+    # an unpadded convolution's output two smaller is the input's own size, not a fixed one
+    assert input_repairs(RuntimeError(str(patch).replace("(19)", "(14)")), "float", (2, 1, 16, 16), sizes, 16) == []
+    tokens = RuntimeError("shape '[2, 16, 16, 16]' is invalid for input of size 512")
+    assert input_repairs(tokens, "float", (2, 16, 16), sizes, 16) == [("float", (2, 256, 16))]
+    bins = RuntimeError("shape '[-1, 17]' is invalid for input of size 8192")
+    assert input_repairs(bins, "float", (2, 16, 16, 16), sizes, 16) == [("float", (2, 16, 16, 17))]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import math
 import re
 from types import SimpleNamespace
 from typing import Any, Iterator
@@ -384,6 +385,33 @@ def _spec_shape(spec: str, ch: int, s: int) -> tuple[int, ...] | None:
 
 
 _IMAGE_LIST = re.compile(r"list of (?:\w+ )?tensors", re.IGNORECASE)
+_SIZE_MATCH = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+_VIEW = re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)")
+
+
+def _resized(shape: tuple[int, ...], old: int, new: int) -> list[tuple[int, ...]]:
+    """The shape with one dimension (past the batch) that equals ``old`` set to ``new``, each such
+    dimension in turn, then all of them: a size the block's own weights or tables fix (a patch of
+    19 pixels, an attention bias over 196 tokens) that the input must match."""
+    where = [i for i, d in enumerate(shape) if i > 0 and d == old]
+    out = [shape[:i] + (new,) + shape[i + 1:] for i in where]
+    if len(where) > 1:
+        out.append(tuple(new if i in where else d for i, d in enumerate(shape)))
+    return out
+
+
+def _rescaled(shape: tuple[int, ...], wanted: int) -> list[tuple[int, ...]]:
+    """Shapes with ``wanted`` elements, reached by scaling the token axis or both spatial axes of
+    ``shape``: what a ``view`` to a fixed resolution needs (``x.view(B, H, W, C)``)."""
+    have = math.prod(shape)
+    out: list[tuple[int, ...]] = []
+    if len(shape) == 3 and (shape[1] * wanted) % have == 0:
+        out.append((shape[0], shape[1] * wanted // have, shape[2]))
+    if len(shape) == 4 and (shape[2] * shape[3] * wanted) % have == 0:
+        side = math.isqrt(shape[2] * shape[3] * wanted // have)
+        if side * side * have == shape[2] * shape[3] * wanted:
+            out.append(shape[:2] + (side, side))
+    return [s for s in out if all(d > 0 for d in s)]
 
 
 def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes: Sizes, c: int) -> list[tuple[str, tuple[int, ...]]]:
@@ -430,6 +458,18 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             out += [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
     if "divisible" in text and len(shape) == 4:
         out += [("float", shape[:2] + (64, 64)), ("float", shape[:2] + (224, 224))]
+    if m := _SIZE_MATCH.search(text):
+        a, b = int(m.group(1)), int(m.group(2))
+        # sizes a border or a stride apart come from the input itself (an unpadded convolution):
+        # changing the input moves both
+        if abs(a - b) > 2 and 2 * min(a, b) != max(a, b):
+            out += [(kind, r) for r in _resized(shape, a, b) + _resized(shape, b, a)][:4]
+    if (m := _VIEW.search(text)) and int(m.group(2)) == math.prod(shape):
+        dims = [int(d) for d in m.group(1).split(",")]
+        if -1 not in dims:
+            out += [(kind, r) for r in _rescaled(shape, math.prod(dims))]
+        elif (fixed := -math.prod(dims)) > 1 and shape:  # ``x.view(-1, 17)``: the last axis holds the fixed part
+            out.append((kind, shape[:-1] + (fixed,)))
     if _IMAGE_LIST.search(text):  # "images is expected to be a list of 3d tensors of shape [C, H, W]"
         out.append(("images", (2, 3, 4 * s, 4 * s)))
     if _GRAPH_ATTRIBUTE.search(text):  # the forward reads a graph batch: node features of the current width

@@ -68,6 +68,8 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         names = re.findall(r"'(\w+)'", missing.group(1))
         if names and not all(n in kwargs for n in names):
             yield {n: guess_value(n, inspect.Parameter.empty, sizes, cls) for n in names if n not in kwargs}
+    if any(w in text for w in _WANTS_SEQUENCE) or isinstance(error, AssertionError):
+        yield from _sequences(cls, kwargs, error)
     if any(w in text for w in _WANTS_SEQUENCE):
         ints = _ints(kwargs)
         yield {k: [v, v] for k, v in ints.items()
@@ -160,11 +162,13 @@ def _tree(obj: Any) -> ast.AST | None:
 
 
 def _candidate_frames(cls: type, error: BaseException) -> list[FrameType]:
-    """Frames of the traceback in the file that defines ``cls``, innermost first."""
-    path = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    """Frames of the traceback in the file that defines ``cls`` or one of its bases (torchvision's
+    ``ResNet`` under an encoder built on it), innermost first."""
+    paths = {getattr(sys.modules.get(k.__module__), "__file__", None) for k in cls.__mro__
+             if k not in (nn.Module, object) and not k.__module__.startswith("torch.")} - {None}
     frames, tb = [], error.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == path:
+        if tb.tb_frame.f_code.co_filename in paths:
             frames.append(tb.tb_frame)
         tb = tb.tb_next
     return frames[::-1]
@@ -266,6 +270,69 @@ def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes
     for k in owners:
         for value in _having(cls, attribute, sizes):
             yield {k: value}
+
+
+_SEQUENCE_CALLS = frozenset({"len", "zip", "enumerate", "list", "tuple", "sorted", "reversed", "sum", "min", "max"})
+_SEQUENCE_TYPES = frozenset({"list", "tuple", "Sequence", "Iterable", "MutableSequence"})
+
+
+def _failing_statement(frame: FrameType) -> ast.stmt | None:
+    """The innermost statement of a frame's function that holds the line the frame stopped at."""
+    tree = _tree(frame.f_code)
+    if tree is None:
+        return None
+    line = frame.f_lineno - frame.f_code.co_firstlineno + 1
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found = node if found is None or node.lineno >= found.lineno else found
+    return found
+
+
+def _used_as_sequence(stmt: ast.stmt) -> set[str]:
+    """Names (``x`` or ``self.x``) the statement takes the length of, iterates, indexes or checks to
+    be a list or tuple: ``len(in_channels)``, ``assert isinstance(in_channels, list)``."""
+    def name(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return node.attr
+        return None
+
+    found: set[str] = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id in _SEQUENCE_CALLS:
+                found.update(n for a in node.args if (n := name(a)))
+            elif node.func.id == "isinstance" and len(node.args) == 2:
+                kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                if any(isinstance(t, (ast.Name, ast.Attribute)) and (t.id if isinstance(t, ast.Name) else t.attr) in _SEQUENCE_TYPES
+                       for t in kinds) and (n := name(node.args[0])):
+                    found.add(n)
+        elif isinstance(node, (ast.For, ast.comprehension)) and (n := name(node.iter)):
+            found.add(n)
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, (ast.Constant, ast.UnaryOp, ast.Slice)) and (n := name(node.value)):
+            found.add(n)
+    return found
+
+
+def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """An integer argument the failing statement uses as a sequence (its length taken, iterated,
+    indexed, asserted to be a list) becomes a list of two such numbers."""
+    frames = _candidate_frames(cls, error)
+    stmt = _failing_statement(frames[0]) if frames else None
+    if stmt is None:
+        return
+    ints = _ints(kwargs)
+    wanted = []
+    for local in sorted(_used_as_sequence(stmt)):
+        if local in ints:
+            wanted.append(local)
+        elif local in frames[0].f_locals:
+            wanted += _holding(set(ints), kwargs, frames[0].f_locals[local], local, str(error))
+    if wanted:
+        yield {k: [ints[k], ints[k]] for k in dict.fromkeys(wanted)}
 
 
 def _layer_lists(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
