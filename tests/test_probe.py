@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import inspect
+
+from typing import Callable, Literal, Union
 
 import pytest
 import torch
@@ -354,3 +356,48 @@ def test_inputs_take_the_sizes_a_blocks_own_weights_fix() -> None:
     assert input_repairs(tokens, "float", (2, 16, 16), sizes, 16) == [("float", (2, 256, 16))]
     bins = RuntimeError("shape '[-1, 17]' is invalid for input of size 8192")
     assert input_repairs(bins, "float", (2, 16, 16, 16), sizes, 16) == [("float", (2, 16, 16, 17))]
+
+
+class Built(nn.Module):
+    def __init__(self, inplanes: int, conv_builder: Callable[..., nn.Module]) -> None:
+        super().__init__()
+        self.conv = conv_builder(inplanes, inplanes, 4, 1)
+
+
+def test_a_layer_class_called_with_more_arguments_than_it_takes_becomes_a_builder() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    kwargs = next(iter(constructor_attempts(Built)))[1]
+    assert isinstance(kwargs["conv_builder"], type) and kwargs["conv_builder"] is not nn.Identity
+    _, kwargs, error = _instantiate(Built, kwargs, Sizes())
+    assert error is None and kwargs["conv_builder"] is nn.Identity
+
+
+class Ranged(nn.Module):
+    """Parameters a range check refuses when guessed as a channel count."""
+
+    def __init__(self, sign: tuple[float, float], factor: Union[torch.Tensor, float], missing: NotDefinedHere) -> None:  # type: ignore[name-defined]  # noqa: F821
+        super().__init__()
+        if not -1 <= sign[0] < sign[1] <= 1:
+            raise ValueError(f"sign out of bounds, got {sign}")
+        if not isinstance(factor, (float, torch.Tensor)):
+            raise TypeError("Factor should be float or torch.Tensor.")
+
+
+class HiddenRanged(Ranged):
+    """The same constructor behind a signature of ``(*args, **kwargs)``, as a metaclass shows it."""
+
+    __signature__ = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+                                       inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
+
+
+def test_numbers_follow_their_annotations_also_when_one_cannot_be_evaluated() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    kwargs = next(iter(constructor_attempts(Ranged)))[1]
+    assert kwargs["sign"] == (0.1, 0.5) and kwargs["factor"] == 2.0 and kwargs["missing"] == 16
+    assert _instantiate(Ranged, kwargs, Sizes())[2] is None
+    # the arguments a TypeError says are missing get the guesses their annotations give
+    assert next(iter(constructor_attempts(HiddenRanged)))[1] == {}
+    _, kwargs, error = _instantiate(HiddenRanged, {}, Sizes())
+    assert error is None and kwargs["sign"] == (0.1, 0.5) and kwargs["factor"] == 2.0

@@ -115,12 +115,33 @@ def _parameters(cls: type) -> tuple[inspect.Signature, list[inspect.Parameter], 
         sig = inspect.signature(cls)
     except (TypeError, ValueError):
         return None
-    try:
-        hints = typing.get_type_hints(cls.__init__)
-    except Exception:  # an annotation naming something the file does not define
-        hints = {}
+    hints = init_hints(cls)
     usable = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     return sig, usable, hints
+
+
+def init_hints(cls: type) -> dict[str, Any]:
+    """The evaluated annotations of ``cls.__init__`` (also where a decorator hides its signature)."""
+    try:
+        return typing.get_type_hints(cls.__init__)
+    except Exception:
+        return _each_hint(cls.__init__)
+
+
+def _each_hint(function: Any) -> dict[str, Any]:
+    """The annotations of ``function`` evaluated one by one in its module (the candidate's own code,
+    already running in the sandbox), leaving out those that fail."""
+    scope = getattr(function, "__globals__", {})
+    hints: dict[str, Any] = {}
+    for name, text in getattr(function, "__annotations__", {}).items():
+        if not isinstance(text, str):
+            hints[name] = text
+            continue
+        try:
+            hints[name] = eval(text, dict(scope))  # noqa: S307 - an annotation of the candidate, in its sandbox
+        except Exception:
+            continue
+    return hints
 
 
 def _guess_required(cls: type, usable: list[inspect.Parameter], hints: dict[str, Any], s: Sizes, depth: int = 0) -> dict[str, Any]:
@@ -145,7 +166,9 @@ def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
     origin = typing.get_origin(annotation)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if origin is typing.Union and args:
-        return _by_annotation(args[0], s)
+        # a plain number where the union admits one (``Union[Tensor, float, Tuple[float, float]]``):
+        # the simplest value every such parameter accepts
+        return _by_annotation(next((a for a in (float, int) if a in args), args[0]), s)
     if annotation is bool or annotation == "bool":
         return True, False
     if annotation is int or annotation == "int":
@@ -154,6 +177,8 @@ def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
         return True, 0.1
     if annotation is str or annotation == "str":
         return False, None
+    if (origin in (tuple, typing.Tuple) or annotation is tuple) and args[:2] == [float, float]:
+        return True, (0.1, 0.5)  # a range: low below high, inside the usual bounds of a probability or angle
     if origin in (tuple, typing.Tuple) or annotation is tuple:
         return True, (s.dim, s.dim)
     if origin in (list, typing.List) or annotation is list:
@@ -177,11 +202,15 @@ def _as_annotated(value: Any, annotation: Any) -> Any:
     gets ``[4, 4]``: code that copies or indexes it fails on an int, and on a tuple ``.copy()``)."""
     if not isinstance(value, int) or isinstance(value, bool):
         return value
+    if annotation is float:
+        return float(value)
     origin = typing.get_origin(annotation)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if origin is typing.Union:
         if not args or int in args:
             return value
+        if float in args:  # ``factor: Union[Tensor, float]``: code that checks for float refuses an int
+            return float(value)
         annotation = args[0]
         origin, args = typing.get_origin(annotation), list(typing.get_args(annotation))
     if origin is list and args[:1] == [int]:

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from torch import nn
 
-from .arguments import AutoConfig, Passthrough, Sizes, guess_value
+from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints
 
 
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
@@ -67,7 +67,8 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
     if isinstance(error, TypeError) and (missing := _MISSING.search(text)):
         names = re.findall(r"'(\w+)'", missing.group(1))
         if names and not all(n in kwargs for n in names):
-            yield {n: guess_value(n, inspect.Parameter.empty, sizes, cls) for n in names if n not in kwargs}
+            hints = init_hints(cls)
+            yield {n: guess_value(n, hints.get(n, inspect.Parameter.empty), sizes, cls) for n in names if n not in kwargs}
     if any(w in text for w in _WANTS_SEQUENCE) or isinstance(error, AssertionError):
         yield from _sequences(cls, kwargs, error)
     if any(w in text for w in _WANTS_SEQUENCE):
@@ -355,9 +356,16 @@ def _mappings(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterat
 
 def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """``'int' object is not callable``: the argument builds a layer; ``nn.Identity`` takes any arguments."""
-    if re.search(r"'(int|float|str)' object is not callable", str(error)):
+    text = str(error)
+    if re.search(r"'(int|float|str)' object is not callable", text):
         for k in _named_in_line(_candidate_frames(cls, error), kwargs):
             yield {k: nn.Identity}
+    # a guessed layer class called as a builder with more arguments than it takes:
+    # ``conv_builder(inplanes, planes, midplanes, stride)`` given ``nn.ReLU``
+    if m := re.search(r"(\w+)\.__init__\(\) takes .* positional arguments? but \d+ were given", text):
+        for k in _named_in_line(_candidate_frames(cls, error), kwargs):
+            if isinstance(v := kwargs[k], type) and v.__name__ == m.group(1) and v is not nn.Identity:
+                yield {k: nn.Identity}
 
 
 def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
