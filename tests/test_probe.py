@@ -401,3 +401,25 @@ def test_numbers_follow_their_annotations_also_when_one_cannot_be_evaluated() ->
     assert next(iter(constructor_attempts(HiddenRanged)))[1] == {}
     _, kwargs, error = _instantiate(HiddenRanged, {}, Sizes())
     assert error is None and kwargs["sign"] == (0.1, 0.5) and kwargs["factor"] == 2.0
+
+
+class AtomTypes(nn.Module):
+    """A graph encoder: embeds integer node types, replacing the batch's features in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(4, 8)
+
+    def forward(self, batch):  # type: ignore[no-untyped-def]
+        batch.x = self.embed(batch.x[:, 0])
+        return batch
+
+
+def test_a_graph_encoder_gets_integer_features_and_a_fresh_batch_each_call() -> None:
+    from nnrag.validator.probe import _backward, _Budget, _forward
+
+    found, error = _forward(AtomTypes(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    (batch,), _, out = found
+    assert batch.x.dtype == torch.long and out.x.shape == (8, 8)  # the caller's batch kept its codes
+    assert _backward(AtomTypes(), [batch], {}) is True

@@ -487,6 +487,19 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return x if optional.Image is None else self.img(x)
         """}, "GuardedAttr", ["Image_m", "GuardedAttr", "Image"], {"import torch.nn as nn"}),
+    # PyG's node loader: a submodule read through a package imported inside a method
+    "lazy_package_chain": ({"dist/__init__.py": """
+        from . import utils
+        """, "dist/utils.py": """
+        def filter_store(x):
+            return x * 2
+        """, "m.py": """
+        import torch.nn as nn
+        class Chained(nn.Module):
+            def forward(self, x):
+                from . import dist
+                return dist.utils.filter_store(x)
+        """}, "Chained", ["filter_store", "Chained"], {"import torch.nn as nn", "import types"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():
@@ -538,6 +551,10 @@ def test_closure(cases_home: Path, case: str) -> None:
     assert block.split(".")[0] in namespace
     if case == "lazy_module_as_registry":  # the registry still finds its classes
         assert type(namespace["UsesRegistry"]().agg).__name__ == "SumAggregation"  # type: ignore[operator]
+    if case == "lazy_package_chain":  # the submodule's function, reached through the package
+        import torch
+
+        assert namespace["Chained"]()(torch.ones(1)).item() == 2  # type: ignore[operator]
     if case == "absent_lazy_import":  # the branch that imports it fails as the original does
         import torch
 

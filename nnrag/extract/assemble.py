@@ -84,7 +84,7 @@ def references(plan: UnitPlan) -> Iterator[Target]:
         for _, t in pairs:
             yield t
             if isinstance(t, Namespace):
-                yield from (attr for _, attr in t.attrs)
+                yield from t.leaves()
 
 
 def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: set[str], *,
@@ -180,6 +180,12 @@ def _import_order(line: str) -> tuple[str, bool, str]:
     return (line.split()[1], line.startswith("from "), line)
 
 
+def _namespace_value(t: Namespace, out_name) -> str:  # type: ignore[no-untyped-def]
+    fields = ", ".join(f"{attr}={_namespace_value(target, out_name) if isinstance(target, Namespace) else out_name(target)}"
+                       for attr, target in t.attrs)
+    return f"{out_name(NAMESPACE_IMPORT)}.SimpleNamespace({fields})"
+
+
 def _apply_rewrites(text: str, rewrites: list, out_name) -> str:  # type: ignore[no-untyped-def]
     """Replace in-source imports inside a statement by bindings of the copied definitions."""
     if not rewrites:
@@ -194,8 +200,7 @@ def _apply_rewrites(text: str, rewrites: list, out_name) -> str:  # type: ignore
                 elif (new := out_name(t)) != local:
                     stmts.append(f"{local} = {new}")
             elif isinstance(t, Namespace):  # the module's attributes this statement reads, copied
-                fields = ", ".join(f"{attr}={out_name(target)}" for attr, target in t.attrs)
-                stmts.append(f"{local} = {out_name(NAMESPACE_IMPORT)}.SimpleNamespace({fields})  # {t.module}")
+                stmts.append(f"{local} = {_namespace_value(t, out_name)}  # {t.module}")
             else:  # not Python source here: fail the way a missing optional module does
                 stmts.append(f"raise ImportError({t.message!r})")  # type: ignore[union-attr]
         stmts = stmts or ["pass"]

@@ -389,7 +389,7 @@ class Extractor:
                             issue(local, t)
                             continue
                         plan.imports.add(NAMESPACE_IMPORT)
-                        for _, attr_target in t.attrs:
+                        for attr_target in t.leaves():
                             if isinstance(attr_target, ExtImport):
                                 plan.imports.add(attr_target)
                             else:
@@ -430,7 +430,8 @@ class Extractor:
         definition or an import; where the module itself is used as a value, every definition it exports."""
         attrs: dict[str, Target] = {}
         uses = chained = 0
-        for node in ast.walk(mu.stmts[k].node):
+        nodes = list(ast.walk(mu.stmts[k].node))
+        for node in nodes:
             if isinstance(node, ast.Name) and node.id == local:
                 uses += 1
             elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == local:
@@ -438,6 +439,14 @@ class Extractor:
                 if node.attr not in attrs:
                     ref = self.resolver.module_attr(t.module, node.attr, self.source_id)
                     attrs[node.attr] = self._keep_import(self.from_ref(ref, node.attr), node.attr)
+        # ``dist.utils.filter_dist_store``: a submodule read through the package, one level down
+        for attr, target in list(attrs.items()):
+            if isinstance(target, ModTarget):
+                inner = {n.attr: self._keep_import(self.from_ref(self.resolver.module_attr(target.module, n.attr, self.source_id), n.attr), n.attr)
+                         for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)
+                         and n.value.attr == attr and isinstance(n.value.value, ast.Name) and n.value.value.id == local}
+                if inner and not any(isinstance(v, (Missing, ModTarget, Namespace)) for v in inner.values()):
+                    attrs[attr] = Namespace(target.module, tuple(sorted(inner.items())))
         if uses > chained:
             # used as a value (``vars(aggr)``, a registry read by introspection): every definition
             # the module exports (what it merely imports is left out)
@@ -448,7 +457,7 @@ class Extractor:
                     if isinstance(found, DefTarget):
                         attrs[name] = found
         for attr, target in attrs.items():
-            if isinstance(target, (Missing, ModTarget, Namespace)):
+            if isinstance(target, (Missing, ModTarget)):
                 why = target.message if isinstance(target, Missing) else "a module"
                 return Missing(UNRESOLVED_NAME, f"{t.module}.{attr} ({why}) is read through a lazy import")
         return Namespace(t.module, tuple(sorted(attrs.items())))

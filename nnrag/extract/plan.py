@@ -4,7 +4,7 @@ and the closure itself (the statements, their order, imports and issues)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Iterator, Union
 
 
 @dataclass(frozen=True, order=True)
@@ -57,7 +57,15 @@ class Namespace:
     method): bound to an object holding the attributes the statement reads (``F.resize``)."""
 
     module: str
-    attrs: tuple[tuple[str, "Target"], ...]
+    attrs: tuple[tuple[str, "Target"], ...]  # a submodule read through it is a Namespace itself
+
+    def leaves(self) -> Iterator["Target"]:
+        """The definitions and imports it holds, also through nested namespaces."""
+        for _, target in self.attrs:
+            if isinstance(target, Namespace):
+                yield from target.leaves()
+            else:
+                yield target
 
 
 @dataclass(frozen=True)

@@ -137,11 +137,16 @@ def ring_edges(nodes: int) -> torch.Tensor:
                       torch.stack([ring, ring])], dim=1)
 
 
-def make_graph(nodes: int, features: int) -> SimpleNamespace:
+def make_graph(nodes: int, features: int, categories: int = 0) -> SimpleNamespace:
     """One small graph as a batch object (``batch.x``, ``batch.edge_index``, ...), for blocks whose
-    forward reads a graph's attributes rather than taking tensors."""
+    forward reads a graph's attributes rather than taking tensors; with ``categories``, node and
+    edge features are integer codes below it (atom and bond types an embedding encodes)."""
     edges = ring_edges(nodes)
-    return SimpleNamespace(x=torch.randn(nodes, features), edge_index=edges, edge_attr=torch.randn(edges.shape[1], features),
+
+    def features_of(n: int) -> torch.Tensor:
+        return torch.randint(0, categories, (n, features)) if categories else torch.randn(n, features)
+
+    return SimpleNamespace(x=features_of(nodes), edge_index=edges, edge_attr=features_of(edges.shape[1]),
                            batch=torch.zeros(nodes, dtype=torch.long), y=torch.randint(0, 2, (nodes,)),
                            num_nodes=nodes, num_graphs=1, ptr=torch.tensor([0, nodes]))
 
@@ -149,8 +154,8 @@ def make_graph(nodes: int, features: int) -> SimpleNamespace:
 def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
     """The input a candidate (kind, shape) stands for: a tensor, for ``graph`` a graph batch of
     ``shape = (nodes, features)``, for ``images`` a list of ``shape[0]`` images."""
-    if kind == "graph":
-        return make_graph(*shape)
+    if kind.startswith("graph"):  # "graph", or "graph:long:K" with integer features
+        return make_graph(*shape, categories=int(kind.rsplit(":", 1)[1]) if ":" in kind else 0)
     if kind == "images":  # a list of images of their own sizes, as detection models take them
         return list(torch.randn(shape).unbind(0))
     if kind.startswith("long"):
@@ -474,6 +479,8 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         out.append(("images", (2, 3, 4 * s, 4 * s)))
     if _GRAPH_ATTRIBUTE.search(text):  # the forward reads a graph batch: node features of the current width
         out.append(("graph", (GRAPH_NODES, shape[-1] if len(shape) == 2 else ch)))
-    if not kind.startswith("long") and ("Long" in text or "indices" in text or "Embedding" in text):
+    if kind == "graph" and ("Long" in text or "indices" in text or "Embedding" in text):
+        out.append(("graph:long:2", shape))
+    elif not kind.startswith(("long", "graph")) and ("Long" in text or "indices" in text or "Embedding" in text):
         out.append(("long:4", shape[:2] if len(shape) > 2 else shape))
     return out

@@ -274,15 +274,15 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
         tried.add((kind, shape))
         main = make_tensor(kind, shape)
         repaired = False
-        calls = [([main], {})] if kind in ("graph", "images") else forward_calls(model, main, kwargs)
+        calls = [([main], {})] if kind.startswith("graph") or kind == "images" else forward_calls(model, main, kwargs)
         for i, (args, kw) in enumerate(calls):
             if i >= _CALLS_PER_INPUT or not (budget.left() or local == _TRIES_PER_MODEL):
                 break
             budget.tries -= 1
             local -= 1
             try:
-                with torch.no_grad():
-                    out = model(*args, **kw)
+                with torch.no_grad():  # a graph batch as a copy: forward may replace its attributes
+                    out = model(*[_fresh(a) for a in args], **kw)
             except BaseException as e:
                 _guard(e)
                 first = first or e
@@ -292,6 +292,12 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                 continue
             return (args, kw, out), None
     return None, first
+
+
+def _fresh(value: Any) -> Any:
+    """A graph batch as a new object over the same tensors (``batch.x = encoder(batch.x)`` in a
+    forward leaves the caller's batch as it was); anything else as it is."""
+    return SimpleNamespace(**vars(value)) if isinstance(value, SimpleNamespace) else value
 
 
 def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Sizes) -> tuple[nn.Module | None, dict[str, Any], BaseException | None]:
@@ -337,7 +343,7 @@ def _backward(model: nn.Module, args: list[Any], kw: dict[str, Any]) -> bool | N
         model.train(train)
         model.zero_grad(set_to_none=True)
         # only the first input asks for a gradient: a loss's target is data, not a variable
-        inputs = [a.detach().requires_grad_(i == 0) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+        inputs = [a.detach().requires_grad_(i == 0) if isinstance(a, torch.Tensor) and a.is_floating_point() else _fresh(a)
                   for i, a in enumerate(args)]
         try:
             out = model(*inputs, **kw)
