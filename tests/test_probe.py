@@ -423,3 +423,21 @@ def test_a_graph_encoder_gets_integer_features_and_a_fresh_batch_each_call() -> 
     (batch,), _, out = found
     assert batch.x.dtype == torch.long and out.x.shape == (8, 8)  # the caller's batch kept its codes
     assert _backward(AtomTypes(), [batch], {}) is True
+
+
+class Rates(nn.Module):
+    """Three dilation rates unpacked, and a list of widths that must match the depth."""
+
+    def __init__(self, rates, decoder_channels, n_blocks: int = 1) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        r1, r2, r3 = rates
+        if n_blocks != len(decoder_channels):
+            raise ValueError(f"Model depth is {n_blocks}, but you provide `decoder_channels` for {len(decoder_channels)} blocks.")
+        self.convs = nn.ModuleList(nn.Conv2d(4, 4, 3, padding=r, dilation=r) for r in (r1, r2, r3))
+
+
+def test_sequences_take_the_length_the_code_unpacks_or_the_depth_states() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    _, kwargs, error = _instantiate(Rates, {"rates": [2, 2], "decoder_channels": [16, 16], "n_blocks": 1}, Sizes())
+    assert error is None and kwargs == {"rates": [2, 2, 2], "decoder_channels": [16], "n_blocks": 1}

@@ -22,9 +22,10 @@ from typing import Any, Iterator
 
 from torch import nn
 
-from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints
+from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth
 
 
+_UNPACKED = re.compile(r"(?:not enough|too many) values to unpack \(expected (\d+), got (\d+)\)")
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
 _WANTS_SEQUENCE = ("is not iterable", "is not subscriptable", "has no len()", "cannot unpack non-iterable")
 
@@ -77,6 +78,15 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
                if k.endswith(("s", "_list")) and not k.endswith(_NOT_SEQUENCES)}
         yield {k: (v, v) for k, v in ints.items() if any(w in k.lower() for w in _SIZE_WORDS)}
         yield {k: (v, v) for k, v in ints.items() if not k.lower().endswith(_NOT_SEQUENCES) and not k.lower().startswith("num")}
+    if m := _UNPACKED.search(text):  # ``r1, r2, r3 = atrous_rates`` given a pair: the length it unpacks to
+        wanted, got = int(m.group(1)), int(m.group(2))
+        named = _named_in_line(_candidate_frames(cls, error), kwargs)
+        for k in sorted(kwargs, key=lambda k: k not in named):
+            v = kwargs[k]
+            if isinstance(v, (list, tuple)) and len(v) == got and v and 0 < wanted <= 8:
+                yield {k: type(v)(list(v) + [v[-1]] * (wanted - got)) if wanted > got else type(v)(v[:wanted])}
+    if isinstance(error, (ValueError, AssertionError)):
+        yield from _lengths(kwargs, text)
     if "'float' object is not subscriptable" in text or "'float' object is not iterable" in text:
         # per-block rates: drop_path=[0.0] * depth
         yield {k: [v] * 8 for k, v in kwargs.items() if isinstance(v, float)}
@@ -334,6 +344,18 @@ def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
             wanted += _holding(set(ints), kwargs, frames[0].f_locals[local], local, str(error))
     if wanted:
         yield {k: [ints[k], ints[k]] for k in dict.fromkeys(wanted)}
+
+
+def _lengths(kwargs: dict[str, Any], text: str) -> Iterator[dict[str, Any]]:
+    """``Model depth is 1, but you provide decoder_channels for 2 blocks``: a list the message names
+    whose length disagrees with a depth argument's value it states, cut or grown to that depth."""
+    numbers = {int(n) for n in re.findall(r"\b\d+\b", text)}
+    depths = [v for k, v in _ints(kwargs).items() if is_depth(k) and v in numbers]
+    for k, v in kwargs.items():
+        if isinstance(v, (list, tuple)) and v and k in text and len(v) in numbers:
+            for d in depths:
+                if d != len(v) and 0 < d <= 8:
+                    yield {k: type(v)(list(v[:d]) + [v[-1]] * (d - len(v)))}
 
 
 def _layer_lists(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
