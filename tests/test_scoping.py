@@ -500,6 +500,23 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
                 from . import dist
                 return dist.utils.filter_store(x)
         """}, "Chained", ["filter_store", "Chained"], {"import torch.nn as nn", "import types"}),
+    # kornia's AutoAugment: a module of the source imported at module level, read by name at run time
+    "module_as_value": ({"ops.py": """
+        import torch.nn as nn
+        def double(x):
+            return x * 2
+        def negate(x):
+            return -x
+        """, "m.py": """
+        import torch.nn as nn
+        from . import ops
+        class ByName(nn.Module):
+            def __init__(self, op="negate"):
+                super().__init__()
+                self.op = op
+            def forward(self, x):
+                return getattr(ops, self.op)(x)
+        """}, "ByName", ["double", "negate", "ByName", "ops"], {"import torch.nn as nn", "import types"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():
@@ -555,6 +572,10 @@ def test_closure(cases_home: Path, case: str) -> None:
         import torch
 
         assert namespace["Chained"]()(torch.ones(1)).item() == 2  # type: ignore[operator]
+    if case == "module_as_value":  # the function the string names, found on the module's stand-in
+        import torch
+
+        assert namespace["ByName"]()(torch.ones(1)).item() == -1  # type: ignore[operator]
     if case == "absent_lazy_import":  # the branch that imports it fails as the original does
         import torch
 

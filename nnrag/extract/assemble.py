@@ -85,6 +85,8 @@ def references(plan: UnitPlan) -> Iterator[Target]:
             yield t
             if isinstance(t, Namespace):
                 yield from t.leaves()
+    for value in plan.values.values():
+        yield from value.leaves()
 
 
 def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: set[str], *,
@@ -125,11 +127,18 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
             return out_ext[t]
         return None
 
+    # modules used as values: one binding each, after every statement (their uses run later)
+    values: dict[str, tuple[str, Namespace]] = {}
+    for key in order:
+        for local, value in sorted(units[key].values.items()):
+            if value.module not in values:
+                values[value.module] = (ns.claim(local, ("module", value.module), _module_hint(value.module)), value)
+
     bodies: list[str] = []
     renames_done: dict[str, str] = {}
     for key in order:
         plan = units[key]
-        renames = {}
+        renames = {local: values[v.module][0] for local, v in plan.values.items() if values[v.module][0] != local}
         for name, t in plan.refs.items():
             new = out_name(t)
             if new is not None and new != name:
@@ -146,6 +155,8 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
 
             text = rename(text, renames, chains)
         bodies.append(text.rstrip("\n") + "\n")
+    for module, (local, value) in values.items():
+        bodies.append(f"{local} = {_namespace_value(value, out_name)}  # {module}\n")
 
     import_lines = set()
     bound: set[tuple[str, str]] = set()

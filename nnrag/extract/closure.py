@@ -360,8 +360,14 @@ class Extractor:
                     continue
                 plan.refs[name] = t
                 if isinstance(t, ModTarget):
-                    if name in names.bare:
-                        issue(name, Missing(UNRESOLVED_NAME, f"module {t.module} is used as a value"))
+                    if name in names.bare and name in names.early:  # needed before any binding could exist
+                        issue(name, Missing(UNRESOLVED_NAME, f"module {t.module} is used as a value at import time"))
+                    elif name in names.bare:  # ``getattr(ops, name)`` when the statement runs
+                        value = Namespace(t.module, tuple(sorted(self._exports(t.module, set()).items())))
+                        plan.values[name] = value
+                        plan.imports.add(NAMESPACE_IMPORT)
+                        for leaf in value.leaves():
+                            link(leaf, False)
                     for chain in sorted(c for c in names.chains if c.split(".", 1)[0] == name):
                         resolved = self._chain(mu, chain)
                         if t.fallback is not None and isinstance(resolved[0], (ExtImport, Missing)):
@@ -447,20 +453,25 @@ class Extractor:
                          and n.value.attr == attr and isinstance(n.value.value, ast.Name) and n.value.value.id == local}
                 if inner and not any(isinstance(v, (Missing, ModTarget, Namespace)) for v in inner.values()):
                     attrs[attr] = Namespace(target.module, tuple(sorted(inner.items())))
-        if uses > chained:
-            # used as a value (``vars(aggr)``, a registry read by introspection): every definition
-            # the module exports (what it merely imports is left out)
-            info = self.infos.get(t.module)
-            for name in sorted(self.resolver.exported(info)) if info is not None else []:
-                if name not in attrs:
-                    found = self._keep_import(self.from_ref(self.resolver.module_attr(t.module, name, self.source_id), name), name)
-                    if isinstance(found, DefTarget):
-                        attrs[name] = found
+        if uses > chained:  # used as a value (``vars(aggr)``, a registry read by introspection)
+            attrs.update(self._exports(t.module, set(attrs)))
         for attr, target in attrs.items():
             if isinstance(target, (Missing, ModTarget)):
                 why = target.message if isinstance(target, Missing) else "a module"
                 return Missing(UNRESOLVED_NAME, f"{t.module}.{attr} ({why}) is read through a lazy import")
         return Namespace(t.module, tuple(sorted(attrs.items())))
+
+    def _exports(self, module: str, skip: set[str]) -> dict[str, Target]:
+        """Every definition ``module`` exports, for code that uses the module itself as a value
+        (what it merely imports is left out)."""
+        info = self.infos.get(module)
+        found: dict[str, Target] = {}
+        for name in sorted(self.resolver.exported(info)) if info is not None else []:
+            if name not in skip:
+                t = self._keep_import(self.from_ref(self.resolver.module_attr(module, name, self.source_id), name), name)
+                if isinstance(t, DefTarget):
+                    found[name] = t
+        return found
 
     def _nested_imports(self, mu: ModuleUnits, k: int) -> list[tuple[int, int, str, list[tuple[str, Target]]]]:
         """In-source imports inside a copied statement, with what each bound name means."""

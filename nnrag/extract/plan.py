@@ -111,6 +111,9 @@ class UnitPlan:
     early: set[UnitKey] = field(default_factory=set)
     late: set[UnitKey] = field(default_factory=set)
     imports: set[ExtImport] = field(default_factory=set)  # the import statements it needs
+    # in-source modules imported at module level that it uses as values (``getattr(ops, name)``),
+    # bound after every copied statement to an object holding what each module exports
+    values: dict[str, Namespace] = field(default_factory=dict)
 
 
 @dataclass
