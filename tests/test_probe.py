@@ -335,6 +335,12 @@ class Counted(nn.Module):
         self.levels = len(widths)  # type: ignore[arg-type]
 
 
+class Staged(nn.Module):
+    def __init__(self, depth: int) -> None:
+        super().__init__()
+        assert isinstance(depth, tuple), "depth needs to be tuple if integers indicating number of blocks at that stage"
+
+
 def test_an_argument_the_failing_line_uses_as_a_sequence_becomes_a_list() -> None:
     from nnrag.validator.probe import _instantiate
 
@@ -343,6 +349,7 @@ def test_an_argument_the_failing_line_uses_as_a_sequence_becomes_a_list() -> Non
     # the same value in two arguments: the one the line takes the length of
     model, kwargs, error = _instantiate(Counted, {"widths": 16, "channels": 16}, Sizes())
     assert error is None and kwargs == {"widths": [16, 16], "channels": 16}
+    assert _instantiate(Staged, {"depth": 1}, Sizes())[1] == {"depth": (1, 1)}  # the type the check names
 
 
 def test_inputs_take_the_sizes_a_blocks_own_weights_fix() -> None:

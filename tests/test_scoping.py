@@ -517,6 +517,37 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return getattr(ops, self.op)(x)
         """}, "ByName", ["double", "negate", "ByName", "ops"], {"import torch.nn as nn", "import types"}),
+    # monai's layer factories: functions a decorator of the registry object registers there
+    "decorator_registry": ({"factories.py": """
+        import torch.nn as nn
+        class LayerFactory:
+            def __init__(self):
+                self.factories = {}
+            def factory_function(self, name):
+                def register(fn):
+                    self.factories[name.upper()] = fn
+                    return fn
+                return register
+            def __getattr__(self, key):
+                if key in self.factories:
+                    return key
+                raise AttributeError(key)
+            def __getitem__(self, args):
+                return self.factories[args[0]](args[1])
+        Conv = LayerFactory()
+        @Conv.factory_function("conv")
+        def conv_factory(dim):
+            return (nn.Conv1d, nn.Conv2d)[dim - 1]
+        """, "m.py": """
+        import torch.nn as nn
+        from .factories import Conv
+        class UsesFactory(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = Conv[Conv.CONV, 2](1, 1, 1)
+            def forward(self, x):
+                return self.conv(x)
+        """}, "UsesFactory", ["LayerFactory", "Conv", "conv_factory", "UsesFactory"], {"import torch.nn as nn"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():
@@ -576,6 +607,8 @@ def test_closure(cases_home: Path, case: str) -> None:
         import torch
 
         assert namespace["ByName"]()(torch.ones(1)).item() == -1  # type: ignore[operator]
+    if case == "decorator_registry":  # the factory the decorator registered builds the layer
+        assert type(namespace["UsesFactory"]().conv).__name__ == "Conv2d"  # type: ignore[operator]
     if case == "absent_lazy_import":  # the branch that imports it fails as the original does
         import torch
 

@@ -125,6 +125,16 @@ def _mutated(stmt: ast.stmt) -> str | None:
     return None
 
 
+def _registering(stmt: ast.stmt) -> set[str]:
+    """Names whose attribute decorates a definition (``@Conv.factory_function("conv")``)."""
+    found: set[str] = set()
+    for d in getattr(stmt, "decorator_list", []) if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else []:
+        func = d.func if isinstance(d, ast.Call) else d
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            found.add(func.value.id)
+    return found
+
+
 @dataclass
 class Stmt:
     index: int
@@ -172,6 +182,13 @@ class ModuleUnits:
             mutated = _mutated(node)
             if mutated is not None and (not binds or isinstance(node, _COMPOUND)):
                 self.mutators.setdefault(mutated, []).append(len(self.stmts) - 1)
+        # ``@Conv.factory_function("conv") def conv_factory(...)``: a definition a decorator of a
+        # registry this module creates registers there; it comes along with the registry
+        own = {name for name, ks in self.binders.items() if any(not self.stmts[k].is_import for k in ks)}
+        for k, st in enumerate(self.stmts):
+            for registry in _registering(st.node) & own:
+                if k not in self.binders.get(registry, []):
+                    self.mutators.setdefault(registry, []).append(k)
         self._names: dict[int, UnitNames] = {}
         self._texts: dict[int, str] = {}
 

@@ -301,9 +301,10 @@ def _failing_statement(frame: FrameType) -> ast.stmt | None:
     return found
 
 
-def _used_as_sequence(stmt: ast.stmt) -> set[str]:
+def _used_as_sequence(stmt: ast.stmt) -> dict[str, type]:
     """Names (``x`` or ``self.x``) the statement takes the length of, iterates, indexes or checks to
-    be a list or tuple: ``len(in_channels)``, ``assert isinstance(in_channels, list)``."""
+    be a list or tuple (``len(in_channels)``, ``assert isinstance(depth, tuple)``), with the sequence
+    type that satisfies it."""
     def name(node: ast.expr) -> str | None:
         if isinstance(node, ast.Name):
             return node.id
@@ -311,20 +312,20 @@ def _used_as_sequence(stmt: ast.stmt) -> set[str]:
             return node.attr
         return None
 
-    found: set[str] = set()
+    found: dict[str, type] = {}
     for node in ast.walk(stmt):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id in _SEQUENCE_CALLS:
-                found.update(n for a in node.args if (n := name(a)))
+                found.update((n, list) for a in node.args if (n := name(a)))
             elif node.func.id == "isinstance" and len(node.args) == 2:
                 kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
-                if any(isinstance(t, (ast.Name, ast.Attribute)) and (t.id if isinstance(t, ast.Name) else t.attr) in _SEQUENCE_TYPES
-                       for t in kinds) and (n := name(node.args[0])):
-                    found.add(n)
+                types = {t.id if isinstance(t, ast.Name) else t.attr for t in kinds if isinstance(t, (ast.Name, ast.Attribute))}
+                if types & _SEQUENCE_TYPES and (n := name(node.args[0])):
+                    found[n] = tuple if types & _SEQUENCE_TYPES == {"tuple"} else list
         elif isinstance(node, (ast.For, ast.comprehension)) and (n := name(node.iter)):
-            found.add(n)
+            found.setdefault(n, list)
         elif isinstance(node, ast.Subscript) and isinstance(node.slice, (ast.Constant, ast.UnaryOp, ast.Slice)) and (n := name(node.value)):
-            found.add(n)
+            found.setdefault(n, list)
     return found
 
 
@@ -336,14 +337,14 @@ def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
     if stmt is None:
         return
     ints = _ints(kwargs)
-    wanted = []
-    for local in sorted(_used_as_sequence(stmt)):
+    wanted: dict[str, type] = {}
+    for local, kind in sorted(_used_as_sequence(stmt).items()):
         if local in ints:
-            wanted.append(local)
+            wanted[local] = kind
         elif local in frames[0].f_locals:
-            wanted += _holding(set(ints), kwargs, frames[0].f_locals[local], local, str(error))
+            wanted.update((k, kind) for k in _holding(set(ints), kwargs, frames[0].f_locals[local], local, str(error)))
     if wanted:
-        yield {k: [ints[k], ints[k]] for k in dict.fromkeys(wanted)}
+        yield {k: kind([ints[k], ints[k]]) for k, kind in wanted.items()}
 
 
 def _lengths(kwargs: dict[str, Any], text: str) -> Iterator[dict[str, Any]]:
