@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import textwrap
+from pathlib import Path
 
 from typing import Callable, Literal, Union
 
@@ -448,3 +450,21 @@ def test_sequences_take_the_length_the_code_unpacks_or_the_depth_states() -> Non
 
     _, kwargs, error = _instantiate(Rates, {"rates": [2, 2], "decoder_channels": [16, 16], "n_blocks": 1}, Sizes())
     assert error is None and kwargs == {"rates": [2, 2, 2], "decoder_channels": [16], "n_blocks": 1}
+
+
+def test_a_number_forward_calls_as_the_inner_layer_becomes_a_layer(tmp_path: Path) -> None:
+    from nnrag.validator.probe import run
+
+    path = tmp_path / "wrapper.py"
+    path.write_text(textwrap.dedent("""
+        from torch import nn
+        class Residual(nn.Module):
+            def __init__(self, fn):
+                super().__init__()
+                self.fn = fn
+            def forward(self, x, **kwargs):
+                return self.fn(x, **kwargs) + x
+        """))
+    result: dict[str, object] = {}
+    run(path, "Residual", result)
+    assert result["init_args"] == {"fn": "Passthrough()"} and result["output_shapes"] == result["input_shapes"][0]  # type: ignore[index]

@@ -19,7 +19,7 @@ from torch import nn
 
 from . import record as R
 from .arguments import Sizes, constructor_attempts, is_depth
-from .repairs import repairs
+from .repairs import forward_repairs, repairs
 from .inputs import forward_calls, input_repairs, input_shapes, make_tensor, shapes, short_repr, tensors
 from .usage.recipes import Resolver, call_args
 from .sandbox import SandboxViolation
@@ -225,9 +225,19 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                 errors.setdefault("forward", e)
         if found is None:
             found, error = _forward(model, kwargs, sizes, budget)
+            if found is None and error is not None:
+                errors.setdefault("forward", error)
+                # a guessed argument forward calls (``self.fn(x)`` of a residual wrapper given an int):
+                # built again with a layer there
+                for change in forward_repairs(cls, kwargs, error):
+                    rebuilt, changed, _ = _instantiate(cls, {**kwargs, **change}, sizes)
+                    if rebuilt is not None and budget.left():
+                        found, _ = _forward(rebuilt, changed, sizes, budget)
+                        if found is not None:
+                            model, kwargs = rebuilt, changed
+                            result["init_args"] = {k: short_repr(v) for k, v in changed.items()}
+                    break
             if found is None:
-                if error is not None:
-                    errors.setdefault("forward", error)
                 continue
         args, kw, out = found
         # counted after forward: lazy modules have no parameter sizes before it

@@ -391,6 +391,15 @@ def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> I
                 yield {k: nn.Identity}
 
 
+def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """Constructor arguments a forward's error shows were guessed wrong: a number a wrapper calls
+    as its inner layer (``return self.fn(x) + x``) becomes a layer that passes its input through."""
+    if re.search(r"'(int|float|str)' object is not callable", str(error)):
+        named = [k for k in _named_in_line(_candidate_frames(cls, error), kwargs) if not callable(kwargs[k])]
+        if named:
+            yield {k: Passthrough() for k in named}
+
+
 def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """``ReLU is not a Module subclass``: a layer class passed where an instance is added."""
     if "is not a Module subclass" in str(error):
