@@ -468,3 +468,32 @@ def test_a_number_forward_calls_as_the_inner_layer_becomes_a_layer(tmp_path: Pat
     result: dict[str, object] = {}
     run(path, "Residual", result)
     assert result["init_args"] == {"fn": "Passthrough()"} and result["output_shapes"] == result["input_shapes"][0]  # type: ignore[index]
+
+
+class Decoder(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.max_seq_len = 8
+        self.proj = nn.Linear(dim, dim)
+
+
+class SequenceWrapper(nn.Module):
+    """Takes a model and reads an attribute its constructor set."""
+
+    def __init__(self, net) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.net, self.max_seq_len = net, net.max_seq_len
+
+
+def test_an_attribute_a_constructor_sets_is_answered_with_an_instance_of_that_class() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    model, kwargs, error = _instantiate(SequenceWrapper, {"net": 16}, Sizes())
+    assert error is None and isinstance(kwargs["net"], Decoder) and model.max_seq_len == 8  # type: ignore[union-attr]
+
+
+def test_the_number_of_spatial_dimensions_is_two() -> None:
+    from nnrag.validator.arguments import guess_value
+
+    # a layer factory indexes its 1-D/2-D/3-D classes with it: a channel count would overflow
+    assert [guess_value(n, inspect.Parameter.empty, Sizes()) for n in ("spatial_dims", "dim", "ndim")] == [2, 16, 2]

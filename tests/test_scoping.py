@@ -517,7 +517,8 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return getattr(ops, self.op)(x)
         """}, "ByName", ["double", "negate", "ByName", "ops"], {"import torch.nn as nn", "import types"}),
-    # monai's layer factories: functions a decorator of the registry object registers there
+    # monai's layer factories: functions a decorator of the registry object registers there;
+    # one that cannot be copied is left out (mmengine's checkpoint loaders read mmengine.__path__)
     "decorator_registry": ({"factories.py": """
         import torch.nn as nn
         class LayerFactory:
@@ -538,6 +539,9 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
         @Conv.factory_function("conv")
         def conv_factory(dim):
             return (nn.Conv1d, nn.Conv2d)[dim - 1]
+        @Conv.factory_function("broken")
+        def broken_factory(dim):  # cannot be copied: left out, the registry lacks it
+            return defined_nowhere[dim]
         """, "m.py": """
         import torch.nn as nn
         from .factories import Conv

@@ -282,9 +282,14 @@ class Extractor:
         visited: set[str] = set()
         tops: set[str] = set()  # top-level packages of the statements copied so far
 
+        fillers: set[UnitKey] = set()  # statements that only fill a registry, in this module or another
+        issue_keys: list[UnitKey] = []  # the statement each issue was found in
+
         def want(t: DefTarget) -> list[UnitKey]:
             if t not in targets:
                 targets[t] = self.units_for(t) + foreign.get(t, [])
+                fillers.update((t.module, k) for k in self.units_of(t.module).mutators.get(t.name, []))
+                fillers.update(foreign.get(t, []))
                 pending.extend(targets[t])
             return targets[t]
 
@@ -295,6 +300,7 @@ class Extractor:
                 if not isinstance(t, DefTarget) or t.module == mu.module:
                     continue
                 keys = [(mu.module, k) for k in ks]
+                fillers.update(keys)
                 foreign.setdefault(t, []).extend(keys)
                 if t in targets:
                     targets[t].extend(keys)
@@ -328,6 +334,7 @@ class Extractor:
             def issue(name: str, missing: Missing, _mu: ModuleUnits = mu, _plan: UnitPlan = plan) -> None:
                 line = _mu.stmts[_plan.key[1]].start + _first_use(_plan.text, name) - 1
                 issues.append(ClosureIssue(missing.code, name, _mu.path, line, missing.message))
+                issue_keys.append(_plan.key)
 
             def link(t: Target, early: bool, _key: UnitKey = key, _plan: UnitPlan = plan) -> None:
                 if isinstance(t, DefTarget):
@@ -404,6 +411,14 @@ class Extractor:
                         link(t, False)
                     kept.append((local, t))
                 plan.rewrites.append((first, last, indent, kept))
+        if issues:
+            kept = _without_failing_fillers(units, targets[top], fillers, set(issue_keys))
+            issues = [i for i, k in zip(issues, issue_keys) if k in kept]
+            units = {k: p for k, p in units.items() if k in kept}
+            for p in units.values():
+                p.early &= kept
+                p.late &= kept
+            targets = {t: [k for k in ks if k in kept] for t, ks in targets.items()}
         # Successive bindings of one name keep their order.
         for keys in targets.values():
             for a, b in zip(keys, keys[1:]):
@@ -518,3 +533,24 @@ def _first_use(text: str, name: str) -> int:
     except SyntaxError:
         pass
     return 1
+
+
+def _without_failing_fillers(units: dict[UnitKey, UnitPlan], roots: list[UnitKey], fillers: set[UnitKey],
+                             failing: set[UnitKey]) -> set[UnitKey]:
+    """The statements to keep: a statement that only fills a registry is left out when it, or what
+    only it brings, cannot be copied (mmengine's ``@CheckpointLoader.register_scheme`` loaders read
+    ``mmengine.__path__``); the registry then lacks that entry, and the rest of the closure stands."""
+    def reach(start: list[UnitKey], skip: set[UnitKey], stop: set[UnitKey] = frozenset()) -> set[UnitKey]:  # type: ignore[assignment]
+        seen: set[UnitKey] = set()
+        stack = [k for k in start if k in units and k not in skip]
+        while stack:
+            k = stack.pop()
+            if k in seen or k in stop:
+                continue
+            seen.add(k)
+            stack += [d for d in units[k].early | units[k].late if d in units and d not in skip and d not in seen]
+        return seen
+
+    core = reach(roots, fillers)
+    dropped = {f for f in fillers if f in units and f not in core and reach([f], set(), core) & failing}
+    return reach(roots, dropped)

@@ -149,6 +149,11 @@ def _guess_required(cls: type, usable: list[inspect.Parameter], hints: dict[str,
             for p in usable if p.default is inspect.Parameter.empty}
 
 
+def module_instance(cls: type, s: Sizes) -> Any:
+    """An instance of the layer class ``cls`` built from guesses, or None."""
+    return _module_value(cls, s, 1)
+
+
 def _module_value(cls: type, s: Sizes, depth: int) -> Any:
     found = _parameters(cls)
     if found is None:
@@ -245,6 +250,8 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return AutoConfig(s)
     if {"head", "heads"} & set(w) and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) or n in ("heads", "nhead", "num_head"):
         return s.heads
+    if "spatial" in w and ("dims" in w or "dim" in w or "ndim" in w) or n in ("ndim", "n_dim", "num_spatial_dims"):
+        return 2  # ``spatial_dims``: images; a layer factory indexes its 1-D/2-D/3-D classes with it
     if "group" in n or n == "groups":
         return 1
     if "kernel" in n or n in ("k", "ks", "ksize"):

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from torch import nn
 
-from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth
+from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, module_instance
 
 
 _UNPACKED = re.compile(r"(?:not enough|too many) values to unpack \(expected (\d+), got (\d+)\)")
@@ -73,7 +73,7 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
     if any(w in text for w in _WANTS_SEQUENCE) or isinstance(error, AssertionError):
         yield from _sequences(cls, kwargs, error)
     if any(w in text for w in _WANTS_SEQUENCE):
-        ints = _ints(kwargs)
+        ints = {k: v for k, v in _ints(kwargs).items() if "spatial" not in k}  # a count of axes, never a list
         yield {k: [v, v] for k, v in ints.items()
                if k.endswith(("s", "_list")) and not k.endswith(_NOT_SEQUENCES)}
         yield {k: (v, v) for k, v in ints.items() if any(w in k.lower() for w in _SIZE_WORDS)}
@@ -261,11 +261,34 @@ def _having(cls: type, attribute: str, sizes: Sizes) -> Iterator[Any]:
             if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == home
                     and any(attribute in vars(k) for k in value.__mro__ if k is not nn.Module)):
                 yield value
+    # an attribute ``__init__`` sets (``self.max_seq_len = max_seq_len`` of the model a wrapper
+    # takes): an instance of such a class, built from guesses; two at most, each costs a construction
+    built = 0
+    for home in homes:
+        module = sys.modules.get(home)
+        for value in list(vars(module).values()) if module else ():
+            if built >= 2:
+                break
+            if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == home
+                    and _sets(value, attribute)):
+                built += 1
+                instance = module_instance(value, sizes)
+                if instance is not None and hasattr(instance, attribute):
+                    yield instance
     d = sizes.dim
     # a backbone reads images: three channels in
     for layer in (nn.Conv2d(3, d, 3, padding=1), nn.Linear(d, d), nn.LSTM(d, d, batch_first=True)):
         if hasattr(layer, attribute):
             yield layer
+
+
+def _sets(klass: type, attribute: str) -> bool:
+    """Whether ``klass.__init__`` assigns ``self.<attribute>``."""
+    init = vars(klass).get("__init__")
+    tree = _tree(init) if init is not None else None
+    return tree is not None and any(
+        isinstance(n, ast.Attribute) and n.attr == attribute and isinstance(n.ctx, ast.Store)
+        and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(tree))
 
 
 def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
@@ -393,11 +416,13 @@ def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> I
 
 def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """Constructor arguments a forward's error shows were guessed wrong: a number a wrapper calls
-    as its inner layer (``return self.fn(x) + x``) becomes a layer that passes its input through."""
+    as its inner layer (``return self.fn(x) + x``) becomes a layer that passes its input through,
+    one whose attribute it reads a layer that has it."""
     if re.search(r"'(int|float|str)' object is not callable", str(error)):
         named = [k for k in _named_in_line(_candidate_frames(cls, error), kwargs) if not callable(kwargs[k])]
         if named:
             yield {k: Passthrough() for k in named}
+    yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
 
 
 def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
