@@ -229,14 +229,13 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                 errors.setdefault("forward", error)
                 # a guessed argument forward calls (``self.fn(x)`` of a residual wrapper given an int):
                 # built again with a layer there
-                for change in forward_repairs(cls, kwargs, error):
-                    rebuilt, changed, _ = _instantiate(cls, {**kwargs, **change}, sizes)
-                    if rebuilt is not None and budget.left():
-                        found, _ = _forward(rebuilt, changed, sizes, budget)
-                        if found is not None:
-                            model, kwargs = rebuilt, changed
-                            result["init_args"] = {k: short_repr(v) for k, v in changed.items()}
-                    break
+                change = next(forward_repairs(cls, kwargs, error), None)
+                rebuilt, changed, _ = _instantiate(cls, {**kwargs, **change}, sizes) if change else (None, kwargs, None)
+                if rebuilt is not None and budget.left():
+                    found, _ = _forward(rebuilt, changed, sizes, budget)
+                    if found is not None:
+                        model, kwargs = rebuilt, changed
+                        result["init_args"] = {k: short_repr(v) for k, v in changed.items()}
             if found is None:
                 continue
         args, kw, out = found
