@@ -308,6 +308,9 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
         class Unused(nn.Module):
             def forward(self, x):
                 return x
+        @MODELS.register_module()
+        class Broken(nn.Module):  # cannot be copied: left out, and DropPath with it never
+            scale = defined_nowhere
         """, "m.py": """
         import torch.nn as nn
         from .reg import MODELS
@@ -318,6 +321,59 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return self.drop(x)
         """}, "BuildsByName", ["Registry", "MODELS", "BuildsByName", "DropPath"], {"import torch.nn as nn"}),
+    # a class a string names stays, although the registry it fills has another filler that cannot
+    # be copied (which is left out)
+    "registry_failing_sibling": ({"reg.py": """
+        class Registry(dict):
+            def register_module(self, module=None):
+                def add(cls):
+                    self[cls.__name__] = cls
+                    return cls
+                return add if module is None else add(module)
+            def build(self, cfg):
+                cfg = dict(cfg)
+                return self[cfg.pop("type")](**cfg)
+        MODELS = Registry()
+        """, "acts.py": """
+        import torch.nn as nn
+        from .reg import MODELS
+        def act():
+            return nn.ReLU()
+        MODELS.register_module(module=defined_nowhere)
+        """, "drop.py": """
+        import torch.nn as nn
+        from .reg import MODELS
+        @MODELS.register_module()
+        class Swish(nn.Module):
+            def forward(self, x):
+                return x
+        """, "m.py": """
+        import torch.nn as nn
+        from .reg import MODELS
+        from .acts import act
+        from . import drop
+        class BuildsSwish(nn.Module):
+            def __init__(self, cfg=dict(type="Swish")):
+                super().__init__()
+                self.act = MODELS.build(cfg)
+                self.relu = act()
+            def forward(self, x):
+                return self.relu(self.act(x))
+        """}, "BuildsSwish", ["act", "Registry", "MODELS", "BuildsSwish", "Swish"], {"import torch.nn as nn"}),
+    # a module loaded by a name computed at run time (a compiled extension) that is absent: the
+    # file imports, and only what uses it fails, with the original ImportError
+    "computed_load": ({"ext_loader.py": """
+        import importlib
+        def load_ext(name):
+            return importlib.import_module("computed_load." + name)
+        """, "m.py": """
+        import torch.nn as nn
+        from .ext_loader import load_ext
+        ext_module = load_ext("_ext")
+        class UsesExt(nn.Module):
+            def forward(self, x, fast=False):
+                return ext_module.op(x) if fast else x
+        """}, "UsesExt", ["_Unavailable", "load_ext", "ext_module", "UsesExt"], {"import importlib", "import torch.nn as nn"}),
     # an import inside a function of a module the source no longer has (mmdet 3 still names
     # mmdet 2's ``mmdet.core.export`` in an ONNX branch) fails there, as in the original
     "absent_lazy_import": ({"m.py": """
@@ -619,7 +675,15 @@ def test_closure(cases_home: Path, case: str) -> None:
         with pytest.raises(ImportError, match="core is not a Python module"):
             namespace["OnnxBranch"]()(torch.ones(1), export=True)  # type: ignore[operator]
     if case == "registry_by_name":  # the registry builds the class the string names
-        assert namespace["BuildsByName"]().drop.p == 0.2 and "Unused" not in result.code  # type: ignore[operator]
+        assert namespace["BuildsByName"]().drop.p == 0.2 and "Unused" not in result.code and "Broken" not in result.code  # type: ignore[operator]
+    if case == "computed_load":
+        import torch
+
+        assert namespace["UsesExt"]()(torch.ones(1)).item() == 1  # type: ignore[operator]
+        with pytest.raises(ModuleNotFoundError, match="computed_load"):
+            namespace["UsesExt"]()(torch.ones(1), fast=True)  # type: ignore[operator]
+    if case == "registry_failing_sibling":
+        assert type(namespace["BuildsSwish"]().act).__name__ == "Swish"  # type: ignore[operator]
     if case == "foreign_registry":  # filled by the copied statements, the loop's too
         assert type(namespace["UsesRegistry"]().loop).__name__ == "SiLU"  # type: ignore[operator]
 

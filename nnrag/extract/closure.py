@@ -307,6 +307,7 @@ class Extractor:
                     pending.extend(keys)
 
         strings: set[str] = set()  # class-like string constants of the statements copied
+        named: list[UnitKey] = []  # definitions of the classes copied strings name: needed, never fillers
 
         def by_name() -> bool:
             """Classes a registry builds from a copied string (``dict(type='DropPath')``), which a
@@ -316,6 +317,7 @@ class Extractor:
                 t = self.registered.get(text)
                 if t is not None and t not in targets and t.module.split(".")[0] in tops:
                     want(t)
+                    named.extend(self.units_for(t))
             return bool(pending)
 
         want(top)
@@ -412,7 +414,7 @@ class Extractor:
                     kept.append((local, t))
                 plan.rewrites.append((first, last, indent, kept))
         if issues:
-            kept = _without_failing_fillers(units, targets[top], fillers, set(issue_keys))
+            kept = _without_failing_fillers(units, targets[top] + named, fillers, set(issue_keys))
             issues = [i for i, k in zip(issues, issue_keys) if k in kept]
             units = {k: p for k, p in units.items() if k in kept}
             for p in units.values():
@@ -424,12 +426,25 @@ class Extractor:
             for a, b in zip(keys, keys[1:]):
                 units[b].early.add(a)
         functions = {k for k in units if isinstance(self.units_of(k[0]).stmts[k[1]].node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self._defer_computed_loads(units)
         order, cyclic = order_units(units, next(iter(targets[top])), functions)
         used = {k[0] for k in units}
         files = {self.file_of(m): self.sha1_of(m) for m in sorted(used)}
         future = set().union(*(self.units_of(m).future for m in {k[0] for k in units}))
         return Closure(self.source, module, qualname, units, order, targets, issues, files, future, cyclic,
                        self.lenders(used), {m: self.names[self.infos[m].source_id] for m in sorted(used)}, functions)
+
+    def _defer_computed_loads(self, units: dict[UnitKey, UnitPlan]) -> None:
+        """Mark the module-level assignments that load a module by a name computed at run time,
+        themselves or through a copied function (one call deep), as ``deferred``."""
+        node_of = {k: self.units_of(k[0]).stmts[k[1]].node for k in units}
+        loaders = {k for k, node in node_of.items() if _loads_computed_name(node)}
+        loaders |= {k for k, p in units.items() if p.late & loaders}
+        for k, p in units.items():
+            node = node_of[k]
+            if (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets)
+                    and (k in loaders or p.early & loaders)):
+                p.deferred = True
 
     def _chain(self, mu: ModuleUnits, chain: str) -> tuple[Target, str]:
         parts = chain.split(".")
@@ -535,11 +550,23 @@ def _first_use(text: str, name: str) -> int:
     return 1
 
 
+def _loads_computed_name(node: ast.AST) -> bool:
+    """``importlib.import_module(...)`` or ``__import__(...)`` of a name that is not a literal."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call) and call.args and not isinstance(call.args[0], ast.Constant):
+            func = call.func
+            if (isinstance(func, ast.Name) and func.id in ("import_module", "__import__")) or \
+                    (isinstance(func, ast.Attribute) and func.attr == "import_module"):
+                return True
+    return False
+
+
 def _without_failing_fillers(units: dict[UnitKey, UnitPlan], roots: list[UnitKey], fillers: set[UnitKey],
                              failing: set[UnitKey]) -> set[UnitKey]:
     """The statements to keep: a statement that only fills a registry is left out when it, or what
     only it brings, cannot be copied (mmengine's ``@CheckpointLoader.register_scheme`` loaders read
-    ``mmengine.__path__``); the registry then lacks that entry, and the rest of the closure stands."""
+    ``mmengine.__path__``); the registry then lacks that entry, and the rest of the closure stands.
+    ``roots``: the block and the classes a copied string names, which are needed, never fillers."""
     def reach(start: list[UnitKey], skip: set[UnitKey], stop: set[UnitKey] = frozenset()) -> set[UnitKey]:  # type: ignore[assignment]
         seen: set[UnitKey] = set()
         stack = [k for k in start if k in units and k not in skip]
@@ -552,5 +579,7 @@ def _without_failing_fillers(units: dict[UnitKey, UnitPlan], roots: list[UnitKey
         return seen
 
     core = reach(roots, fillers)
-    dropped = {f for f in fillers if f in units and f not in core and reach([f], set(), core) & failing}
-    return reach(roots, dropped)
+    # each filler on its own: fillers of one registry need the registry, which lists them all
+    dropped = {f for f in fillers if f in units and f not in core and reach([f], fillers - {f}, core) & failing}
+    # a filler reached by nothing (its registry was linked before the filler was found) still fills it
+    return reach(roots + sorted(f for f in fillers if f in units and f not in dropped), dropped)

@@ -114,6 +114,10 @@ class UnitPlan:
     # in-source modules imported at module level that it uses as values (``getattr(ops, name)``),
     # bound after every copied statement to an object holding what each module exports
     values: dict[str, Namespace] = field(default_factory=dict)
+    # a module-level assignment that loads a module by a name computed at run time (mmcv's
+    # ``ext_module = load_ext('_ext', ...)``, a compiled extension): where that module is absent the
+    # name is bound to a stand-in that raises the ImportError when used, so what never uses it runs
+    deferred: bool = False
 
 
 @dataclass
