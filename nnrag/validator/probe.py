@@ -92,6 +92,19 @@ def classify(stage: str, e: BaseException) -> str:
     return R.RUNTIME_ERROR
 
 
+def _keep(errors: dict[str, BaseException], stage: str, e: BaseException) -> None:
+    """The error a stage reports: its first (the likeliest attempt's), unless a later attempt
+    stopped at a module that is not installed (monai's ``optional_import("einops")`` behind a
+    guessed size that failed first): what the block needs outranks a wrong guess."""
+    first = errors.get(stage)
+    if first is None or (_names_missing_module(e) and not _names_missing_module(first)):
+        errors[stage] = e
+
+
+def _names_missing_module(e: BaseException) -> bool:
+    return isinstance(e, ImportError) and "No module named" in str(e)
+
+
 def _guard(e: BaseException) -> None:
     """Some failures end the candidate whatever stage or attempt they happen in."""
     if isinstance(e, SandboxViolation) or _is_memory(e):
@@ -151,7 +164,7 @@ def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, error
             model = cls(*args, **kwargs)
         except BaseException as e:
             _guard(e)
-            errors.setdefault("instantiate", e)
+            _keep(errors, "instantiate", e)
             continue
         call = None
         if entry.get("call"):
@@ -206,7 +219,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                 return
             model, kwargs, error = _instantiate(cls, kwargs, sizes)
             if model is None:
-                errors.setdefault("instantiate", error)  # type: ignore[arg-type]
+                _keep(errors, "instantiate", error)  # type: ignore[arg-type]
                 continue
             yield model, {k: short_repr(v) for k, v in kwargs.items()}, None, kwargs, sizes
 
@@ -222,11 +235,11 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                     found = (call[0], call[1], model(*call[0], **call[1]))
             except BaseException as e:
                 _guard(e)
-                errors.setdefault("forward", e)
+                _keep(errors, "forward", e)
         if found is None:
             found, error = _forward(model, kwargs, sizes, budget)
             if found is None and error is not None:
-                errors.setdefault("forward", error)
+                _keep(errors, "forward", error)
                 # a guessed argument forward calls (``self.fn(x)`` of a residual wrapper given an int):
                 # built again with a layer there
                 change = next(forward_repairs(cls, kwargs, error), None)
