@@ -497,3 +497,43 @@ def test_the_number_of_spatial_dimensions_is_two() -> None:
 
     # a layer factory indexes its 1-D/2-D/3-D classes with it: a channel count would overflow
     assert [guess_value(n, inspect.Parameter.empty, Sizes()) for n in ("spatial_dims", "dim", "ndim")] == [2, 16, 2]
+
+
+def test_a_module_an_attempt_finds_missing_outranks_an_earlier_wrong_guess(tmp_path: Path) -> None:
+    from nnrag.validator.probe import StageFailure, run
+
+    path = tmp_path / "optional.py"
+    path.write_text(textwrap.dedent("""
+        from torch import nn
+        class NeedsEinops(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                if channels % 32:
+                    raise ValueError(f"num_channels ({channels}) must be divisible by num_groups (32)")
+                import einops_not_installed_here  # what an optional import does once the guess fits
+            def forward(self, x):
+                return x
+        """))
+    with pytest.raises(StageFailure) as failure:
+        run(path, "NeedsEinops", {})
+    assert failure.value.code == "missing-dependency" and "einops_not_installed_here" in str(failure.value.error)
+
+
+class Layers(nn.Module):
+    def __init__(self, dim: int, depth: int | None = None, heads: int | None = None, cross: bool | None = None) -> None:
+        super().__init__()
+        assert depth is not None, "`depth` must be passed in for `Decoder` or `Encoder`"
+        assert heads is not None, "heads must be supplied"
+        self.layers = nn.ModuleList(nn.Linear(dim, dim) for _ in range(depth))
+
+
+class CausalLayers(Layers):
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_parameter_left_at_none_that_the_message_names_is_given_a_value() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    model, kwargs, error = _instantiate(CausalLayers, {"dim": 16}, Sizes())
+    assert error is None and kwargs == {"dim": 16, "depth": 1, "heads": 2} and len(model.layers) == 1  # type: ignore[union-attr]

@@ -366,7 +366,7 @@ def is_depth(name: str) -> bool:
     return n in _DEPTH_NAMES or n.endswith(("_depths", "_layers", "_blocks")) or n in ("stages", "stage_depths")
 
 
-def _passed_through(cls: type, sig: inspect.Signature) -> list[inspect.Parameter]:
+def passed_through(cls: type, sig: inspect.Signature) -> list[inspect.Parameter]:
     """Parameters of ``cls`` and, when it takes ``**kwargs``, of the bases it passes them to."""
     params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
@@ -430,7 +430,7 @@ def _attempts(cls: type, sig: inspect.Signature, usable: list[inspect.Parameter]
     with each size variant, then variants that fill one ``None`` default each, for classes whose
     ``None`` defaults mean "the caller must choose" (``Upsample(size=None, scale_factor=None)``).
     """
-    shallow = {p.name: v for p in _passed_through(cls, sig) if is_depth(p.name) and (v := _shallow(p.default)) is not None}
+    shallow = {p.name: v for p in passed_through(cls, sig) if is_depth(p.name) and (v := _shallow(p.default)) is not None}
     seen: list[dict[str, Any]] = []
 
     def fresh(kwargs: dict[str, Any]) -> bool:

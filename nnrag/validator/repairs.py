@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from torch import nn
 
-from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, module_instance
+from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, module_instance, passed_through
 
 
 _UNPACKED = re.compile(r"(?:not enough|too many) values to unpack \(expected (\d+), got (\d+)\)")
@@ -70,6 +70,8 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         if names and not all(n in kwargs for n in names):
             hints = init_hints(cls)
             yield {n: guess_value(n, hints.get(n, inspect.Parameter.empty), sizes, cls) for n in names if n not in kwargs}
+    if isinstance(error, (AssertionError, ValueError, RuntimeError)):
+        yield from _named_unset(cls, kwargs, text, sizes)
     if any(w in text for w in _WANTS_SEQUENCE) or isinstance(error, AssertionError):
         yield from _sequences(cls, kwargs, error)
     if any(w in text for w in _WANTS_SEQUENCE):
@@ -106,6 +108,24 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
     if isinstance(error, (KeyError, ValueError, AssertionError, NotImplementedError)) or (
             isinstance(error, AttributeError) and (m := _NO_ATTRIBUTE.search(text)) and m.group(2) in _STR_METHODS):
         yield from _choices(cls, kwargs, error)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
+def _named_unset(cls: type, kwargs: dict[str, Any], text: str, sizes: Sizes) -> Iterator[dict[str, Any]]:
+    """Parameters left at a ``None`` default that the message names ("`depth` must be passed in",
+    "depth, heads, and mlp_dim must be supplied"), also those a ``**kwargs`` passes on to a base."""
+    try:
+        params = passed_through(cls, inspect.signature(cls))
+    except (TypeError, ValueError):
+        return
+    words = set(_IDENTIFIER.findall(text))
+    hints = init_hints(cls)
+    change = {p.name: guess_value(p.name, hints.get(p.name, p.annotation), sizes, cls) for p in params
+              if p.name in words and p.name not in kwargs and p.default is None}
+    if change:
+        yield change
 
 
 # --- what the candidate's code compares a parameter with ------------------------------------
