@@ -366,14 +366,28 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
         import importlib
         def load_ext(name):
             return importlib.import_module("computed_load." + name)
+        def optional(name):
+            try:
+                return importlib.import_module(name)
+            except ImportError:
+                return None
         """, "m.py": """
         import torch.nn as nn
-        from .ext_loader import load_ext
+        from importlib import import_module
+        from .ext_loader import load_ext, optional
         ext_module = load_ext("_ext")
+        class Locations:
+            def __init__(self):
+                import_module("computed_load.registered")  # fills a registry; the copy has what it needs
         class UsesExt(nn.Module):
+            def __init__(self):
+                super().__init__()
+                Locations()
+                self.fallback = optional("computed_load.absent")
             def forward(self, x, fast=False):
                 return ext_module.op(x) if fast else x
-        """}, "UsesExt", ["_Unavailable", "load_ext", "ext_module", "UsesExt"], {"import importlib", "import torch.nn as nn"}),
+        """}, "UsesExt", ["_Unavailable", "load_ext", "optional", "ext_module", "Locations", "UsesExt"],
+        {"import importlib", "from importlib import import_module", "import torch.nn as nn"}),
     # an import inside a function of a module the source no longer has (mmdet 3 still names
     # mmdet 2's ``mmdet.core.export`` in an ONNX branch) fails there, as in the original
     "absent_lazy_import": ({"m.py": """
@@ -680,6 +694,7 @@ def test_closure(cases_home: Path, case: str) -> None:
         import torch
 
         assert namespace["UsesExt"]()(torch.ones(1)).item() == 1  # type: ignore[operator]
+        assert namespace["UsesExt"]().fallback is None  # type: ignore[operator]  # the optional import's own fallback
         with pytest.raises(ModuleNotFoundError, match="computed_load"):
             namespace["UsesExt"]()(torch.ones(1), fast=True)  # type: ignore[operator]
     if case == "registry_failing_sibling":

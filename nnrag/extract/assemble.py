@@ -8,13 +8,13 @@ and every reference is rewritten with LibCST; only statements that need it are r
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Sequence
 
 from .._version import __version__
 from .plan import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, ModTarget, Namespace, Target, UnitKey, UnitPlan
 from .requirements import Requirement, is_stdlib, modules_in, requirements_of
+from .unavailable import defer, guard_imports, helper
 
 
 @dataclass(frozen=True)
@@ -136,9 +136,10 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
                 values[value.module] = (ns.claim(local, ("module", value.module), _module_hint(value.module)), value)
 
     bodies: list[str] = []
-    stand_in = ns.claim("_Unavailable", ("helper", "_Unavailable"), "") if any(units[k].deferred for k in order) else None
-    if stand_in is not None:
-        bodies.append(_UNAVAILABLE.replace("_Unavailable", stand_in))
+    # the stand-in for modules loaded by name (see unavailable.py), written only where used
+    stand_in = ns.claim("_Unavailable", ("helper", "_Unavailable"), "") \
+        if any(units[k].deferred or "import_module" in units[k].text for k in order) else None
+    stood_in = False
     renames_done: dict[str, str] = {}
     for key in order:
         plan = units[key]
@@ -158,9 +159,15 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
             from .rename import rename
 
             text = rename(text, renames, chains)
-        if plan.deferred and stand_in is not None:
-            text = _defer(text, stand_in)
+        if stand_in is not None:
+            guarded = guard_imports(text, stand_in)
+            if plan.deferred:
+                guarded = defer(guarded or text, stand_in)
+            if guarded is not None:
+                text, stood_in = guarded, True
         bodies.append(text.rstrip("\n") + "\n")
+    if stand_in is not None and stood_in:
+        bodies.insert(0, helper(stand_in, {k[0].split(".")[0] for k in order}))
     for module, (local, value) in values.items():
         bodies.append(f"{local} = {_namespace_value(value, out_name)}  # {module}\n")
 
@@ -191,43 +198,6 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
     code = "\n".join(sections) + ("\n\n" if sections and body else "") + body
     requirements = tuple(requirements_of(set().union(*map(modules_in, [*import_lines, *bodies]))))
     return Rendered(code, out_def, requirements, renames_done)
-
-
-_UNAVAILABLE = '''\
-class _Unavailable:
-    """What a module-level statement could not load here: a module named at run time, such as a
-    compiled extension. The file imports without it; using it raises the original ImportError."""
-
-    def __init__(self, error):
-        self.error = error
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise self.error
-
-    def __call__(self, *args, **kwargs):
-        raise self.error
-
-    @classmethod
-    def load(cls, load):
-        try:
-            return load()
-        except ImportError as error:
-            return cls(error)
-'''
-
-
-def _defer(text: str, stand_in: str) -> str:
-    """``x = load_ext(...)`` as ``x = stand_in.load(lambda: (load_ext(...)))``."""
-    value = ast.parse(text).body[0].value  # type: ignore[attr-defined]
-    lines = text.splitlines(keepends=True)
-
-    def at(line: int, col: int) -> int:  # ast columns count UTF-8 bytes
-        return sum(map(len, lines[: line - 1])) + len(lines[line - 1].encode()[:col].decode())
-
-    start, end = at(value.lineno, value.col_offset), at(value.end_lineno, value.end_col_offset)
-    return f"{text[:start]}{stand_in}.load(lambda: ({text[start:end]})){text[end:]}"
 
 
 def _import_order(line: str) -> tuple[str, bool, str]:

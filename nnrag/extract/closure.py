@@ -36,6 +36,7 @@ from .plan import (
 )
 from .requirements import installed
 from .units import ModuleUnits
+from .unavailable import loads_by_name
 
 MODULE_DUNDERS = frozenset(
     {"__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__", "__path__",
@@ -435,11 +436,11 @@ class Extractor:
                        self.lenders(used), {m: self.names[self.infos[m].source_id] for m in sorted(used)}, functions)
 
     def _defer_computed_loads(self, units: dict[UnitKey, UnitPlan]) -> None:
-        """Mark the module-level assignments that load a module by a name computed at run time,
-        themselves or through a copied function (one call deep), as ``deferred``."""
+        """Mark as ``deferred`` the module-level assignments that load a module by a name computed at
+        run time, themselves or by calling a copied function that does (``load_ext``). A class is no
+        such function: calling it runs ``__init__``, not the method that loads."""
         node_of = {k: self.units_of(k[0]).stmts[k[1]].node for k in units}
-        loaders = {k for k, node in node_of.items() if _loads_computed_name(node)}
-        loaders |= {k for k, p in units.items() if p.late & loaders}
+        loaders = {k for k, node in node_of.items() if not isinstance(node, ast.ClassDef) and loads_by_name(node)}
         for k, p in units.items():
             node = node_of[k]
             if (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets)
@@ -548,17 +549,6 @@ def _first_use(text: str, name: str) -> int:
     except SyntaxError:
         pass
     return 1
-
-
-def _loads_computed_name(node: ast.AST) -> bool:
-    """``importlib.import_module(...)`` or ``__import__(...)`` of a name that is not a literal."""
-    for call in ast.walk(node):
-        if isinstance(call, ast.Call) and call.args and not isinstance(call.args[0], ast.Constant):
-            func = call.func
-            if (isinstance(func, ast.Name) and func.id in ("import_module", "__import__")) or \
-                    (isinstance(func, ast.Attribute) and func.attr == "import_module"):
-                return True
-    return False
 
 
 def _without_failing_fillers(units: dict[UnitKey, UnitPlan], roots: list[UnitKey], fillers: set[UnitKey],

@@ -1,0 +1,126 @@
+"""What a standalone file cannot load by name: modules its code imports by a name computed at run
+time (mmcv's ``load_ext('_ext')`` of a compiled extension, mmengine's registries importing their
+package's ``locations``). The copy holds the definitions it needs, not the package, so such a load
+yields a stand-in that raises the original ImportError when used: what never uses it runs, what
+does fails there, as ``missing-dependency``.
+"""
+
+from __future__ import annotations
+
+import ast
+
+_HELPER = '''\
+class _Unavailable:
+    """A module this file could not load by name (a compiled extension, or a package of the code
+    it copies, which it holds only in part): using it raises the original ImportError."""
+
+    COPIED = frozenset({packages})  # packages this file copies code from
+
+    def __init__(self, error):
+        self.error = error
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise self.error
+
+    def __call__(self, *args, **kwargs):
+        raise self.error
+
+    @classmethod
+    def load(cls, load):
+        """The value of a module-level statement, or a stand-in where its import failed."""
+        try:
+            return load()
+        except ImportError as error:
+            return cls(error)
+
+    @classmethod
+    def import_module(cls, name, package=None):
+        """importlib.import_module, with a stand-in for a module of a copied package."""
+        import importlib
+
+        try:
+            return importlib.import_module(name, package)
+        except ModuleNotFoundError as error:
+            if (error.name or "").split(".")[0] not in cls.COPIED:
+                raise
+            return cls(error)
+'''
+
+
+def helper(name: str, packages: set[str]) -> str:
+    """The stand-in class, named ``name``, for a file copying code from ``packages``."""
+    return _HELPER.replace("_Unavailable", name).replace("{packages}", repr(sorted(packages)))
+
+
+def loads_by_name(node: ast.AST) -> bool:
+    """Whether ``node`` calls ``importlib.import_module``/``__import__`` with a name not written literally."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call) and call.args and not isinstance(call.args[0], ast.Constant):
+            func = call.func
+            if (isinstance(func, ast.Name) and func.id in ("import_module", "__import__")) or \
+                    (isinstance(func, ast.Attribute) and func.attr == "import_module"):
+                return True
+    return False
+
+
+def _offsets(text: str):  # type: ignore[no-untyped-def]
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def at(line: int, col: int) -> int:  # ast columns count UTF-8 bytes
+        return starts[line - 1] + len(lines[line - 1].encode()[:col].decode())
+    return at
+
+
+def defer(text: str, name: str) -> str:
+    """``x = load_ext(...)`` as ``x = name.load(lambda: (load_ext(...)))``."""
+    value = ast.parse(text).body[0].value  # type: ignore[attr-defined]
+    at = _offsets(text)
+    start, end = at(value.lineno, value.col_offset), at(value.end_lineno, value.end_col_offset)
+    return f"{text[:start]}{name}.load(lambda: ({text[start:end]})){text[end:]}"
+
+
+_HANDLES_IMPORT = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def _handles_import_error(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return handler.type is None or any(isinstance(k, ast.Name) and k.id in _HANDLES_IMPORT for k in kinds)
+
+
+def guard_imports(text: str, name: str) -> str | None:
+    """``importlib.import_module(...)`` calls as ``name.import_module(...)``, except inside a ``try``
+    that handles the ImportError itself (an optional import keeps its fallback); None when the
+    statement has none."""
+    if "import_module" not in text:
+        return None
+    spots: list[ast.expr] = []
+
+    def visit(node: ast.AST, handled: bool) -> None:
+        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            inner = handled or any(_handles_import_error(h) for h in node.handlers)
+            for child in node.body:
+                visit(child, inner)
+            for child in [*node.handlers, *node.orelse, *node.finalbody]:
+                visit(child, handled)
+            return
+        if isinstance(node, ast.Call) and not handled:
+            func = node.func
+            if (isinstance(func, ast.Name) and func.id == "import_module") or (
+                    isinstance(func, ast.Attribute) and func.attr == "import_module" and isinstance(func.value, ast.Name)):
+                spots.append(func)
+        for child in ast.iter_child_nodes(node):
+            visit(child, handled)
+
+    visit(ast.parse(text), False)
+    if not spots:
+        return None
+    at = _offsets(text)
+    for func in sorted(spots, key=lambda f: (f.lineno, f.col_offset), reverse=True):
+        start, end = at(func.lineno, func.col_offset), at(func.end_lineno, func.end_col_offset)  # type: ignore[arg-type]
+        text = f"{text[:start]}{name}.import_module{text[end:]}"
+    return text
