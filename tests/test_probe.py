@@ -537,3 +537,23 @@ def test_a_parameter_left_at_none_that_the_message_names_is_given_a_value() -> N
 
     model, kwargs, error = _instantiate(CausalLayers, {"dim": 16}, Sizes())
     assert error is None and kwargs == {"dim": 16, "depth": 1, "heads": 2} and len(model.layers) == 1  # type: ignore[union-attr]
+
+
+def test_a_block_whose_first_operation_is_in_place_passes_backward(tmp_path: Path) -> None:
+    from nnrag.validator.probe import run
+
+    path = tmp_path / "inplace.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+        class ScaleInPlace(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.proj = nn.Linear(dim, dim)
+            def forward(self, x):
+                x.mul_(0.5)  # a leaf that asks for a gradient refuses this
+                return self.proj(x)
+        """))
+    result: dict[str, object] = {}
+    run(path, "ScaleInPlace", result)
+    assert result["backward"] is True

@@ -358,14 +358,20 @@ def _oversized(cls: type, kwargs: dict[str, Any]) -> int | None:
     return n if n > _MAX_PARAMS else None
 
 
+def _differentiable(a: torch.Tensor, grad: bool) -> torch.Tensor:
+    a = a.detach()
+    return a.requires_grad_(True).clone() if grad else a
+
+
 def _backward(model: nn.Module, args: list[Any], kw: dict[str, Any]) -> bool | None:
     """One backward pass; None when nothing in the output is differentiable."""
     errors: list[BaseException] = []
     for train in (True, False):
         model.train(train)
         model.zero_grad(set_to_none=True)
-        # only the first input asks for a gradient: a loss's target is data, not a variable
-        inputs = [a.detach().requires_grad_(i == 0) if isinstance(a, torch.Tensor) and a.is_floating_point() else _fresh(a)
+        # only the first input asks for a gradient: a loss's target is data, not a variable; it is
+        # a non-leaf (a clone of the leaf) so a block whose first op is in place (x.mul_) still runs
+        inputs = [_differentiable(a, i == 0) if isinstance(a, torch.Tensor) and a.is_floating_point() else _fresh(a)
                   for i, a in enumerate(args)]
         try:
             out = model(*inputs, **kw)
