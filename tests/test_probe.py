@@ -520,10 +520,12 @@ def test_a_module_an_attempt_finds_missing_outranks_an_earlier_wrong_guess(tmp_p
 
 
 class Layers(nn.Module):
-    def __init__(self, dim: int, depth: int | None = None, heads: int | None = None, cross: bool | None = None) -> None:
+    def __init__(self, dim: int, depth: int | None = None, heads: int | None = None, cross: bool | None = None,
+                 out_features: int = 0) -> None:
         super().__init__()
         assert depth is not None, "`depth` must be passed in for `Decoder` or `Encoder`"
         assert heads is not None, "heads must be supplied"
+        assert out_features > 0, "the head projects to another model's width, pass out_features"
         self.layers = nn.ModuleList(nn.Linear(dim, dim) for _ in range(depth))
 
 
@@ -536,7 +538,7 @@ def test_a_parameter_left_at_none_that_the_message_names_is_given_a_value() -> N
     from nnrag.validator.probe import _instantiate
 
     model, kwargs, error = _instantiate(CausalLayers, {"dim": 16}, Sizes())
-    assert error is None and kwargs == {"dim": 16, "depth": 1, "heads": 2} and len(model.layers) == 1  # type: ignore[union-attr]
+    assert error is None and kwargs == {"dim": 16, "depth": 1, "heads": 2, "out_features": 16} and len(model.layers) == 1  # type: ignore[union-attr]
 
 
 def test_a_block_whose_first_operation_is_in_place_passes_backward(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "21"
+GATE_VERSION = "22"
 
 @dataclass(frozen=True)
 class Limits:

@@ -113,9 +113,14 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
+def _unset(default: Any) -> bool:
+    return default is None or (type(default) is int and default == 0)
+
+
 def _named_unset(cls: type, kwargs: dict[str, Any], text: str, sizes: Sizes) -> Iterator[dict[str, Any]]:
-    """Parameters left at a ``None`` default that the message names ("`depth` must be passed in",
-    "depth, heads, and mlp_dim must be supplied"), also those a ``**kwargs`` passes on to a base."""
+    """Parameters left at a ``None`` or ``0`` default that the message names ("`depth` must be
+    passed in", "depth, heads, and mlp_dim must be supplied", "pass out_features"), also those a
+    ``**kwargs`` passes on to a base."""
     try:
         params = passed_through(cls, inspect.signature(cls))
     except (TypeError, ValueError):
@@ -123,7 +128,7 @@ def _named_unset(cls: type, kwargs: dict[str, Any], text: str, sizes: Sizes) -> 
     words = set(_IDENTIFIER.findall(text))
     hints = init_hints(cls)
     change = {p.name: guess_value(p.name, hints.get(p.name, p.annotation), sizes, cls) for p in params
-              if p.name in words and p.name not in kwargs and p.default is None}
+              if p.name in words and p.name not in kwargs and _unset(p.default)}
     if change:
         yield change
 
