@@ -33,6 +33,9 @@ from .workspace import Workspace
 
 if TYPE_CHECKING:
     from .agent.agent import AgentResult, Step
+    from .curate.dedup import DedupReport
+    from .curate.export import ExportReport, Format
+    from .curate.lookup import Duplicates
     from .extract.block import Extraction
     from .index.catalog import Block, SourceInfo, Stats
     from .index.indexer import IndexReport
@@ -287,6 +290,88 @@ def report(*, home: PathLike | None = None) -> "BuildReport":
     from .library.report import library_report
 
     return library_report(Workspace.resolve(home))
+
+
+def dedup(
+    *,
+    home: PathLike | None = None,
+    against: PathLike | None = None,
+    against_lemur: PathLike | None = None,
+    candidates: float = 0.85,
+    near: float = 0.90,
+    structural: float = 0.90,
+    progress: ProgressFn | None = None,
+) -> "DedupReport":
+    """Copies among the library's blocks at four levels (raw text, exact after formatting, near:
+    MinHash-LSH over normalised shingles, structural), stored as clusters with a canonical member.
+    ``against`` (a folder of ``.py`` files) and ``against_lemur`` (an ``nn-dataset`` wheel or folder)
+    also count the validated blocks that have no copy there."""
+    from pathlib import Path
+
+    from .curate.clusters import Thresholds
+    from .curate.dedup import dedup as run, read_folder
+    from .curate.lemur_code import lemur_models
+    from .db import connect
+
+    others: dict[str, dict[str, str]] = {}
+    if against is not None:
+        if not Path(against).is_dir():
+            raise NotFoundError(f"--against {against} is not a folder")
+        others[f"folder:{Path(against).name}"] = read_folder(Path(against))
+    if against_lemur is not None:
+        others["lemur"] = lemur_models(against_lemur)
+    workspace = Workspace.resolve(home)
+    with connect(workspace) as db:
+        return run(db, workspace, Thresholds(candidates, near, structural), others, progress)
+
+
+def export(
+    folder: PathLike,
+    *,
+    home: PathLike | None = None,
+    format: "Format" = "messages",
+    validated_only: bool = True,
+    licenses: Sequence[str] | None = None,
+    splits: Sequence[float] = (0.8, 0.1, 0.1),
+    seed: int = 0,
+    synthesized: bool = False,
+    spec_format: str = "markdown",
+    progress: ProgressFn | None = None,
+) -> "ExportReport":
+    """A fine-tuning dataset of spec -> code pairs under ``folder``, in leakage-free splits, with a
+    manifest and a dataset card (see docs/curation.md)."""
+    from pathlib import Path
+
+    from .curate.export import ExportOptions, export as run
+    from .db import connect
+
+    options = ExportOptions(format=format, validated_only=validated_only, licenses=tuple(licenses) if licenses else None,
+                            splits=tuple(splits), seed=seed, synthesized=synthesized,  # type: ignore[arg-type]
+                            spec_format=spec_format)  # type: ignore[arg-type]
+    options.check()
+    workspace = Workspace.resolve(home)
+    with connect(workspace) as db:
+        return run(db, workspace, Path(folder), options, progress)
+
+
+def find_duplicates(name: str, *, home: PathLike | None = None, lemur: PathLike | None | bool = None) -> "Duplicates":
+    """Is this block already in the library, or in LEMUR? Its copies at each level. ``lemur`` is an
+    ``nn-dataset`` wheel or folder; ``True`` uses the installed nn-dataset's models."""
+    from .curate.lemur_code import installed_models, lemur_models
+    from .curate.lookup import find_duplicates as run
+    from .db import connect
+
+    other = None
+    if lemur is True:
+        folder = installed_models()
+        if folder is None:
+            raise NotFoundError("nn-dataset is not installed: give the path of its wheel or model folder")
+        other = lemur_models(folder)
+    elif lemur:
+        other = lemur_models(lemur)
+    workspace = Workspace.resolve(home)
+    with connect(workspace) as db:
+        return run(db, workspace, name, other)
 
 
 def lemur_register(

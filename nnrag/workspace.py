@@ -34,6 +34,14 @@ class Workspace:
         """Downloaded or cloned corpus sources (git clones, unpacked wheels)."""
         return self.home / "cache"
 
+    def inside(self, relative: str | os.PathLike[str]) -> Path:
+        """``home / relative``, refused (ValueError) when it resolves outside the home: paths
+        read from the database are data, and an absolute one or ``..`` must not escape."""
+        path = (self.home / relative).resolve()
+        if not path.is_relative_to(self.home):
+            raise ValueError(f"{relative} is outside the home {self.home}")
+        return path
+
     def ensure(self) -> "Workspace":
         self.home.mkdir(parents=True, exist_ok=True)
         return self

@@ -13,7 +13,7 @@ import sqlite3
 from typing import Callable
 
 # Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
@@ -192,7 +192,29 @@ CREATE TABLE IF NOT EXISTS lemur (
 );
 """
 
-TABLES = _INDEX + _LIBRARY + _SEARCH + _ACTIONS
+_CURATE = """
+CREATE TABLE IF NOT EXISTS dedup_signatures (
+    sha256 TEXT PRIMARY KEY,         -- of the text compared (a standalone file, a LEMUR model file)
+    version TEXT NOT NULL,           -- how signatures were computed; another version recomputes
+    raw_sha256 TEXT NOT NULL,
+    exact_sha256 TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    shingles BLOB NOT NULL,          -- uint32 hashes of the normalised 10-token shingles
+    minhash BLOB NOT NULL,           -- uint32 MinHash values of the shingles
+    structure TEXT NOT NULL          -- JSON list of structural features
+);
+CREATE TABLE IF NOT EXISTS dedup_clusters (
+    level TEXT NOT NULL,             -- raw | exact | near | structural
+    block_id TEXT NOT NULL,
+    cluster TEXT NOT NULL,           -- the canonical member's block id
+    size INTEGER NOT NULL,
+    PRIMARY KEY (level, block_id)
+);
+CREATE INDEX IF NOT EXISTS dedup_clusters_cluster ON dedup_clusters(level, cluster);
+CREATE TABLE IF NOT EXISTS dedup_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+TABLES = _INDEX + _LIBRARY + _SEARCH + _ACTIONS + _CURATE
 
 
 def _v1_to_v2(conn: sqlite3.Connection) -> None:
@@ -201,5 +223,10 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
     conn.executescript(TABLES)
 
 
+def _v2_to_v3(conn: sqlite3.Connection) -> None:
+    """Dedup's signature cache and clusters."""
+    conn.executescript(_CURATE)
+
+
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}

@@ -54,3 +54,43 @@ def render_html(report: Any) -> str:
 
 def write_html(report: Any, path: Path) -> None:
     path.write_text(render_html(report), encoding="utf-8")
+
+
+def render_dedup_html(report: Any) -> str:
+    """Cluster sizes per level and which sources share near copies, as a self-contained page."""
+    levels = "".join(f"<tr><td>{html.escape(c.level)}</td><td>{c.clusters:,}</td><td>{c.in_clusters:,}</td>"
+                     f"<td>{c.removed:,}</td><td>{c.kept:,}</td></tr>" for c in report.levels)
+    sections = []
+    for level in ("exact", "near", "structural"):
+        sizes: dict[int, int] = {}
+        for c in report.clusters[level]:
+            sizes[len(c.members)] = sizes.get(len(c.members), 0) + 1
+        rows = [(f"{size} members", [(n, "#1565c0")]) for size, n in sorted(sizes.items())]
+        chart = _bars(rows, max([n for _, [(n, _)] in rows] or [1])) if rows else "<p>no clusters</p>"
+        sections.append(f"<h2>{level}: clusters by size</h2>{chart}")
+    sources = sorted(set(report.overlaps) | {b for row in report.overlaps.values() for b in row})
+    if sources:
+        head = "".join(f"<th>{html.escape(s)}</th>" for s in sources)
+        body = "".join(f"<tr><th>{html.escape(a)}</th>" + "".join(
+            f"<td>{report.overlaps.get(a, {}).get(b, '') if a != b else '&middot;'}</td>" for b in sources) + "</tr>"
+            for a in sources)
+        overlap = f"<table><tr><th></th>{head}</tr>{body}</table>"
+    else:
+        overlap = "<p>no near copies span two sources</p>"
+    against = "".join(f"<li>{html.escape(u.corpus)} ({u.files:,} files): " + ", ".join(
+        f"{lv} {u.unique[lv]:,} of {u.blocks:,}" for lv in u.unique) + " validated blocks have no copy there</li>"
+        for u in report.against)
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>nnrag dedup</title>
+<style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:2px 10px;text-align:right}}</style></head>
+<body><h1>Copies among {report.items:,} library blocks</h1>
+<table><tr><th>level</th><th>clusters</th><th>blocks in clusters</th><th>removed</th><th>kept</th></tr>{levels}</table>
+{''.join(sections)}
+<h2>Near-copy clusters shared by two sources</h2>{overlap}
+{f'<h2>Uniqueness</h2><ul>{against}</ul>' if against else ''}
+</body></html>
+"""
+
+
+def write_dedup_html(report: Any, path: Path) -> None:
+    path.write_text(render_dedup_html(report), encoding="utf-8")

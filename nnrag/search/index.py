@@ -296,16 +296,30 @@ def _one_line(summary: str, limit: int = 90) -> str:
     return first if len(first) <= limit else first[: limit - 3].rsplit(" ", 1)[0] + "..."
 
 
+def _copy_groups(store: Database, ids: list[str]) -> dict[str, str]:
+    """Block -> its near-copy cluster (``nnrag dedup``), for the blocks that are in one."""
+    out: dict[str, str] = {}
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        out.update((r["block_id"], "cluster:" + r["cluster"]) for r in store.conn.execute(
+            f"SELECT block_id, cluster FROM dedup_clusters WHERE level='near' AND block_id IN ({','.join('?' * len(part))})",
+            part))
+    return out
+
+
 def _hits(store: Database, fused: list[tuple[str, float]], k: int) -> list[Hit]:
-    """The top ``k`` fused results, near-identical blocks (same structural fingerprint) grouped."""
+    """The top ``k`` fused results, copies grouped under the first: blocks of one near-copy
+    cluster (``nnrag dedup``), or of one structural fingerprint."""
     hits: list[Hit] = []
     by_print: dict[str, Hit] = {}
+    clusters = _copy_groups(store, [b for b, _ in fused])
     for block_id, score in fused:
         bundle = next(cache.bundles(store, [block_id]), None)
         if bundle is None:
             continue
         s = bundle.spec
-        group = by_print.get(bundle.fingerprint) if bundle.fingerprint else None
+        keys = [key for key in (clusters.get(block_id), bundle.fingerprint) if key]
+        group = next((by_print[key] for key in keys if key in by_print), None)
         if group is not None:
             group.also_in.append(s.id)
             continue
@@ -315,6 +329,6 @@ def _hits(store: Database, fused: list[tuple[str, float]], k: int) -> list[Hit]:
                   line=s.provenance.line_start, score=round(score, 6), summary=_one_line(s.summary),
                   category=s.category, validated=s.validation.status == "validated")
         hits.append(hit)
-        if bundle.fingerprint:
-            by_print[bundle.fingerprint] = hit
+        for key in keys:
+            by_print[key] = hit
     return hits

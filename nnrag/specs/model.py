@@ -92,8 +92,8 @@ class BlockSpec(_Frozen):
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(indent=indent)
 
-    def to_markdown(self) -> str:
-        return markdown(self)
+    def to_markdown(self, provenance: bool = True) -> str:
+        return markdown(self, provenance)
 
 
 def json_schema() -> dict[str, Any]:
@@ -123,10 +123,13 @@ def _param_line(p: Parameter) -> str:
     return text
 
 
-def markdown(spec: BlockSpec) -> str:
+def markdown(spec: BlockSpec, provenance: bool = True) -> str:
+    """The spec as Markdown; without ``provenance`` (where it came from, which file, which
+    license) it says only what the block is and does, as a fine-tuning prompt should."""
     v, prov = spec.validation, spec.provenance
     mark = "validated" if v.status == "validated" else f"{v.status}" + (f" ({v.code} at {v.stage})" if v.code else "")
-    lines = [f"# {spec.name}", "", f"`{spec.id}` · {spec.category or 'uncategorised'} · {mark}", "", spec.summary, ""]
+    where = f"`{spec.id}` · " if provenance else ""
+    lines = [f"# {spec.name}", "", f"{where}{spec.category or 'uncategorised'} · {mark}", "", spec.summary, ""]
     if spec.bases:
         lines += [f"Bases: {', '.join(f'`{b}`' for b in spec.bases)}", ""]
     lines += ["## Constructor", ""] + ([_param_line(p) for p in spec.constructor] or ["- no arguments"]) + [""]
@@ -146,6 +149,8 @@ def markdown(spec: BlockSpec) -> str:
         lines += ["## Operations", "", ", ".join(f"`{o}`" for o in spec.operations), ""]
     if spec.requirements:
         lines += ["## Requirements", ""] + [f"- `{r}`" for r in spec.requirements] + [""]
+    if not provenance:
+        return "\n".join(lines).rstrip("\n") + "\n"
     lines += ["## Provenance", "", f"- source: {prov.source} ({prov.origin})",
               f"- file: `{prov.path}` lines {prov.line_start}-{prov.line_end}" + (f", sha1 `{prov.file_sha1}`" if prov.file_sha1 else "")]
     if prov.swhid:

@@ -1,0 +1,338 @@
+"""Dedup of the library: copies at four levels among its standalone files, stored as clusters
+with a canonical member, and uniqueness against other code (LEMUR's models, a folder of files).
+
+The canonical member of a cluster is the one a dataset keeps: a validated block before a failed
+one, then the source of the lowest priority number (the corpus's preference), then the shortest
+file, then the block id.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import logging
+import textwrap
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from ..db import Database
+from ..library.records import library_rows
+from ..progress import ProgressFn
+from ..workspace import Workspace
+from .clusters import LEVELS, Levels, Thresholds, cluster
+from . import signatures as signatures_module
+from .signatures import PERMUTATIONS, Signature, signature, stored_minhash
+
+log = logging.getLogger(__name__)
+
+# Signatures are recomputed when the code computing them changes.
+SIGNATURE_VERSION = hashlib.sha1(Path(signatures_module.__file__).read_bytes()).hexdigest()[:12] + f"/{PERMUTATIONS}"
+_PARALLEL_FROM = 300  # texts; fewer are computed in process (a pool costs a second to start)
+_CHUNK = 64
+
+
+@dataclass(frozen=True)
+class Member:
+    """One text taking part: a library block, or a file of other code (``corpus`` is not None)."""
+
+    id: str
+    source: str
+    validated: bool = False
+    priority: int = 1_000
+    size: int = 0
+    corpus: str | None = None
+
+    def rank(self) -> tuple[bool, bool, int, int, str]:
+        return (self.corpus is not None, not self.validated, self.priority, self.size, self.id)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    level: str
+    canonical: str
+    members: tuple[str, ...]
+    sources: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LevelCount:
+    """One row of the dedup table: ``removed`` members the level adds to the stricter ones."""
+
+    level: str
+    clusters: int  # of two or more members
+    in_clusters: int
+    removed: int
+    kept: int
+
+
+@dataclass(frozen=True)
+class Uniqueness:
+    """How many blocks have no counterpart in other code, per level."""
+
+    corpus: str
+    files: int
+    blocks: int
+    unique: dict[str, int]
+    matches: dict[str, list[tuple[str, str]]]  # level -> (block, a file of the corpus), a sample
+
+    def ratio(self, level: str) -> float | None:
+        return round(self.unique[level] / self.blocks, 4) if self.blocks else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ratios": {lv: self.ratio(lv) for lv in self.unique}}
+
+
+@dataclass
+class DedupReport:
+    items: int
+    thresholds: dict[str, float]
+    levels: list[LevelCount]
+    clusters: dict[str, list[Cluster]]
+    overlaps: dict[str, dict[str, int]] = field(default_factory=dict)  # near level: source -> source -> clusters
+    against: list[Uniqueness] = field(default_factory=list)
+    computed: int = 0  # signatures computed (the others came from the cache)
+    seconds: float = 0.0
+
+    def to_dict(self, members: bool = True) -> dict[str, Any]:
+        return {
+            "items": self.items, "thresholds": self.thresholds, "levels": [asdict(c) for c in self.levels],
+            "clusters": {lv: [c.to_dict() if members else {**c.to_dict(), "members": len(c.members)} for c in cs]
+                         for lv, cs in self.clusters.items()},
+            "overlaps": self.overlaps, "against": [u.to_dict() for u in self.against],
+            "computed": self.computed, "seconds": round(self.seconds, 3),
+        }
+
+
+# -- signatures, cached by content ------------------------------------------------------------
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _row(sig: Signature) -> tuple[Any, ...]:
+    return (sig.raw_sha256, sig.exact_sha256, sig.tokens, np.array(sorted(sig.shingles), dtype=np.uint32).tobytes(),
+            np.asarray(sig.minhash.hashvalues, dtype=np.uint32).tobytes(), json.dumps(sorted(sig.structure)))
+
+
+def _from_row(r: Any) -> Signature:
+    return Signature(r["raw_sha256"], r["exact_sha256"], frozenset(np.frombuffer(r["shingles"], dtype=np.uint32).tolist()),
+                     stored_minhash(r["minhash"]), frozenset(json.loads(r["structure"])), r["tokens"])
+
+
+def _compute(texts: list[str]) -> list[tuple[Any, ...]]:
+    return [_row(signature(t)) for t in texts]
+
+
+def signatures(store: Database, texts: Mapping[str, str], progress: ProgressFn | None = None,
+               workers: int = 2) -> tuple[dict[str, Signature], int]:
+    """Signatures of ``texts`` (id -> text), from the cache where the same content was seen;
+    the others are computed (on ``workers`` processes when there are many) and cached."""
+    by_hash: dict[str, list[str]] = {}
+    for item, text in texts.items():
+        by_hash.setdefault(_sha256(text), []).append(item)
+    cached: dict[str, Signature] = {}
+    hashes = list(by_hash)
+    for i in range(0, len(hashes), 500):
+        part = hashes[i:i + 500]
+        for r in store.conn.execute(
+                f"SELECT * FROM dedup_signatures WHERE version=? AND sha256 IN ({','.join('?' * len(part))})",
+                (SIGNATURE_VERSION, *part)):
+            cached[r["sha256"]] = _from_row(r)
+    todo = [h for h in hashes if h not in cached]
+    text_of = {h: texts[by_hash[h][0]] for h in todo}
+    chunks = [todo[i:i + _CHUNK] for i in range(0, len(todo), _CHUNK)]
+    done = 0
+
+    def store_rows(part: list[str], rows: list[tuple[Any, ...]]) -> None:
+        nonlocal done
+        store.conn.executemany("INSERT OR REPLACE INTO dedup_signatures (sha256, version, raw_sha256, exact_sha256, tokens,"
+                               " shingles, minhash, structure) VALUES (?,?,?,?,?,?,?,?)",
+                               [(h, SIGNATURE_VERSION, *row) for h, row in zip(part, rows)])
+        for h, row in zip(part, rows):
+            cached[h] = Signature(row[0], row[1], frozenset(np.frombuffer(row[3], dtype=np.uint32).tolist()),
+                                  stored_minhash(row[4]), frozenset(json.loads(row[5])), row[2])
+        done += len(part)
+        if progress:
+            progress("signatures", done, len(todo))
+
+    if len(todo) >= _PARALLEL_FROM and workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for part, rows in zip(chunks, pool.map(_compute, [[text_of[h] for h in c] for c in chunks])):
+                store_rows(part, rows)
+    else:
+        for part in chunks:
+            store_rows(part, _compute([text_of[h] for h in part]))
+    store.conn.commit()
+    out = {item: cached[h] for h, items in by_hash.items() for item in items}
+    return out, len(todo)
+
+
+# -- the library --------------------------------------------------------------------------------
+def block_text(store: Database, row: Any) -> str | None:
+    """The block's own class as its source defines it (dedented): what makes two blocks copies
+    is their class, not the helpers their standalone files share."""
+    if not row["file_sha1"] or not row["line"]:
+        return None
+    try:
+        lines = store.file_text(row["file_sha1"]).splitlines(keepends=True)
+    except Exception:  # a blob gone from the index: the caller falls back to the standalone file
+        return None
+    return textwrap.dedent("".join(lines[row["line"] - 1:row["end_line"]])) or None
+
+
+def library_members(store: Database, workspace: Workspace, validated_only: bool = False) -> tuple[dict[str, Member], dict[str, str]]:
+    """The library blocks that have a standalone file, and the text each is compared by (its class)."""
+    priority = {r["name"]: r["priority"] for r in store.conn.execute("SELECT name, priority FROM sources")}
+    members: dict[str, Member] = {}
+    texts: dict[str, str] = {}
+    for row in library_rows(store.conn):
+        if not row["path"] or (validated_only and row["status"] != "validated"):
+            continue
+        try:
+            path = workspace.inside(row["path"])
+            size = path.stat().st_size
+            text = block_text(store, row) or path.read_text(encoding="utf-8")
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            log.warning("dedup skips %s: %s", row["block_id"], e)
+            continue
+        members[row["block_id"]] = Member(row["block_id"], row["source"], row["status"] == "validated",
+                                          priority.get(row["source"], 1_000), size)
+        texts[row["block_id"]] = text
+    return members, texts
+
+
+def _clusters(levels: Levels, members: Mapping[str, Member], ids: Iterable[str] | None = None) -> dict[str, list[Cluster]]:
+    keep = set(ids) if ids is not None else None
+    out: dict[str, list[Cluster]] = {}
+    for level in LEVELS:
+        found = []
+        for group in levels.groups[level]:
+            chosen = [m for m in group if keep is None or m in keep]
+            if len(chosen) < 2:
+                continue
+            ordered = sorted(chosen, key=lambda m: members[m].rank())
+            found.append(Cluster(level, ordered[0], tuple(ordered), tuple(sorted({members[m].source for m in ordered}))))
+        out[level] = sorted(found, key=lambda c: (-len(c.members), c.canonical))
+    return out
+
+
+def counts(levels: Levels, total: int) -> list[LevelCount]:
+    rows = []
+    previous = total
+    for level in LEVELS:
+        groups = levels.groups[level]
+        multi = [g for g in groups if len(g) > 1]
+        rows.append(LevelCount(level, len(multi), sum(len(g) for g in multi), previous - len(groups), len(groups)))
+        previous = len(groups)
+    return rows
+
+
+def _overlaps(near: list[Cluster]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for c in near:
+        for a in c.sources:
+            for b in c.sources:
+                if a != b:
+                    out.setdefault(a, {}).setdefault(b, 0)
+                    out[a][b] += 1
+    return out
+
+
+def _save(store: Database, clusters: dict[str, list[Cluster]], report: DedupReport) -> None:
+    conn = store.conn
+    conn.execute("BEGIN")
+    conn.execute("DELETE FROM dedup_clusters")
+    conn.executemany("INSERT INTO dedup_clusters (level, block_id, cluster, size) VALUES (?,?,?,?)",
+                     [(c.level, m, c.canonical, len(c.members)) for cs in clusters.values() for c in cs for m in c.members])
+    conn.execute("INSERT OR REPLACE INTO dedup_state (key, value) VALUES ('report', ?)",
+                 (json.dumps(report.to_dict(members=False)),))
+    conn.execute("COMMIT")
+
+
+def dedup(store: Database, workspace: Workspace, thresholds: Thresholds = Thresholds(),
+          against: Mapping[str, Mapping[str, str]] | None = None, progress: ProgressFn | None = None,
+          workers: int = 2) -> DedupReport:
+    """Cluster the library's files at every level and store the clusters; with ``against``
+    (corpus name -> file name -> text), also count the validated blocks with no counterpart there."""
+    started = time.perf_counter()
+    members, texts = library_members(store, workspace)
+    sigs, computed = signatures(store, texts, progress, workers)
+    levels = cluster(sigs, thresholds)
+    clusters = _clusters(levels, members)
+    report = DedupReport(len(members), thresholds.to_dict(), counts(levels, len(members)), clusters,
+                         _overlaps(clusters["near"]), computed=computed)
+    for name, files in (against or {}).items():
+        report.against.append(uniqueness(store, members, sigs, name, files, thresholds, progress, workers))
+    report.seconds = time.perf_counter() - started
+    _save(store, clusters, report)
+    return report
+
+
+def class_texts(files: Mapping[str, str]) -> dict[str, str]:
+    """The top-level classes of some files (``file::Class`` -> its dedented text); a file that does
+    not parse counts as one text."""
+    out: dict[str, str] = {}
+    for name, text in files.items():
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            out[f"{name}::"] = text
+            continue
+        lines = text.splitlines(keepends=True)
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                out[f"{name}::{node.name}"] = textwrap.dedent("".join(lines[start - 1:node.end_lineno]))
+    return out
+
+
+def uniqueness(store: Database, members: Mapping[str, Member], library: Mapping[str, Signature], corpus: str,
+               files: Mapping[str, str], thresholds: Thresholds, progress: ProgressFn | None = None,
+               workers: int = 2) -> Uniqueness:
+    """Validated blocks with no counterpart in ``files``, per level: no class of those files is
+    a copy of the block's class at that level."""
+    outside, _ = signatures(store, class_texts(files), progress, workers)
+    keyed = {f"{corpus}::{name}": sig for name, sig in outside.items()}
+    validated = [b for b in library if members[b].validated]
+    levels = cluster({**{b: library[b] for b in validated}, **keyed}, thresholds)
+    unique: dict[str, int] = {}
+    matches: dict[str, list[tuple[str, str]]] = {}
+    for level in LEVELS:
+        found: list[tuple[str, str]] = []
+        for group in levels.groups[level]:
+            theirs = sorted(m for m in group if m in keyed)
+            if theirs:
+                found += [(b, theirs[0].split("::", 1)[1]) for b in sorted(group) if b not in keyed]
+        unique[level] = len(validated) - len({b for b, _ in found})
+        matches[level] = sorted(found)[:50]
+    return Uniqueness(corpus, len(files), len(validated), unique, matches)
+
+
+def dedup_texts(store: Database, texts: Mapping[str, str], thresholds: Thresholds = Thresholds(),
+                progress: ProgressFn | None = None, workers: int = 2) -> tuple[list[LevelCount], Levels, int]:
+    """The dedup table of any set of texts (LEMUR's models): counts per level, the groups, and
+    how many signatures were computed."""
+    sigs, computed = signatures(store, texts, progress, workers)
+    levels = cluster(sigs, thresholds)
+    return counts(levels, len(texts)), levels, computed
+
+
+def read_folder(path: Path) -> dict[str, str]:
+    """The ``.py`` files under a folder (relative path -> text); unreadable ones are left out."""
+    out: dict[str, str] = {}
+    for file in sorted(path.rglob("*.py")):
+        if file.is_symlink() or not file.is_file():
+            continue
+        try:
+            out[file.relative_to(path).as_posix()] = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            log.warning("dedup skips %s: %s", file, e)
+    return out
