@@ -56,6 +56,10 @@ def test_functions_answer_and_report_errors(box: Toolbox) -> None:
     assert not extracted["issues"]
     assert "class TokenSelfAttention" in extracted["code"]
     assert {s["name"] for s in box.list_sources()["sources"]} == {"search_repo", "search_mirror"}
+    # the mirror vendored SqueezeExcite with a docstring and comments of its own: a near copy
+    copies = box.find_duplicates("search_mirror:mpkg.copied.SqueezeExcite")
+    assert "exact" not in copies["library"] and copies["other"] == []
+    assert copies["library"]["near"] == ["search_repo:spkg.layers.SqueezeExcite"]
     missing = box.get_spec("NoSuchBlock")
     assert missing["kind"] == "NotFoundError" and "NoSuchBlock" in missing["error"]
     ambiguous = box.get_spec("SqueezeExcite")

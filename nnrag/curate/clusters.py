@@ -8,11 +8,13 @@ level" (as in the NN-RAG paper's table) counts the members a level adds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable, Sequence
+from typing import Any, Callable, Hashable, Iterable, Sequence
+
+import numpy as np
 
 from datasketch import MinHashLSH
 
-from .signatures import PERMUTATIONS, Signature, hash32, jaccard, minhash
+from .signatures import PERMUTATIONS, Signature, jaccard, set_jaccard
 
 LEVELS = ("raw", "exact", "near", "structural")
 
@@ -61,7 +63,7 @@ class Levels:
     """For each level, the groups of item ids (every item in exactly one group, singletons too)."""
 
     groups: dict[str, list[list[str]]] = field(default_factory=dict)
-    near_pairs: list[tuple[str, str, float]] = field(default_factory=list)  # confirmed, with Jaccard
+    near_pairs: list[tuple[str, str, float]] = field(default_factory=list)  # the confirmed pairs that joined groups
     structural_pairs: list[tuple[str, str, float]] = field(default_factory=list)
 
     def group_of(self, level: str) -> dict[str, int]:
@@ -78,21 +80,46 @@ def _by_key(ids: Sequence[str], key: Callable[[str], str], union: _Union) -> Non
             first[k] = i
 
 
-def _lsh_pairs(ids: Sequence[str], sets: dict[str, frozenset], hashes: Callable[[str], object],
-               candidates: float, confirm: float) -> list[tuple[str, str, float]]:
-    """Pairs whose sets have Jaccard >= ``confirm`` among the LSH candidates at ``candidates``."""
-    lsh = MinHashLSH(threshold=candidates, num_perm=PERMUTATIONS)
-    pairs: list[tuple[str, str, float]] = []
-    with lsh.insertion_session() as session:
-        for i in ids:
-            session.insert(i, hashes(i), check_duplication=False)
+_REPRESENTATIVES = 32  # groups a bucket's member is compared with, at most
+
+
+def _bands(threshold: float) -> tuple[int, int]:
+    """Bands and rows per band that datasketch's LSH chooses for a threshold."""
+    lsh = MinHashLSH(threshold=threshold, num_perm=PERMUTATIONS)
+    return lsh.b, lsh.r
+
+
+def _lsh_pairs(ids: Sequence[str], sets: Callable[[str], np.ndarray | frozenset[str]], hashes: Callable[[str], np.ndarray],
+               similarity: Callable[[Any, Any], float], candidates: float, confirm: float,
+               union: _Union) -> list[tuple[str, str, float]]:
+    """Join, in ``union``, items whose sets have a similarity >= ``confirm`` among the LSH
+    candidates at ``candidates`` (items sharing a band of their MinHash); the joining pairs are
+    returned. In each bucket a member is compared with one member of each group already there,
+    not with every member: thousands of generated variants of one model share buckets, and
+    comparing every pair of them costs minutes where this costs a second."""
+    bands, rows = _bands(candidates)
+    buckets: dict[tuple[int, bytes], list[str]] = {}
     for i in ids:
-        for j in lsh.query(hashes(i)):
-            if j <= i:
+        values = hashes(i)
+        for band in range(bands):
+            buckets.setdefault((band, values[band * rows:(band + 1) * rows].tobytes()), []).append(i)
+    pairs: list[tuple[str, str, float]] = []
+    for members in buckets.values():
+        if len(members) < 2:
+            continue
+        representatives: list[str] = []
+        for m in members:
+            root = union.find(m)
+            if any(union.find(r) == root for r in representatives):
                 continue
-            score = jaccard(sets[i], sets[j])
-            if score >= confirm:
-                pairs.append((i, j, round(score, 4)))
+            for r in representatives[:_REPRESENTATIVES]:
+                score = similarity(sets(m), sets(r))
+                if score >= confirm:
+                    union.union(m, r)
+                    pairs.append((min(m, r), max(m, r), round(score, 4)))
+                    break
+            else:
+                representatives.append(m)
     return sorted(pairs)
 
 
@@ -105,18 +132,12 @@ def cluster(signatures: dict[str, Signature], thresholds: Thresholds = Threshold
     levels.groups["raw"] = union.groups()
     _by_key(ids, lambda i: signatures[i].exact_sha256, union)
     levels.groups["exact"] = union.groups()
-    with_text = [i for i in ids if signatures[i].shingles]
-    levels.near_pairs = _lsh_pairs(with_text, {i: signatures[i].shingles for i in with_text},
-                                   lambda i: signatures[i].minhash, thresholds.candidates, thresholds.near)
-    for a, b, _ in levels.near_pairs:
-        union.union(a, b)
+    with_text = [i for i in ids if signatures[i].shingles.size]
+    levels.near_pairs = _lsh_pairs(with_text, lambda i: signatures[i].shingles, lambda i: signatures[i].minhash, jaccard,
+                                   thresholds.candidates, thresholds.near, union)
     levels.groups["near"] = union.groups()
     shaped = [i for i in ids if len(signatures[i].structure) >= thresholds.min_structure]
-    features = {i: signatures[i].structure for i in shaped}
-    structure_hashes = {i: minhash(frozenset(hash32(f) for f in features[i])) for i in shaped}
-    levels.structural_pairs = _lsh_pairs(shaped, features, structure_hashes.__getitem__,
-                                         thresholds.candidates, thresholds.structural)
-    for a, b, _ in levels.structural_pairs:
-        union.union(a, b)
+    levels.structural_pairs = _lsh_pairs(shaped, lambda i: signatures[i].structure, lambda i: signatures[i].structure_minhash,
+                                         set_jaccard, thresholds.candidates, thresholds.structural, union)
     levels.groups["structural"] = union.groups()
     return levels

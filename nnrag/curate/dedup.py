@@ -27,7 +27,7 @@ from ..progress import ProgressFn
 from ..workspace import Workspace
 from .clusters import LEVELS, Levels, Thresholds, cluster
 from . import signatures as signatures_module
-from .signatures import PERMUTATIONS, Signature, signature, stored_minhash
+from .signatures import PERMUTATIONS, Signature, signature
 
 log = logging.getLogger(__name__)
 
@@ -118,13 +118,14 @@ def _sha256(text: str) -> str:
 
 
 def _row(sig: Signature) -> tuple[Any, ...]:
-    return (sig.raw_sha256, sig.exact_sha256, sig.tokens, np.array(sorted(sig.shingles), dtype=np.uint32).tobytes(),
-            np.asarray(sig.minhash.hashvalues, dtype=np.uint32).tobytes(), json.dumps(sorted(sig.structure)))
+    return (sig.raw_sha256, sig.exact_sha256, sig.tokens, sig.shingles.tobytes(), sig.minhash.tobytes(),
+            json.dumps(sorted(sig.structure)), sig.structure_minhash.tobytes())
 
 
 def _from_row(r: Any) -> Signature:
-    return Signature(r["raw_sha256"], r["exact_sha256"], frozenset(np.frombuffer(r["shingles"], dtype=np.uint32).tolist()),
-                     stored_minhash(r["minhash"]), frozenset(json.loads(r["structure"])), r["tokens"])
+    """A cached signature; its arrays are views of the row's bytes (nothing is copied)."""
+    return Signature(r[0], r[1], np.frombuffer(r[3], dtype=np.uint32), np.frombuffer(r[4], dtype=np.uint32),
+                     frozenset(json.loads(r[5])), np.frombuffer(r[6], dtype=np.uint32), r[2])
 
 
 def _compute(texts: list[str]) -> list[tuple[Any, ...]]:
@@ -143,9 +144,10 @@ def signatures(store: Database, texts: Mapping[str, str], progress: ProgressFn |
     for i in range(0, len(hashes), 500):
         part = hashes[i:i + 500]
         for r in store.conn.execute(
-                f"SELECT * FROM dedup_signatures WHERE version=? AND sha256 IN ({','.join('?' * len(part))})",
+                f"SELECT sha256, raw_sha256, exact_sha256, tokens, shingles, minhash, structure, structure_minhash"
+                f" FROM dedup_signatures WHERE version=? AND sha256 IN ({','.join('?' * len(part))})",
                 (SIGNATURE_VERSION, *part)):
-            cached[r["sha256"]] = _from_row(r)
+            cached[r["sha256"]] = _from_row(tuple(r)[1:])
     todo = [h for h in hashes if h not in cached]
     text_of = {h: texts[by_hash[h][0]] for h in todo}
     chunks = [todo[i:i + _CHUNK] for i in range(0, len(todo), _CHUNK)]
@@ -154,11 +156,10 @@ def signatures(store: Database, texts: Mapping[str, str], progress: ProgressFn |
     def store_rows(part: list[str], rows: list[tuple[Any, ...]]) -> None:
         nonlocal done
         store.conn.executemany("INSERT OR REPLACE INTO dedup_signatures (sha256, version, raw_sha256, exact_sha256, tokens,"
-                               " shingles, minhash, structure) VALUES (?,?,?,?,?,?,?,?)",
+                               " shingles, minhash, structure, structure_minhash) VALUES (?,?,?,?,?,?,?,?,?)",
                                [(h, SIGNATURE_VERSION, *row) for h, row in zip(part, rows)])
         for h, row in zip(part, rows):
-            cached[h] = Signature(row[0], row[1], frozenset(np.frombuffer(row[3], dtype=np.uint32).tolist()),
-                                  stored_minhash(row[4]), frozenset(json.loads(row[5])), row[2])
+            cached[h] = _from_row(row)
         done += len(part)
         if progress:
             progress("signatures", done, len(todo))

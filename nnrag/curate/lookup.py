@@ -10,7 +10,7 @@ from ..specs.build import find_row
 from ..workspace import Workspace
 from .clusters import LEVELS, Thresholds
 from .dedup import block_text, class_texts, dedup, signatures
-from .signatures import Signature, jaccard
+from .signatures import Signature, estimate, jaccard, set_jaccard
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,12 @@ def level_of(a: Signature, b: Signature, thresholds: Thresholds) -> tuple[str, f
         return "raw", 1.0
     if a.exact_sha256 == b.exact_sha256:
         return "exact", 1.0
-    if a.shingles and b.shingles and a.minhash.jaccard(b.minhash) >= thresholds.candidates - 0.1:
+    if a.shingles.size and b.shingles.size and estimate(a.minhash, b.minhash) >= thresholds.candidates - 0.1:
         score = jaccard(a.shingles, b.shingles)
         if score >= thresholds.near:
             return "near", round(score, 4)
     if len(a.structure) >= thresholds.min_structure and len(b.structure) >= thresholds.min_structure:
-        score = jaccard(a.structure, b.structure)
+        score = set_jaccard(a.structure, b.structure)
         if score >= thresholds.structural:
             return "structural", round(score, 4)
     return None

@@ -34,15 +34,18 @@ _HEADER = re.compile(r"\A(?:#[^\n]*\n)+\n?")
 _LAYER_ROOTS = ("nn.", "torch.nn.", "F.", "torch.", "functional.")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Signature:
-    """Signatures of one text; ``shingles`` are 32-bit hashes, ``minhash`` is their MinHash."""
+    """Signatures of one text. ``shingles`` is the sorted array of its distinct 32-bit shingle
+    hashes and ``minhash`` their MinHash values; ``structure_minhash`` is the MinHash of the
+    structural features."""
 
     raw_sha256: str
     exact_sha256: str
-    shingles: frozenset[int]
-    minhash: MinHash
+    shingles: np.ndarray
+    minhash: np.ndarray
     structure: frozenset[str]
+    structure_minhash: np.ndarray
     tokens: int
 
 
@@ -122,11 +125,11 @@ def _token_ids(tokens: list[str]) -> np.ndarray:
     return out
 
 
-def shingles(tokens: list[str], size: int = SHINGLE) -> frozenset[int]:
+def shingles(tokens: list[str], size: int = SHINGLE) -> np.ndarray:
     """32-bit hashes of the runs of ``size`` tokens (a shorter text is one shingle): a fixed
     polynomial over the tokens' CRC-32s, mixed by MurmurHash3's finaliser, computed with numpy."""
     if not tokens:
-        return frozenset()
+        return np.empty(0, dtype=np.uint32)
     ids = _token_ids(tokens)
     n = max(1, len(ids) - size + 1)
     width = min(size, len(ids))
@@ -137,7 +140,7 @@ def shingles(tokens: list[str], size: int = SHINGLE) -> frozenset[int]:
         acc ^= acc >> np.uint64(33)
         acc *= np.uint64(0xFF51AFD7ED558CCD)
         acc ^= acc >> np.uint64(33)
-    return frozenset((acc & np.uint64(0xFFFFFFFF)).tolist())
+    return np.unique((acc & np.uint64(0xFFFFFFFF)).astype(np.uint32))
 
 
 SCHEME = "affine32"
@@ -147,21 +150,28 @@ def _identity(value: int) -> int:
     return value
 
 
-def minhash(values: frozenset[int], permutations: int = PERMUTATIONS) -> MinHash:
+def minhash(values: np.ndarray, permutations: int = PERMUTATIONS) -> np.ndarray:
+    """MinHash values (datasketch's affine32 scheme) of 32-bit hashes."""
     m = MinHash(num_perm=permutations, hashfunc=_identity, scheme=SCHEME)
-    m.update_batch(sorted(values))
-    return m
+    m.update_batch(values.tolist())
+    return np.asarray(m.hashvalues, dtype=np.uint32)
 
 
-def stored_minhash(data: bytes) -> MinHash:
-    values = np.frombuffer(data, dtype=np.uint32)
-    return MinHash(num_perm=len(values), hashvalues=values.copy(), scheme=SCHEME)
-
-
-def jaccard(a: frozenset[object], b: frozenset[object]) -> float:
-    if not a and not b:
+def jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    """Jaccard of two sorted arrays of distinct values."""
+    if not a.size and not b.size:
         return 0.0
-    return len(a & b) / len(a | b)
+    common = np.intersect1d(a, b, assume_unique=True).size
+    return common / (a.size + b.size - common)
+
+
+def set_jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def estimate(a: np.ndarray, b: np.ndarray) -> float:
+    """The Jaccard two MinHashes estimate."""
+    return float(np.count_nonzero(a == b)) / len(a)
 
 
 # -- structure ------------------------------------------------------------------------------
@@ -260,4 +270,6 @@ def signature(code: str) -> Signature:
     exact = hashlib.sha256(normal.encode()).hexdigest() if tree is not None else raw
     tokens = normal_tokens(normal)  # of the normal form: parentheses, trailing commas and quotes never count
     sh = shingles(tokens)
-    return Signature(raw, exact, sh, minhash(sh), structure(tree) if tree is not None else frozenset(), len(tokens))
+    shape = structure(tree) if tree is not None else frozenset()
+    shape_hashes = np.array(sorted({hash32(f) for f in shape}), dtype=np.uint32)
+    return Signature(raw, exact, sh, minhash(sh), shape, minhash(shape_hashes), len(tokens))

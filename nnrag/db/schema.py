@@ -201,7 +201,8 @@ CREATE TABLE IF NOT EXISTS dedup_signatures (
     tokens INTEGER NOT NULL,
     shingles BLOB NOT NULL,          -- uint32 hashes of the normalised 10-token shingles
     minhash BLOB NOT NULL,           -- uint32 MinHash values of the shingles
-    structure TEXT NOT NULL          -- JSON list of structural features
+    structure TEXT NOT NULL,         -- JSON list of structural features
+    structure_minhash BLOB NOT NULL  -- uint32 MinHash values of the features
 );
 CREATE TABLE IF NOT EXISTS dedup_clusters (
     level TEXT NOT NULL,             -- raw | exact | near | structural

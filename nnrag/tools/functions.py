@@ -67,7 +67,7 @@ class Toolbox:
         block_id, path, status = row["block_id"], row["path"], row["status"]
         if not path:
             return {"error": f"{block_id} has no standalone file (its extraction failed)", "kind": "NotFoundError"}
-        code = (self.workspace.home / path).read_text(encoding="utf-8")
+        code = self.workspace.inside(path).read_text(encoding="utf-8")  # a path from the database stays in the home
         return {"id": block_id, "validated": status == "validated", "code": code[:_MAX_CODE_CHARS]}
 
     @_as_result
@@ -101,6 +101,11 @@ class Toolbox:
         spec = BlockSpec.model_validate_json(text) if text.startswith("{") else nnrag.spec(text, home=self.home)
         result = synthesize(spec, settings, self.workspace, max(1, min(int(attempts), 5)))
         return result.to_dict()
+
+    @_as_result
+    def find_duplicates(self, name_or_id: str, lemur: bool = False) -> dict[str, Any]:
+        """Is this block already in the library, or (``lemur``) in the installed LEMUR's models?"""
+        return nnrag.find_duplicates(name_or_id, home=self.home, lemur=bool(lemur)).to_dict()
 
     @_as_result
     def list_sources(self) -> dict[str, Any]:

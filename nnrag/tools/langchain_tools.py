@@ -36,6 +36,11 @@ class SynthesizeArgs(BaseModel):
     attempts: int = Field(3, ge=1, le=5, description="model answers allowed, repairs included")
 
 
+class DuplicatesArgs(BaseModel):
+    name_or_id: str = Field(description="a library block name, module.Name, or id")
+    lemur: bool = Field(False, description="also look among the models of the installed LEMUR (nn-dataset)")
+
+
 class NoArgs(BaseModel):
     pass
 
@@ -47,6 +52,8 @@ TOOLS: dict[str, tuple[type[BaseModel], str]] = {
     "extract_block": (ExtractArgs, "Extract any discovered block into one standalone file (returned as text)."),
     "validate_code": (ValidateArgs, "Run Python code through the sandboxed validator gate: parse, compile, import, "
                                     "instantiate, forward, backward. Returns the verdict and diagnostics."),
+    "find_duplicates": (DuplicatesArgs, "Is this block already in the library (copies of it at the raw, exact, near and "
+                                        "structural levels), or in LEMUR? Returns the copies and their level."),
     "list_sources": (NoArgs, "List the indexed source repositories and distributions."),
     "synthesize": (SynthesizeArgs, "Have the configured LLM write a new implementation from a block's neutral spec; "
                                    "the result passes the validator gate and a conformance check, or reports why not."),
