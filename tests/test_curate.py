@@ -53,6 +53,11 @@ def test_each_planted_copy_lands_in_the_cluster_of_its_level_and_unrelated_block
     again = nnrag.dedup(home=copies)
     assert again.computed == 0 and _members(again, "near") == _members(report, "near")
 
+    # search shows near copies under one hit, also those whose structure differs in names
+    hits = nnrag.search("convolution batch norm activation with a residual path", k=5, home=copies)
+    family = next(h for h in hits if h.id in {ORIGINAL, VERBATIM, REFORMATTED, RENAMED, CONSTANTS})
+    assert {family.id, *family.also_in} >= {ORIGINAL, VERBATIM, REFORMATTED, RENAMED, CONSTANTS}
+
     dup = nnrag.find_duplicates("ConvUnit", home=copies)
     assert "raw" not in dup.library and set(dup.library["near"]) == {ORIGINAL, VERBATIM, REFORMATTED, CONSTANTS}
     assert nnrag.find_duplicates("TokenGate", home=copies).library == {}

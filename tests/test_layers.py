@@ -11,7 +11,7 @@ PACKAGE = Path(nnrag.__file__).parent
 # Bottom to top. Shared ground first: errors, settings, the home, the database.
 LAYERS = [
     {"_version", "errors", "progress", "workspace", "config", "db"},
-    {"sources"}, {"index"}, {"extract"}, {"validator"}, {"library"}, {"specs"}, {"search"}, {"synthesis"},
+    {"sources"}, {"index"}, {"extract"}, {"validator"}, {"library"}, {"specs"}, {"search"}, {"curate"}, {"synthesis"},
     {"tools"}, {"agent"}, {"lemur"}, {"evals"}, {"cli", "__main__"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -61,7 +61,9 @@ def dataset_card(manifest: dict[str, Any], files: list[str]) -> str:
         f"{manifest['examples']:,} examples in {manifest['groups']:,} groups, seed {manifest['seed']}. A group is the "
         "union of a block's dedup clusters at every level (exact, near: MinHash-LSH over normalised 10-token shingles, "
         "structural: layer types and hyper-parameters), its defining source file and its class name; whole groups go "
-        "to one split by a stable hash, so no copy of a test block is in train.", "",
+        "to one split (in the order of a stable hash of the group and the seed, each to the split furthest below its "
+        "share), so no copy of a test block is in train. A group larger than half the smallest held-out share goes "
+        f"to train ({len(manifest['groups_sent_to_train_by_size'])} here).", "",
         f"Copy pairs across splits (computed): {json.dumps(check['copy_pairs_across_splits'], sort_keys=True)} "
         f"({'none' if check['ok'] else 'SOME: see manifest.json'}).", "",
         *_table("split", manifest["splits"]),

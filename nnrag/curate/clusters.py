@@ -8,7 +8,7 @@ level" (as in the NN-RAG paper's table) counts the members a level adds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -34,25 +34,27 @@ class Thresholds:
                 "min_structure": self.min_structure}
 
 
-class _Union:
-    def __init__(self, keys: Iterable[Hashable]) -> None:
+class UnionFind:
+    """Disjoint sets of strings; a group's root is its smallest member, so results are stable."""
+
+    def __init__(self, keys: Iterable[str] = ()) -> None:
         self.parent = {k: k for k in keys}
 
-    def find(self, k: Hashable) -> Hashable:
-        root = k
+    def find(self, k: str) -> str:
+        root = self.parent.setdefault(k, k)
         while self.parent[root] != root:
             root = self.parent[root]
         while self.parent[k] != root:
             self.parent[k], k = root, self.parent[k]
         return root
 
-    def union(self, a: Hashable, b: Hashable) -> None:
+    def union(self, a: str, b: str) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
-            self.parent[max(ra, rb, key=str)] = min(ra, rb, key=str)  # type: ignore[type-var]
+            self.parent[max(ra, rb)] = min(ra, rb)
 
-    def groups(self) -> list[list[Hashable]]:
-        out: dict[Hashable, list[Hashable]] = {}
+    def groups(self) -> list[list[str]]:
+        out: dict[str, list[str]] = {}
         for k in self.parent:
             out.setdefault(self.find(k), []).append(k)
         return list(out.values())
@@ -66,11 +68,8 @@ class Levels:
     near_pairs: list[tuple[str, str, float]] = field(default_factory=list)  # the confirmed pairs that joined groups
     structural_pairs: list[tuple[str, str, float]] = field(default_factory=list)
 
-    def group_of(self, level: str) -> dict[str, int]:
-        return {item: i for i, members in enumerate(self.groups[level]) for item in members}
 
-
-def _by_key(ids: Sequence[str], key: Callable[[str], str], union: _Union) -> None:
+def _by_key(ids: Sequence[str], key: Callable[[str], str], union: UnionFind) -> None:
     first: dict[str, str] = {}
     for i in ids:
         k = key(i)
@@ -91,7 +90,7 @@ def _bands(threshold: float) -> tuple[int, int]:
 
 def _lsh_pairs(ids: Sequence[str], sets: Callable[[str], np.ndarray | frozenset[str]], hashes: Callable[[str], np.ndarray],
                similarity: Callable[[Any, Any], float], candidates: float, confirm: float,
-               union: _Union) -> list[tuple[str, str, float]]:
+               union: UnionFind) -> list[tuple[str, str, float]]:
     """Join, in ``union``, items whose sets have a similarity >= ``confirm`` among the LSH
     candidates at ``candidates`` (items sharing a band of their MinHash); the joining pairs are
     returned. In each bucket a member is compared with one member of each group already there,
@@ -126,7 +125,7 @@ def _lsh_pairs(ids: Sequence[str], sets: Callable[[str], np.ndarray | frozenset[
 def cluster(signatures: dict[str, Signature], thresholds: Thresholds = Thresholds()) -> Levels:
     """Groups of every level for the items ``signatures`` names."""
     ids = sorted(signatures)
-    union = _Union(ids)
+    union = UnionFind(ids)
     levels = Levels()
     _by_key(ids, lambda i: signatures[i].raw_sha256, union)
     levels.groups["raw"] = union.groups()

@@ -17,11 +17,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
-from ..db import Database
+from ..db import Database, Transaction
 from ..library.records import library_rows
 from ..progress import ProgressFn
 from ..workspace import Workspace
@@ -39,17 +39,16 @@ _CHUNK = 64
 
 @dataclass(frozen=True)
 class Member:
-    """One text taking part: a library block, or a file of other code (``corpus`` is not None)."""
+    """A library block taking part, with what choosing a canonical member reads."""
 
     id: str
     source: str
     validated: bool = False
     priority: int = 1_000
-    size: int = 0
-    corpus: str | None = None
+    size: int = 0  # of its standalone file
 
-    def rank(self) -> tuple[bool, bool, int, int, str]:
-        return (self.corpus is not None, not self.validated, self.priority, self.size, self.id)
+    def rank(self) -> tuple[bool, int, int, str]:
+        return (not self.validated, self.priority, self.size, self.id)
 
 
 @dataclass(frozen=True)
@@ -210,16 +209,15 @@ def library_members(store: Database, workspace: Workspace, validated_only: bool 
     return members, texts
 
 
-def _clusters(levels: Levels, members: Mapping[str, Member], ids: Iterable[str] | None = None) -> dict[str, list[Cluster]]:
-    keep = set(ids) if ids is not None else None
+def _clusters(levels: Levels, members: Mapping[str, Member]) -> dict[str, list[Cluster]]:
+    """Clusters of two or more members per level, largest first, each led by its canonical member."""
     out: dict[str, list[Cluster]] = {}
     for level in LEVELS:
         found = []
         for group in levels.groups[level]:
-            chosen = [m for m in group if keep is None or m in keep]
-            if len(chosen) < 2:
+            if len(group) < 2:
                 continue
-            ordered = sorted(chosen, key=lambda m: members[m].rank())
+            ordered = sorted(group, key=lambda m: members[m].rank())
             found.append(Cluster(level, ordered[0], tuple(ordered), tuple(sorted({members[m].source for m in ordered}))))
         out[level] = sorted(found, key=lambda c: (-len(c.members), c.canonical))
     return out
@@ -248,14 +246,12 @@ def _overlaps(near: list[Cluster]) -> dict[str, dict[str, int]]:
 
 
 def _save(store: Database, clusters: dict[str, list[Cluster]], report: DedupReport) -> None:
-    conn = store.conn
-    conn.execute("BEGIN")
-    conn.execute("DELETE FROM dedup_clusters")
-    conn.executemany("INSERT INTO dedup_clusters (level, block_id, cluster, size) VALUES (?,?,?,?)",
-                     [(c.level, m, c.canonical, len(c.members)) for cs in clusters.values() for c in cs for m in c.members])
-    conn.execute("INSERT OR REPLACE INTO dedup_state (key, value) VALUES ('report', ?)",
-                 (json.dumps(report.to_dict(members=False)),))
-    conn.execute("COMMIT")
+    with Transaction(store.conn) as conn:  # readers (search) see the old clusters or the new, never half
+        conn.execute("DELETE FROM dedup_clusters")
+        conn.executemany("INSERT INTO dedup_clusters (level, block_id, cluster, size) VALUES (?,?,?,?)",
+                         [(c.level, m, c.canonical, len(c.members)) for cs in clusters.values() for c in cs for m in c.members])
+        conn.execute("INSERT OR REPLACE INTO dedup_state (key, value) VALUES ('report', ?)",
+                     (json.dumps(report.to_dict(members=False)),))
 
 
 def dedup(store: Database, workspace: Workspace, thresholds: Thresholds = Thresholds(),

@@ -2,8 +2,9 @@
 
 The prompt is the block's neutral spec (no code, no provenance); the target is its standalone
 file. A split never separates copies: blocks are grouped by the union of their dedup clusters
-(every level), their defining source file and their class name, and whole groups go to one split
-by a stable hash of the group and the seed. The same library and seed give the same bytes.
+(every level), their defining source file and their class name, and whole groups are dealt to
+the splits in the order of a stable hash of the group and the seed, each to the split furthest
+below its share. The same library and seed give the same bytes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from ..db import Database
 from ..errors import ConfigError
@@ -25,7 +26,7 @@ from ..specs import cache
 from ..specs.model import BlockSpec
 from ..workspace import Workspace
 from .card import dataset_card
-from .clusters import LEVELS, Thresholds
+from .clusters import LEVELS, Thresholds, UnionFind
 from .dedup import SIGNATURE_VERSION, dedup
 
 log = logging.getLogger(__name__)
@@ -83,23 +84,6 @@ class _Example:
     meta: dict[str, Any]
 
 
-class _Union:
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, k: str) -> str:
-        self.parent.setdefault(k, k)
-        while self.parent[k] != k:
-            self.parent[k] = self.parent[self.parent[k]]
-            k = self.parent[k]
-        return k
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
 def _prompt(spec: BlockSpec, spec_format: str) -> str:
     if spec_format == "json":
         return json.dumps(spec.model_dump(mode="json", exclude={"provenance", "validation", "id"}), indent=2, sort_keys=True)
@@ -123,13 +107,25 @@ def _fraction(seed: int, group: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def _split_of(fraction: float, splits: Sequence[float]) -> str:
-    edge = 0.0
-    for name, share in zip(SPLITS, splits):
-        edge += share
-        if fraction < edge:
-            return name
-    return next(n for n, s in zip(reversed(SPLITS), reversed(splits)) if s > 0)
+def _assign(group_of: dict[str, str], options: ExportOptions) -> tuple[dict[str, str], list[str]]:
+    """Each block's split, whole groups at a time: groups in the order of a stable hash of the
+    group and the seed, each to the split furthest below its share of the examples. A group
+    larger than half the smallest held-out share goes first, so to train: chained by shared class
+    names, one group can hold half a library."""
+    sizes = Counter(group_of.values())
+    total = len(group_of)
+    held_out = [f for f in options.splits[1:] if f > 0]
+    limit = min(held_out) * total / 2 if held_out and options.splits[0] > 0 else float("inf")
+    large = sorted(g for g, n in sizes.items() if n > limit)
+    order = sorted(sizes, key=lambda g: (g not in large, _fraction(options.seed, g), g))
+    filled = dict.fromkeys(SPLITS, 0)
+    split_of_group: dict[str, str] = {}
+    for g in order:
+        name = max((n for n, share in zip(SPLITS, options.splits) if share > 0),
+                   key=lambda n: options.splits[SPLITS.index(n)] * total - filled[n])
+        split_of_group[g] = name
+        filled[name] += sizes[g]
+    return {block: split_of_group[g] for block, g in group_of.items()}, large
 
 
 def _clusters(store: Database) -> dict[str, dict[str, str]]:
@@ -173,7 +169,9 @@ def _examples(store: Database, workspace: Workspace, options: ExportOptions,
                 "origin": spec.provenance.origin, "version": row["version"], "commit": row["git_commit"],
                 "path": row["file_path"], "lines": [row["line"], row["end_line"]], "file_sha1": row["file_sha1"],
                 "license": license_, "category": row["category"], "class_name": row["name"],
-                "validated": row["status"] == "validated", "clusters": {lv: clusters.get(block_id, {}).get(lv) for lv in LEVELS}}
+                "validated": row["status"] == "validated", "clusters": {lv: clusters.get(block_id, {}).get(lv) or "" for lv in LEVELS}}
+        # no nulls: a loader infers one type per column over all splits, and null is a type of its own
+        meta = {k: "" if v is None else v for k, v in meta.items()}
         examples.append(_Example(block_id, block_id, "block", spec, code, meta))
     if options.synthesized:
         chosen = {e.block: e for e in examples}
@@ -194,7 +192,7 @@ def _examples(store: Database, workspace: Workspace, options: ExportOptions,
 
 def _groups(examples: list[_Example]) -> dict[str, str]:
     """Example block -> its group: blocks linked by any dedup cluster, defining file or class name."""
-    union = _Union()
+    union = UnionFind()
     for e in examples:
         m = e.meta
         union.union(e.block, f"file:{m['source']}:{m['path']}")
@@ -240,7 +238,7 @@ def export(store: Database, workspace: Workspace, folder: Path, options: ExportO
     clusters = _clusters(store)
     examples, excluded = _examples(store, workspace, options, clusters)
     group_of = _groups(examples)
-    split_of = {block: _split_of(_fraction(options.seed, group), options.splits) for block, group in group_of.items()}
+    split_of, large = _assign(group_of, options)
     by_split: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
     for e in examples:
         split = split_of[e.block]
@@ -272,6 +270,7 @@ def export(store: Database, workspace: Workspace, folder: Path, options: ExportO
         "excluded": dict(sorted(excluded.items())),
         "dedup": {"thresholds": options.thresholds.to_dict(), "signatures": SIGNATURE_VERSION, "levels": list(LEVELS)},
         "grouping": "union of dedup clusters (all levels), defining source file and class name",
+        "groups_sent_to_train_by_size": {g: n for g, n in sorted(Counter(group_of.values()).items()) if g in large},
         "check": {"copy_pairs_across_splits": straddling, "ok": not any(straddling.values())},
         "files": files,
     }
