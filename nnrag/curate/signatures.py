@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from datasketch import MinHash
 
+from ..index.parse import dotted
+
 SHINGLE = 10
 PERMUTATIONS = 256
 
@@ -210,19 +212,6 @@ _HYPER = {"kernel_size", "stride", "padding", "dilation", "groups", "bias", "num
           "p", "inplace", "scale_factor", "mode", "batch_first", "dropout", "num_layers", "momentum", "affine"}
 
 
-def _callee(func: ast.expr) -> str | None:
-    parts: list[str] = []
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if isinstance(func, ast.Name):
-        parts.append(func.id)
-        return ".".join(reversed(parts))
-    if isinstance(func, ast.Call) and parts:  # super().__init__ and friends
-        return None
-    return None
-
-
 def structure(tree: ast.Module) -> frozenset[str]:
     """Features of what the code builds and calls: each layer type with its bucketed
     hyper-parameters and its count, each torch operation with its count, and each consecutive
@@ -233,7 +222,7 @@ def structure(tree: ast.Module) -> frozenset[str]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             local.add(node.name)
-        elif isinstance(node, ast.Call) and (name := _callee(node.func)) is not None:
+        elif isinstance(node, ast.Call) and (name := dotted(node.func)) is not None:
             calls.append((node.lineno, node.col_offset, name, node))
     kinds: list[str] = []
     counts: Counter[str] = Counter()
