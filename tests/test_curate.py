@@ -12,6 +12,7 @@ import pytest
 
 import nnrag
 from conftest import FIXTURES, run_cli, search_limits
+from llm_stub import ScriptedLLM, answer
 
 ORIGINAL = "copies_repo:cpkg.original.ConvBlock"
 VERBATIM = "copies_repo:cpkg.verbatim.ConvBlock"
@@ -136,3 +137,37 @@ def test_dedup_and_export_commands(copies: Path, tmp_path: Path) -> None:
     assert set(line) == {"instruction", "input", "output", "meta"}
     bad = run_cli("export", str(tmp_path / "x"), "--home", str(copies), "--splits", "0.5,0.2", check=False)
     assert bad.returncode != 0 and "three fractions" in bad.stderr and "Traceback" not in bad.stderr
+
+
+GATE = """```python
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class TokenGate(nn.Module):
+    def __init__(self, dim: int = 16, hidden: int = 32) -> None:
+        super().__init__()
+        self.down = nn.Linear(dim, hidden)
+        self.up = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weights = torch.sigmoid(self.up(F.gelu(self.down(x.mean(dim=1, keepdim=True)))))
+        return x * weights
+```"""
+
+
+def test_export_adds_passing_synthesised_implementations_to_their_blocks_group(
+        copies: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    with ScriptedLLM([answer(GATE)]) as llm:
+        result = nnrag.synthesize(UNRELATED[0], model="stub", base_url=llm.url, home=copies, limits=search_limits())
+    assert result.ok
+    report = nnrag.export(tmp_path / "ds", home=copies, synthesized=True)
+    records = [json.loads(line) for s in ("train", "validation", "test")
+               for line in (Path(report.folder) / f"{s}.jsonl").read_text().splitlines()]
+    made = [r for r in records if r["meta"]["kind"] == "synthesized"]
+    assert report.examples == 9 and len(made) == 1 and made[0]["meta"]["id"] == f"{UNRELATED[0]}#stub"
+    block = next(r for r in records if r["meta"]["id"] == UNRELATED[0])
+    assert made[0]["meta"]["split"] == block["meta"]["split"] and made[0]["meta"]["group"] == block["meta"]["group"]
+    assert "weights = torch.sigmoid" in made[0]["messages"][2]["content"]
