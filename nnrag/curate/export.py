@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -84,6 +85,16 @@ class _Example:
     meta: dict[str, Any]
 
 
+def license_allowed(expression: str, allowed: set[str]) -> bool:
+    """Whether an SPDX expression is satisfied by the allowed ids (lower case): one ``OR``
+    alternative whose ``AND`` parts are all allowed; ``WITH`` exceptions go with their license."""
+    for alternative in re.split(r"\s+OR\s+", expression.strip("() ")):
+        parts = [re.split(r"\s+WITH\s+", p.strip("() "))[0].lower() for p in re.split(r"\s+AND\s+", alternative)]
+        if parts and all(p in allowed for p in parts):
+            return True
+    return False
+
+
 def _prompt(spec: BlockSpec, spec_format: str) -> str:
     if spec_format == "json":
         return json.dumps(spec.model_dump(mode="json", exclude={"provenance", "validation", "id"}), indent=2, sort_keys=True)
@@ -153,7 +164,7 @@ def _examples(store: Database, workspace: Workspace, options: ExportOptions,
         if not license_ or license_.lower() in ("unknown", "noassertion"):
             excluded["license unknown"] += 1
             continue
-        if allowed is not None and license_.lower() not in allowed:
+        if allowed is not None and not license_allowed(license_, allowed):
             excluded["license not allowed"] += 1
             continue
         spec = specs.get(block_id)
