@@ -7,6 +7,7 @@ level" (as in the NN-RAG paper's table) counts the members a level adds.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -82,6 +83,7 @@ def _by_key(ids: Sequence[str], key: Callable[[str], str], union: UnionFind) -> 
 _REPRESENTATIVES = 32  # groups a bucket's member is compared with, at most
 
 
+@functools.lru_cache(maxsize=8)
 def _bands(threshold: float) -> tuple[int, int]:
     """Bands and rows per band that datasketch's LSH chooses for a threshold."""
     lsh = MinHashLSH(threshold=threshold, num_perm=PERMUTATIONS)

@@ -176,15 +176,20 @@ def signatures(store: Database, texts: Mapping[str, str], progress: ProgressFn |
 
 
 # -- the library --------------------------------------------------------------------------------
-def block_text(store: Database, row: Any) -> str | None:
+def block_text(store: Database, row: Any, files: dict[str, list[str]] | None = None) -> str | None:
     """The block's own class as its source defines it (dedented): what makes two blocks copies
-    is their class, not the helpers their standalone files share."""
-    if not row["file_sha1"] or not row["line"]:
+    is their class, not the helpers their standalone files share. ``files`` caches the lines of
+    source files by SHA-1 across calls (a module defines many blocks)."""
+    sha1 = row["file_sha1"]
+    if not sha1 or not row["line"]:
         return None
-    try:
-        lines = store.file_text(row["file_sha1"]).splitlines(keepends=True)
-    except Exception:  # a blob gone from the index: the caller falls back to the standalone file
-        return None
+    cache = files if files is not None else {}
+    if sha1 not in cache:
+        try:
+            cache[sha1] = store.file_text(sha1).splitlines(keepends=True)
+        except Exception:  # a blob gone from the index: the caller falls back to the standalone file
+            return None
+    lines = cache[sha1]
     return textwrap.dedent("".join(lines[row["line"] - 1:row["end_line"]])) or None
 
 
@@ -193,13 +198,14 @@ def library_members(store: Database, workspace: Workspace, validated_only: bool 
     priority = {r["name"]: r["priority"] for r in store.conn.execute("SELECT name, priority FROM sources")}
     members: dict[str, Member] = {}
     texts: dict[str, str] = {}
+    sources: dict[str, list[str]] = {}
     for row in library_rows(store.conn):
         if not row["path"] or (validated_only and row["status"] != "validated"):
             continue
         try:
             path = workspace.inside(row["path"])
             size = path.stat().st_size
-            text = block_text(store, row) or path.read_text(encoding="utf-8")
+            text = block_text(store, row, sources) or path.read_text(encoding="utf-8")
         except (OSError, ValueError, UnicodeDecodeError) as e:
             log.warning("dedup skips %s: %s", row["block_id"], e)
             continue
