@@ -7,10 +7,20 @@ then ``~/.nnrag``. Two homes share nothing, so two indexes never interfere.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import ConfigError
+
 HOME_ENV = "NNRAG_HOME"
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one file-name component: letters, digits, ``_.-`` kept, anything else (a
+    slash, a space) an underscore, no leading dot (so never ``..``)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", text).lstrip(".")
+    return name or "_"
 
 
 @dataclass(frozen=True)
@@ -23,7 +33,10 @@ class Workspace:
     def resolve(cls, home: str | os.PathLike[str] | None = None) -> "Workspace":
         if home is None:
             home = os.environ.get(HOME_ENV) or Path.home() / ".nnrag"
-        return cls(Path(home).expanduser().resolve())
+        path = Path(home).expanduser().resolve()
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"the nnrag home {path} is a file, not a folder: give --home a folder (or NNRAG_HOME)")
+        return cls(path)
 
     @property
     def index_path(self) -> Path:

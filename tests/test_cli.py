@@ -49,6 +49,19 @@ def test_errors_are_messages_not_tracebacks(home: Path, tmp_path: Path) -> None:
     bad.write_text("[[source]\n")
     proc = run_cli("index", "--corpus", str(bad), "--home", str(home), check=False)
     assert proc.returncode == 1 and "invalid TOML" in proc.stderr
+    # a names file that is missing, malformed or names nothing; a home that is a file; an empty query
+    names = tmp_path / "names.json"
+    for text, message in ((None, "does not exist"), ('["BlurPool2d",', "not valid JSON"), ("[]", "names no blocks")):
+        if text is not None:
+            names.write_text(text)
+        proc = run_cli("build", "--names", str(names), "--home", str(home), check=False)
+        assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    a_file = tmp_path / "afile"
+    a_file.write_text("")
+    proc = run_cli("stats", "--home", str(a_file), check=False)
+    assert proc.returncode == 1 and "is a file, not a folder" in proc.stderr
+    proc = run_cli("search", "  ", "--home", str(home), check=False)
+    assert proc.returncode == 1 and "query is empty" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_import_is_cheap() -> None:

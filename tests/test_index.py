@@ -84,11 +84,17 @@ def test_bad_files_are_recorded_and_skipped(tmp_path: Path, home: Path) -> None:
     (repo / "loop_b.py").symlink_to(repo / "loop_a.py")
     (repo / "pkg").mkdir()
     (repo / "pkg" / "again").symlink_to(repo)  # a directory symlink loop
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_text(BLOCK.format(i=9))  # a block that is not the repository's
+    (repo / "stolen.py").symlink_to(outside / "secret.py")
+    (repo / "mounted").symlink_to(outside, target_is_directory=True)
     spec = parse_source(str(repo), max_file_bytes=300_000)
     report = nnrag.index([spec], home=home)
     assert report.failures == {
         "binary": 1,
         "encoding": 1,
+        "outside-root": 2,
         "parser-limit": 1,
         "python2": 2,
         "symlink-loop": 3,

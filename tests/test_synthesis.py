@@ -108,3 +108,16 @@ def test_batch_is_resumable_and_reports_pass_rates(search_lib: dict[str, object]
         again = json.loads(run_cli(*args, env={"OPENAI_API_KEY": "unused"}).stdout)
     assert (first["tried"], first["pass@1"], first["pass@attempts"]) == (1, 1.0, 1.0)
     assert again["tried"] == 0 and len(llm.requests) == 1
+
+
+def test_a_crafted_spec_cannot_place_the_answer_outside_the_home(search_lib: dict[str, object], tmp_path: Path) -> None:
+    home = Path(str(search_lib["home"]))
+    spec = nnrag.spec("search_repo:spkg.layers.BlurDownsample", home=home)
+    crafted = spec.model_copy(update={"qualname": "../../../../escaped.BlurDownsample",
+                                      "provenance": spec.provenance.model_copy(update={"source": "../../.."})})
+    with ScriptedLLM([answer(FIXED)]) as llm:
+        result = synthesize(crafted, LLMSettings(model="stub", base_url=llm.url, api_key="unused"),
+                            nnrag.Workspace(home), attempts=1, limits=Limits(timeout_s=8.0, memory_mb=2048))
+    assert result.ok and result.path is not None
+    written = Path(result.path).resolve()
+    assert written.is_relative_to((home / "synthesized").resolve())

@@ -341,3 +341,29 @@ def test_a_block_gone_from_its_source_leaves_the_library(tmp_path: Path) -> None
     layers.write_text(layers.read_text().split("\n\nclass Dropped")[0] + "\n")
     nnrag.build([str(tmp_path / "one")], home=home, limits=LIMITS, search=False, harvest=False)
     assert set(report_entries(home)) == {"Kept", "Other"} and not dropped.exists()
+
+
+READS_SECRETS = '''
+import os
+import torch.nn as nn
+
+
+class Leaks(nn.Module):
+    def forward(self, x):
+        raise RuntimeError("key=" + os.environ.get("OPENAI_API_KEY", "absent") + " home=" + os.environ.get("NNRAG_HOME", "absent"))
+'''
+
+
+def test_a_candidate_sees_no_secret_of_the_callers_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from nnrag.validator.gate import Gate
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    monkeypatch.setenv("NNRAG_HOME", str(tmp_path))
+    with Gate(1) as gate:
+        record = gate.check_code(READS_SECRETS, "Leaks")
+    assert not record.ok and "key=absent home=absent" in record.message and "sk-secret" not in json.dumps(record.to_dict())
+    # a file that is not text is a failed record, not a crash of the command
+    binary = tmp_path / "latin.py"
+    binary.write_bytes(b"x = '\xff\xfe'\n")
+    proc = run_cli("validate", str(binary), "--json", check=False)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == "syntax-error" and "Traceback" not in proc.stderr

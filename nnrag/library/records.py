@@ -15,7 +15,7 @@ from typing import Any
 from ..extract.assemble import Assembled
 from ..index.lookup import BlockRef
 from ..validator.record import GATE_VERSION, ValidationRecord
-from ..workspace import Workspace
+from ..workspace import Workspace, safe_name
 
 # A library row with what specs, tools and LEMUR read beside it: the block's lines, the defining
 # file and the source. Column names are unique, so rows are read by name.
@@ -72,8 +72,7 @@ class Candidate:
 def file_for(workspace: Workspace, block_id: str) -> Path:
     """Where a block's standalone file lives: ``HOME/library/SOURCE/module.Class.py``."""
     source, qual = block_id.split(":", 1)
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in source)
-    return workspace.home / "library" / safe / f"{qual}.py"
+    return workspace.home / "library" / safe_name(source) / f"{safe_name(qual)}.py"
 
 
 def code_sha1(code: str) -> str:

@@ -18,6 +18,7 @@ from typing import Any, Literal, Sequence
 
 from ..config import search_config
 from ..db import Database, connect
+from ..errors import ConfigError
 from . import lexical
 from .embedders import Embedder, make_embedder
 from .glossary import expand, expand_only
@@ -230,6 +231,8 @@ class SearchIndex:
         """Blocks best matching ``query``. ``validated``: True only validated, False only failed, None all."""
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}")
+        if not query.strip():
+            raise ConfigError("the search query is empty: say in words what the block does")
         if self.stale():
             log.info("the library changed since the search index was built: updating it")
             self.sync()

@@ -65,6 +65,7 @@ REASON_TOO_LARGE = "too-large"
 REASON_PARSER_LIMIT = "parser-limit"
 REASON_UNREADABLE = "unreadable"
 REASON_SYMLINK_LOOP = "symlink-loop"
+REASON_OUTSIDE_ROOT = "outside-root"  # a link whose target is outside the source: never read
 REASON_PARSER_CRASH = "parser-crash"
 
 @dataclass(frozen=True)

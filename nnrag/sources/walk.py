@@ -1,7 +1,9 @@
 """List the Python files of a folder without reading them.
 
 Directory symlinks are followed (repositories use them) but each real directory is entered once,
-so symlink loops end with a recorded issue instead of a hang.
+so symlink loops end with a recorded issue instead of a hang. A link, to a file or a folder, whose
+real path is outside the source's root is skipped with the reason ``outside-root``: a repository
+carrying ``x.py -> /etc/shadow`` must not get that file read, hashed or discovered.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 from pathlib import Path
 
 from .globs import PathFilter
-from .spec import REASON_SYMLINK_LOOP, REASON_TOO_LARGE, REASON_UNREADABLE, SourceFile, WalkIssue
+from .spec import REASON_OUTSIDE_ROOT, REASON_SYMLINK_LOOP, REASON_TOO_LARGE, REASON_UNREADABLE, SourceFile, WalkIssue
 
 
 def walk_tree(root: Path, path_filter: PathFilter, max_file_bytes: int) -> tuple[list[SourceFile], list[WalkIssue]]:
@@ -20,6 +22,7 @@ def walk_tree(root: Path, path_filter: PathFilter, max_file_bytes: int) -> tuple
     seen: set[tuple[int, int]] = set()
     root_st = os.stat(root)
     seen.add((root_st.st_dev, root_st.st_ino))
+    real_root = os.path.realpath(root)
     stack: list[tuple[str, str]] = [(str(root), "")]
     while stack:
         absdir, reldir = stack.pop()
@@ -37,6 +40,9 @@ def walk_tree(root: Path, path_filter: PathFilter, max_file_bytes: int) -> tuple
             if is_dir:
                 if path_filter.excludes_dir(rel):
                     continue
+                if entry.is_symlink() and not _inside(real_root, entry.path):
+                    issues.append(WalkIssue(rel, REASON_OUTSIDE_ROOT, f"link to a folder outside the source: {rel}"))
+                    continue
                 try:
                     st = entry.stat(follow_symlinks=True)
                 except OSError as exc:
@@ -52,7 +58,7 @@ def walk_tree(root: Path, path_filter: PathFilter, max_file_bytes: int) -> tuple
                 continue
             if not entry.name.endswith(".py") or not path_filter.keeps(rel):
                 continue
-            _admit(rel, entry.path, max_file_bytes, files, issues)
+            _admit(rel, entry.path, max_file_bytes, files, issues, real_root)
     files.sort(key=lambda f: f.path)
     return files, issues
 
@@ -61,17 +67,27 @@ def list_files(root: Path, relpaths: list[str], path_filter: PathFilter, max_fil
     """Stat an explicit list of files (an installed distribution's RECORD)."""
     files: list[SourceFile] = []
     issues: list[WalkIssue] = []
+    real_root = os.path.realpath(root)
     for rel in sorted(set(relpaths)):
         if not rel.endswith(".py") or rel.startswith("../") or not path_filter.keeps(rel):
             continue
         abspath = os.path.join(root, rel)
         if os.path.lexists(abspath):  # RECORD may list files removed since: nothing to index
-            _admit(rel, abspath, max_file_bytes, files, issues)
+            _admit(rel, abspath, max_file_bytes, files, issues, real_root)
     return files, issues
 
 
-def _admit(rel: str, abspath: str, max_file_bytes: int, files: list[SourceFile], issues: list[WalkIssue]) -> None:
+def _inside(real_root: str, path: str) -> bool:
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _admit(rel: str, abspath: str, max_file_bytes: int, files: list[SourceFile], issues: list[WalkIssue],
+           real_root: str) -> None:
     """Stat one candidate file and add it to ``files``, or the reason it is skipped to ``issues``."""
+    if os.path.islink(abspath) and not _inside(real_root, abspath):
+        issues.append(WalkIssue(rel, REASON_OUTSIDE_ROOT, f"link to a file outside the source: {rel}"))
+        return
     try:
         st = os.stat(abspath)
     except OSError as exc:

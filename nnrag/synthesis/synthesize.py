@@ -20,7 +20,7 @@ from ..db import connect
 from ..specs.model import BlockSpec
 from ..validator.gate import Gate
 from ..validator.record import Limits, ValidationRecord
-from ..workspace import Workspace
+from ..workspace import Workspace, safe_name
 from .llm import LLMSettings, chat_model
 
 INSTRUCTIONS = """You write PyTorch modules from neutral specifications.
@@ -155,9 +155,10 @@ def synthesize(spec: BlockSpec, settings: LLMSettings, workspace: Workspace, att
 
 
 def _store(workspace: Workspace, spec: BlockSpec, result: SynthesisResult, messages: list[dict[str, str]]) -> None:
-    folder = workspace.home / "synthesized" / spec.provenance.source
+    # a spec may come from a file anyone wrote: its names become one path component each
+    folder = workspace.inside(Path("synthesized") / safe_name(spec.provenance.source))
     folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{spec.qualname}.{re.sub(r'[^A-Za-z0-9_.-]+', '_', result.model)}"
+    stem = f"{safe_name(spec.qualname)}.{safe_name(result.model)}"
     transcript = folder / f"{stem}.transcript.json"
     transcript.write_text(json.dumps({"spec_id": spec.id, "model": result.model, "messages": messages,
                                       "attempts": [asdict(a) for a in result.attempts]}, indent=2), encoding="utf-8")

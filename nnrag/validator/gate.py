@@ -8,6 +8,7 @@ fresh process per candidate without paying the seconds a new interpreter needs t
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -199,7 +200,11 @@ class Gate:
 
     def check_file(self, path: str | os.PathLike[str], class_name: str | None = None) -> ValidationRecord:
         p = Path(path)
-        return self.check_code(p.read_text(encoding="utf-8"), class_name, p.name)
+        try:  # as Python reads a source file: UTF-8 unless a coding line says otherwise
+            code = importlib.util.decode_source(p.read_bytes())
+        except (UnicodeDecodeError, SyntaxError, LookupError) as e:
+            return ValidationRecord(False, "parse", R.SYNTAX_ERROR, f"{p.name} is not Python source text: {e}"[:500])
+        return self.check_code(code, class_name, p.name)
 
     def check_many(self, items: Iterable[tuple[Any, ...]], limits: Limits | None = None) -> Iterator[tuple[T, ValidationRecord]]:
         """Check ``(key, code, class_name[, hints])`` items on all workers; yields in completion order."""

@@ -35,6 +35,10 @@ _POLL_S = 0.05
 _PRELOAD = "torch,torch.nn,torch.nn.functional,torch.utils.checkpoint,torch.fx,torchvision,torchvision.ops,numpy"
 
 
+_KEEP_ENV = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                       "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "PYTHONIOENCODING"})
+
+
 def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int, compiled: CodeType | None) -> None:
     result: dict[str, Any] = {"ok": False, "stage": "import"}
     try:
@@ -45,7 +49,11 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.chdir(folder)
-        os.environ.update(HOME=str(folder), TMPDIR=str(folder), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+        # a minimal environment: the caller's API keys, tokens and paths (its nnrag home) are not
+        # the candidate's to read
+        kept = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("LC_")}
+        os.environ.clear()
+        os.environ.update(kept, HOME=str(folder), TMPDIR=str(folder), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                           TORCH_HOME=str(folder / ".torch"), XDG_CACHE_HOME=str(folder / ".cache"),
                           TORCHINDUCTOR_CACHE_DIR=str(folder / ".inductor"), TRITON_CACHE_DIR=str(folder / ".triton"))
         import tempfile as _tempfile
