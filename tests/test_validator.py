@@ -367,3 +367,31 @@ def test_a_candidate_sees_no_secret_of_the_callers_environment(monkeypatch: pyte
     binary.write_bytes(b"x = '\xff\xfe'\n")
     proc = run_cli("validate", str(binary), "--json", check=False)
     assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == "syntax-error" and "Traceback" not in proc.stderr
+
+
+LIFTS_LIMITS = '''
+import resource
+import torch.nn as nn
+
+
+class Lifts(nn.Module):
+    def forward(self, x):
+        found = []
+        for name in ("RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_NPROC"):
+            which = getattr(resource, name)
+            soft, hard = resource.getrlimit(which)
+            try:
+                resource.setrlimit(which, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+                found.append(name + " lifted")
+            except (ValueError, OSError):
+                found.append(name + " held")
+        raise RuntimeError(", ".join(found))
+'''
+
+
+def test_a_candidate_cannot_lift_its_resource_limits() -> None:
+    from nnrag.validator.gate import Gate
+
+    with Gate(1) as gate:
+        record = gate.check_code(LIFTS_LIMITS, "Lifts")
+    assert not record.ok and record.message.count("held") == 4, record.message

@@ -70,18 +70,23 @@ def _tasks_of_user() -> int:
     return count
 
 
-def _limit(which: int, soft: int) -> None:
+def _limit(which: int, soft: int, slack: int = 0) -> None:
+    """The soft limit and a hard one ``slack`` above it: a candidate may lower a limit, never
+    lift it back. (CPU time keeps one second: at the soft limit the kernel sends SIGXCPU, read as
+    a timeout; at the hard one, SIGKILL.)"""
     _, hard = resource.getrlimit(which)
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
-    resource.setrlimit(which, (soft, hard))
+        resource.setrlimit(which, (soft, min(hard, soft + slack)))
+    else:
+        resource.setrlimit(which, (soft, soft + slack))
 
 
 def confine(folder: Path, limits: Limits, report_fd: int) -> dict[str, str]:
     """Confine the current (freshly forked, single-threaded) process. Returns the isolation levels."""
     isolation = {"process": "fork", "network": "netns" if _unshare_network() else "audit-hook"}
     mb = 1024 * 1024
-    _limit(resource.RLIMIT_CPU, int(limits.cpu_s))
+    _limit(resource.RLIMIT_CPU, int(limits.cpu_s), slack=1)
     _limit(resource.RLIMIT_DATA, status_kb("VmData") * 1024 + limits.memory_mb * mb)
     _limit(resource.RLIMIT_FSIZE, limits.file_mb * mb)
     _limit(resource.RLIMIT_CORE, 0)
