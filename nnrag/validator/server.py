@@ -144,6 +144,76 @@ def _rss_kb(pid: int) -> int:
         return 0
 
 
+# The worker is a child subreaper: a candidate's orphaned descendants (a daemon that called
+# setsid, a fork bomb from ctypes the audit hook never sees) are reparented to it, not to init, so
+# after each check it finds and kills every one of them.
+_PR_SET_CHILD_SUBREAPER = 36
+_TREE_EVERY_S = 0.25
+
+
+def _subreaper() -> bool:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                data = f.read()
+            ppid = int(data[data.rindex(b")") + 2:].split()[1])  # the name may hold spaces and parentheses
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _pss_kb(pid: int) -> int:
+    """Proportional resident memory: pages shared with the worker count once over all sharers."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _sweep() -> list[int]:
+    """Kill every process left below this worker (the checked child is reaped already) and reap
+    them; the pids found."""
+    found: list[int] = []
+    for _ in range(20):  # a killed parent's children come to us: repeat until none is left
+        left = descendants(os.getpid())
+        if not left:
+            break
+        found += [p for p in left if p not in found]
+        for p in left:
+            _kill(p)
+        time.sleep(0.01)
+        while True:
+            try:
+                reaped, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if reaped == 0:
+                break
+    return found
+
+
 def _kill(pid: int) -> None:
     for fn in (os.killpg, os.kill):
         try:
@@ -175,6 +245,9 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     killed: str | None = None
     deadline = started + limits.timeout_s
     rss_limit = base_rss_kb + limits.memory_mb * 1024
+    below: list[int] = []  # the child's own processes, seen by the last look at the tree
+    next_look = started + _TREE_EVERY_S
+    status: int | None = None
     try:
         while True:
             ready, _, _ = select.select([read_fd], [], [], _POLL_S)
@@ -183,16 +256,31 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
                 if not data:
                     break
                 chunks.append(data)
-            if time.perf_counter() > deadline:
+            else:  # the child may be gone while a process it started holds the pipe open
+                done, code = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    status = code
+                    while select.select([read_fd], [], [], 0)[0] and (data := os.read(read_fd, 65536)):
+                        chunks.append(data)
+                    break
+            now = time.perf_counter()
+            if now >= next_look:  # every process of the candidate counts, not only the child
+                next_look = now + _TREE_EVERY_S
+                below = descendants(pid)
+            if now > deadline:
                 killed = R.TIMEOUT
-            elif _rss_kb(pid) > rss_limit:
+            elif _rss_kb(pid) + sum(_pss_kb(p) for p in below) > rss_limit:
                 killed = R.MEMORY
+            elif len(below) > limits.processes:
+                killed = R.SANDBOX_VIOLATION
             if killed:
                 _kill(pid)
                 break
-        _, status = os.waitpid(pid, 0)
+        if status is None:
+            _, status = os.waitpid(pid, 0)
     finally:
         os.close(read_fd)
+    left = _sweep()
     seconds = time.perf_counter() - started
     output = ""
     try:
@@ -202,6 +290,10 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)
     lines = [json.loads(x) for x in b"".join(chunks).decode("utf-8", "replace").splitlines() if x.strip().startswith("{")]
     violations = [x["violation"] for x in lines if "violation" in x]
+    if killed == R.SANDBOX_VIOLATION:
+        violations.append(f"process: started more than {limits.processes} processes")
+    if left and killed is None:  # processes the candidate left behind (after a kill, its children are expected)
+        violations.append(f"process: {len(left)} process(es) still running after the check, killed ({', '.join(map(str, left[:10]))})")
     result = next((x for x in reversed(lines) if "stage" in x), None)
     if result is None:
         result = {"ok": False, "stage": next((x["progress"] for x in reversed(lines) if "progress" in x), "import")}
@@ -240,6 +332,7 @@ def main() -> None:
 
     # a child's garbage collection must not write to (and so copy) every object the imports made
     gc.freeze()
+    _subreaper()
     out = sys.stdout
     out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     out.flush()
