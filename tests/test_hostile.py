@@ -3,11 +3,13 @@ Every payload is bounded in time and size, so a failed containment cannot harm t
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from nnrag.validator.gate import Gate
 from nnrag.validator.record import Limits
 
@@ -36,6 +38,7 @@ def gate() -> Gate:
     ("daemon.py", "sandbox-violation"),
     ("fork_bomb.py", "sandbox-violation"),
     ("grandchildren_memory.py", "memory"),
+    ("patches_torch.py", "sandbox-violation"),
 ])
 def test_a_hostile_candidate_is_classified_and_leaves_no_process(gate: Gate, payload: str, code: str) -> None:
     record = gate.check_file(HOSTILE / payload)
@@ -44,3 +47,49 @@ def test_a_hostile_candidate_is_classified_and_leaves_no_process(gate: Gate, pay
     assert not _alive(pids)
     if payload == "daemon.py":
         assert "still running after the check" in record.message and pids
+    if payload == "patches_torch.py":
+        assert "integrity: the candidate replaced Module.__call__" in record.message
+
+
+def test_a_candidate_sees_no_secret_and_cannot_lift_its_limits(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    monkeypatch.setenv("NNRAG_HOME", str(tmp_path))
+    with Gate(1) as fresh:  # started with the secrets in its environment
+        leaks = fresh.check_file(HOSTILE / "reads_secrets.py")
+        lifts = fresh.check_file(HOSTILE / "lifts_limits.py")
+    assert not leaks.ok and "key=absent home=absent" in leaks.message
+    assert "sk-secret" not in json.dumps(leaks.to_dict()) and str(tmp_path) not in json.dumps(leaks.to_dict())
+    assert not lifts.ok and lifts.message.count("held") == 4, lifts.message
+
+
+def test_a_file_that_is_not_text_is_a_failed_record(tmp_path: Path) -> None:
+    binary = tmp_path / "latin.py"
+    binary.write_bytes(b"x = '\xff\xfe'\n")
+    proc = run_cli("validate", str(binary), "--json", check=False)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == "syntax-error" and "Traceback" not in proc.stderr
+
+
+def test_a_build_over_hostile_blocks_among_good_ones_validates_the_good_and_classifies_the_rest(tmp_path: Path) -> None:
+    import shutil
+
+    import nnrag
+
+    repo = tmp_path / "mixed"
+    (repo / "mixed").mkdir(parents=True)
+    (repo / "mixed" / "__init__.py").write_text("")
+    for name in ("daemon.py", "fork_bomb.py", "patches_torch.py", "reads_secrets.py"):
+        shutil.copy(HOSTILE / name, repo / "mixed" / name)
+    (repo / "mixed" / "good.py").write_text(
+        "import torch.nn as nn\n\n\nclass Good(nn.Module):\n    def __init__(self, dim: int = 8):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(dim, dim)\n\n    def forward(self, x):\n        return self.fc(x)\n")
+    home = tmp_path / "home"
+    report = nnrag.build([str(repo)], home=home, limits=Limits(timeout_s=15.0, memory_mb=500), search=False)
+    verdicts = {str(e["id"]).rsplit(".", 1)[-1]: (e["status"], e["code"]) for e in nnrag.library_entries(home=home)}
+    assert verdicts == {
+        "Good": ("validated", None),
+        "Daemon": ("failed", "sandbox-violation"),
+        "ForkBomb": ("failed", "sandbox-violation"),
+        "Broken": ("failed", "runtime-error"),  # its closure leaves the module-level patch out
+        "Leaks": ("failed", "runtime-error"),
+    }, verdicts
+    assert report.passed == 1

@@ -15,6 +15,7 @@ import ctypes
 import gc
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -33,6 +34,35 @@ _POLL_S = 0.05
 # Imported once here so that no child pays for them: a block file that imports torchvision
 # (which pulls in torch._dynamo) spends ~1.6 s on that import alone. Missing ones are skipped.
 _PRELOAD = "torch,torch.nn,torch.nn.functional,torch.utils.checkpoint,torch.fx,torchvision,torchvision.ops,numpy"
+
+
+def _guarded() -> list[tuple[object, str, object, object]]:
+    """What the harness and torch's calling path rely on, as (owner, name, object, its code): a
+    candidate that replaces one (``nn.Module.__call__`` swallowing errors, a probe function
+    returning success) would make the gate report what did not happen."""
+    import builtins
+    import inspect
+
+    import torch
+    from torch import nn
+
+    from . import arguments, inputs, probe, repairs
+
+    owners: list[tuple[object, str]] = [
+        (nn.Module, n) for n in ("__call__", "_call_impl", "__getattr__", "__setattr__", "parameters",
+                                  "named_parameters", "train", "eval", "zero_grad", "modules", "named_modules")]
+    owners += [(torch.Tensor, n) for n in ("backward", "sum", "float", "detach", "requires_grad_", "clone")]
+    owners += [(torch.autograd, "backward"), (torch.autograd, "grad"), (torch, "no_grad"), (torch, "is_tensor"),
+               (json, "dumps"), (os, "write"), (os, "_exit"), (builtins, "isinstance"), (builtins, "getattr"),
+               (builtins, "sum"), (builtins, "len"), (builtins, "type")]
+    for module in (probe, arguments, inputs, repairs):
+        owners += [(module, n) for n, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__]
+    return [(owner, name, obj, getattr(obj, "__code__", None)) for owner, name in owners if (obj := getattr(owner, name, None))]
+
+
+def _tampered(guarded: list[tuple[object, str, object, object]]) -> list[str]:
+    return [f"{getattr(owner, '__name__', type(owner).__name__)}.{name}" for owner, name, obj, code in guarded
+            if getattr(owner, name, None) is not obj or getattr(obj, "__code__", None) is not code]
 
 
 _KEEP_ENV = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -81,6 +111,8 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
                 result["message"] = probe.format_failure(e)
             os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
             return
+        guarded = _guarded()
+        write = os.write  # the originals, kept before any candidate code runs
         try:
             if request.get("paths"):  # read-only for the candidate: no bytecode written beside the sources
                 sys.dont_write_bytecode = True
@@ -98,7 +130,10 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
             result.update(code=code, message=f"{type(e).__name__}: {e}"[:2000], traceback=probe.format_failure(e))
         result["seconds"] = time.perf_counter() - started
         result["peak_mb"] = round(max(0, status_kb("VmHWM") - base_kb) / 1024, 1)
-        os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
+        if changed := _tampered(guarded):  # written without json, which may be among them
+            names = ",".join(re.sub(r"[^A-Za-z0-9_.]", "", n) for n in changed[:8])
+            write(report_fd, f'{{"violation": "integrity: the candidate replaced {names}"}}\n'.encode())
+        write(report_fd, (json.dumps(result, default=str) + "\n").encode())
     finally:
         os._exit(0)
 
