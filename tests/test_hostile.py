@@ -93,3 +93,16 @@ def test_a_build_over_hostile_blocks_among_good_ones_validates_the_good_and_clas
         "Leaks": ("failed", "runtime-error"),
     }, verdicts
     assert report.passed == 1
+
+
+@pytest.mark.parametrize("payload", ["writes_outside.py", "writes_outside_unhooked.py"])
+def test_writes_outside_the_folder_fail(gate: Gate, payload: str) -> None:
+    markers = [Path("/tmp/nnrag-hostile-marker.libc"), Path("/tmp/nnrag-hostile-marker.sqlite3")]
+    for marker in markers:
+        marker.unlink(missing_ok=True)
+    record = gate.check_file(HOSTILE / payload)
+    if payload == "writes_outside.py":  # the audit hook sees libc reached through ctypes
+        assert (record.ok, record.code) == (False, "sandbox-violation") and "open() of the C library" in record.message
+    elif not record.isolation.get("filesystem", "").startswith("read-only"):
+        pytest.skip("this kernel refused a mount namespace: only the audit hook guards writes")
+    assert not any(m.exists() for m in markers)  # with the hook switched off, the kernel refused them

