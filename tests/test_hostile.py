@@ -106,3 +106,14 @@ def test_writes_outside_the_folder_fail(gate: Gate, payload: str) -> None:
     elif not record.isolation.get("filesystem", "").startswith("read-only"):
         pytest.skip("this kernel refused a mount namespace: only the audit hook guards writes")
     assert not any(m.exists() for m in markers)  # with the hook switched off, the kernel refused them
+
+
+def test_a_worker_removes_the_folders_of_workers_that_died_mid_check() -> None:
+    import tempfile
+
+    stale = Path(tempfile.gettempdir()) / "nnrag-sandbox-4194000-left"
+    stale.mkdir(exist_ok=True)
+    (stale / "candidate.py").write_text("x = 1\n")
+    with Gate(1) as fresh:
+        fresh.check_code("import torch.nn as nn\n\nclass Id(nn.Module):\n    def forward(self, x):\n        return x\n", "Id")
+    assert not stale.exists()

@@ -249,6 +249,18 @@ def _sweep() -> list[int]:
     return found
 
 
+_FOLDER_PREFIX = "nnrag-sandbox-"
+
+
+def _remove_stale_folders() -> None:
+    """Candidate folders of workers that died mid-check (killed with their build): a folder is
+    named after its worker's pid, and one whose worker is gone is removed."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_FOLDER_PREFIX}*-*"):
+        owner = folder.name[len(_FOLDER_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def _kill(pid: int) -> None:
     for fn in (os.killpg, os.kill):
         try:
@@ -261,7 +273,7 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     limits = Limits(**request.get("limits", {}))
     started = time.perf_counter()
     filename = request.get("filename") or "candidate.py"
-    folder = Path(tempfile.mkdtemp(prefix="nnrag-sandbox-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-"))
     compiled = None
     if "code" in request:
         (folder / filename).write_text(request["code"], encoding="utf-8")
@@ -368,6 +380,7 @@ def main() -> None:
     # a child's garbage collection must not write to (and so copy) every object the imports made
     gc.freeze()
     _subreaper()
+    _remove_stale_folders()
     out = sys.stdout
     out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     out.flush()
