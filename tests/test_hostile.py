@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -103,17 +104,44 @@ def test_writes_outside_the_folder_fail(gate: Gate, payload: str) -> None:
     record = gate.check_file(HOSTILE / payload)
     if payload == "writes_outside.py":  # the audit hook sees libc reached through ctypes
         assert (record.ok, record.code) == (False, "sandbox-violation") and "open() of the C library" in record.message
-    elif not record.isolation.get("filesystem", "").startswith("read-only"):
+    elif record.isolation.get("filesystem") == "audit-hook":
         pytest.skip("this kernel refused a mount namespace: only the audit hook guards writes")
     assert not any(m.exists() for m in markers)  # with the hook switched off, the kernel refused them
 
 
 def test_a_worker_removes_the_folders_of_workers_that_died_mid_check() -> None:
-    import tempfile
-
     stale = Path(tempfile.gettempdir()) / "nnrag-sandbox-4194000-left"
     stale.mkdir(exist_ok=True)
     (stale / "candidate.py").write_text("x = 1\n")
     with Gate(1) as fresh:
         fresh.check_code("import torch.nn as nn\n\nclass Id(nn.Module):\n    def forward(self, x):\n        return x\n", "Id")
     assert not stale.exists()
+
+
+def test_the_users_home_and_other_temporary_folders_are_not_visible(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    home = tmp_path / "user"
+    home.mkdir()
+    (home / "secret.txt").write_text("sk-secret-value")
+    other = Path(tempfile.mkdtemp(prefix="another-home-"))
+    (other / "index.sqlite3").write_text("not yours")
+    code = f"""
+import torch.nn as nn
+
+
+class Peeks(nn.Module):
+    def forward(self, x):
+        seen = []
+        for path in ({str(home / "secret.txt")!r}, {str(other / "index.sqlite3")!r}):
+            try:
+                seen.append(open(path).read())
+            except OSError as e:
+                seen.append(type(e).__name__)
+        raise RuntimeError("|".join(seen))
+"""
+    monkeypatch.setenv("HOME", str(home))
+    with Gate(1) as fresh:  # a worker of a user whose home holds a secret
+        record = fresh.check_code(code, "Peeks")
+    if record.isolation.get("filesystem") == "audit-hook":
+        pytest.skip("this kernel refused a mount namespace")
+    assert "sk-secret" not in record.message and "not yours" not in record.message, record.message
+    assert record.message.count("FileNotFoundError") == 2, record.message

@@ -4,8 +4,10 @@ Layers, strongest first, each recorded in the result's ``isolation``:
 
 - a new network namespace (``unshare(CLONE_NEWUSER | CLONE_NEWNET)``) where the kernel allows
   unprivileged user namespaces: no interface but a downed loopback, so no connection succeeds;
-- in the same user namespace, a private mount namespace where every file system is read-only but
-  the candidate's own folder: writes outside it fail in the kernel, however they are made;
+- in the same user namespace, a private mount namespace: the user's home, temporary folders,
+  shared memory and runtime sockets covered by empty file systems (the interpreter and the source
+  roots bound back), every file system read-only but the candidate's own folder: writes outside
+  it fail in the kernel, however they are made;
 - resource limits: CPU seconds, data segment (``RLIMIT_DATA``: an address-space limit breaks the
   CUDA build of torch, which maps several GB it never touches), file size, processes, no core files;
 - a Python audit hook that refuses sockets, new processes and writes outside the candidate's
@@ -20,7 +22,9 @@ import json
 import os
 import resource
 import sys
+import tempfile
 from pathlib import Path
+from typing import Sequence
 
 from .record import Limits
 
@@ -52,11 +56,22 @@ def status_kb(key: str, pid: int | str = "self") -> int:
 
 
 def _unshare_network() -> bool:
+    """A new user and network namespace, the caller's uid and gid mapped to its root (files it
+    creates in its folder keep their owner; an unmapped process cannot create files at all)."""
+    uid, gid = os.getuid(), os.getgid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0
+        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+            return False
     except (OSError, AttributeError):
         return False
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        try:
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+        except OSError:
+            pass  # still namespaced; only file creation inside may be refused
+    return True
 
 
 _CLONE_NEWNS = 0x00020000
@@ -67,16 +82,65 @@ _KEPT_FLAGS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "
 _WRITABLE = ("/proc", "/dev", "/dev/pts", "/dev/null")  # the process's own view and device nodes
 
 
-def _read_only_filesystem(folder: Path) -> bool:
-    """A private mount namespace where every mount is read-only but the candidate's folder (bound
-    onto itself first, so it stays writable) and /proc, /dev: a write anywhere else, whichever way
-    it is made (``os.open`` with ``dir_fd``, libc through ctypes, SQLite), fails with EROFS. Needs
-    the user namespace ``_unshare_network`` made."""
+# Places that hold what is not the candidate's to read: the user's home (API keys, ~/.nnrag),
+# temporary folders (other nnrag homes, other candidates), shared memory, runtime sockets, other
+# users. Each is covered with an empty file system; what the interpreter and the candidate need
+# from inside one (the Python installation, site-packages, the source roots) is bound back.
+_HOMES = {h for h in (os.environ.get("HOME"), os.path.expanduser("~")) if h and os.path.isabs(h)}
+_HIDDEN = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root", "/mnt", "/media")
+_O_PATH = getattr(os, "O_PATH", 0o10000000)
+
+
+def _hidden_roots() -> list[str]:
+    roots: list[str] = []
+    for candidate in sorted({os.path.realpath(p) for p in (*_HIDDEN, *_HOMES, tempfile.gettempdir())}, key=len):
+        if candidate != "/" and os.path.isdir(candidate) and not any(candidate.startswith(r + os.sep) for r in roots):
+            roots.append(candidate)
+    return roots
+
+
+def _needed(folder: Path, visible: Sequence[str]) -> list[str]:
+    """Folders the child must still reach: its own, the interpreter's, ``sys.path``, ``visible``."""
+    paths = {str(folder), sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}
+    paths.update(p for p in (*sys.path, *visible) if p)
+    out = set()
+    for p in paths:
+        real = os.path.realpath(p)
+        if os.path.isfile(real):
+            real = os.path.dirname(real)
+        if os.path.isdir(real):
+            out.add(real)
+    return sorted(out)
+
+
+def _bound_back(needed: Sequence[str], roots: Sequence[str]) -> list[str]:
+    """The needed folders inside a covered place (never a whole place), an inner one left out
+    when an outer one is bound back already."""
+    inside = [p for p in needed if any(p.startswith(r + os.sep) for r in roots)]
+    return [p for p in inside if not any(p.startswith(q + os.sep) for q in inside if q != p)]
+
+
+def _read_only_filesystem(folder: Path, visible: Sequence[str] = ()) -> bool:
+    """A private mount namespace where the places that hold others' data are covered (see
+    ``_HIDDEN``) and every mount is read-only but the candidate's folder (bound onto itself, so it
+    stays writable) and /proc, /dev: a write anywhere else, whichever way it is made (``os.open``
+    with ``dir_fd``, libc through ctypes, SQLite), fails with EROFS. Needs the user namespace
+    ``_unshare_network`` made."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
         if libc.unshare(_CLONE_NEWNS) != 0 or libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
             return False
+        roots = _hidden_roots()
+        keep = {p: os.open(p, _O_PATH | os.O_DIRECTORY) for p in _bound_back(_needed(folder, visible), roots)}
+        for root in roots:
+            if libc.mount(b"tmpfs", root.encode(), b"tmpfs", 2 | 4, b"size=64k,mode=755") != 0:  # nosuid, nodev
+                return False
+        for path, fd in keep.items():
+            os.makedirs(path, exist_ok=True)
+            if libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, _MS_BIND | _MS_REC, None) != 0:
+                return False
+            os.close(fd)
         own = str(folder).encode()
         if libc.mount(own, own, None, _MS_BIND, None) != 0:
             return False
@@ -121,8 +185,9 @@ def _limit(which: int, soft: int, slack: int = 0) -> None:
         resource.setrlimit(which, (soft, soft + slack))
 
 
-def confine(folder: Path, limits: Limits, report_fd: int) -> dict[str, str]:
-    """Confine the current (freshly forked, single-threaded) process. Returns the isolation levels."""
+def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str] = ()) -> dict[str, str]:
+    """Confine the current (freshly forked, single-threaded) process; ``visible`` are folders it
+    must still read (source roots). Returns the isolation levels."""
     namespaced = _unshare_network()
     isolation = {"process": "fork", "network": "netns" if namespaced else "audit-hook"}
     mb = 1024 * 1024
@@ -135,8 +200,8 @@ def confine(folder: Path, limits: Limits, report_fd: int) -> dict[str, str]:
     except (OSError, ValueError):
         pass
     isolation["limits"] = "cpu,data,fsize,nproc,core"
-    read_only = namespaced and _read_only_filesystem(folder.resolve())
-    isolation["filesystem"] = "read-only mounts+audit-hook" if read_only else "audit-hook"
+    read_only = namespaced and _read_only_filesystem(folder.resolve(), visible)
+    isolation["filesystem"] = "private read-only view+audit-hook" if read_only else "audit-hook"
     _install_hook(folder.resolve(), report_fd)
     return isolation
 

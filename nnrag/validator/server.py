@@ -92,7 +92,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         from .sandbox import confine, status_kb
 
         base_kb = status_kb("VmRSS")
-        result["isolation"] = confine(folder, limits, report_fd)
+        result["isolation"] = confine(folder, limits, report_fd, request.get("paths") or ())
         import torch
 
         from . import probe
