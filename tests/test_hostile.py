@@ -1,5 +1,7 @@
 """Hostile candidates (tests/hostile/): each is contained, classified, and leaves nothing behind.
-Every payload is bounded in time and size, so a failed containment cannot harm the machine."""
+Every payload is bounded in time and size, so a failed containment cannot harm the machine. Each
+payload file stands alone (the sandbox holds only that file), so the hook-switching helper is
+repeated in each rather than imported."""
 
 from __future__ import annotations
 
