@@ -460,6 +460,7 @@ def synthesize(
     limits: "Limits | None" = None,
     home: PathLike | None = None,
     on_attempt: "Callable[[Attempt], None] | None" = None,
+    allow_weak_sandbox: bool = False,
 ) -> "SynthesisResult":
     """Have the LLM implement a block from its neutral spec alone; every answer goes through the gate
     and a conformance check, failures go back as diagnostics. ``target``: a spec, a spec JSON file,
@@ -479,7 +480,8 @@ def synthesize(
         block_spec = load_spec(Path(target))
     else:
         block_spec = spec(target, home=home)
-    return run(block_spec, settings, workspace, attempts, limits, on_attempt=on_attempt)
+    return run(block_spec, settings, workspace, attempts, limits, on_attempt=on_attempt,
+               allow_weak_sandbox=allow_weak_sandbox)
 
 
 def synthesize_all(
@@ -492,12 +494,13 @@ def synthesize_all(
     limits: "Limits | None" = None,
     home: PathLike | None = None,
     progress: ProgressFn | None = None,
+    allow_weak_sandbox: bool = False,
 ) -> dict[str, object]:
     """Synthesis for every validated library block (of a category); resumable; pass@1 and pass@attempts."""
     from .synthesis.batch import synthesize_all as run
 
     settings = llm_settings(model, base_url, home=home)
-    return run(Workspace.resolve(home), settings, attempts, limits, category, limit, progress)
+    return run(Workspace.resolve(home), settings, attempts, limits, category, limit, progress, allow_weak_sandbox)
 
 
 def ask(
@@ -508,13 +511,14 @@ def ask(
     max_steps: int = 12,
     home: PathLike | None = None,
     on_step: "Callable[[Step], None] | None" = None,
+    allow_weak_sandbox: bool = False,
 ) -> "AgentResult":
     """Ask the agent: an LLM that searches the library, reads specs and validates code with the block tools."""
     from .agent.agent import run_agent
     from .tools.functions import Toolbox
 
     settings = llm_settings(model, base_url, home=home)
-    return run_agent(question, settings, Toolbox(home), on_step, max_steps)
+    return run_agent(question, settings, Toolbox(home, allow_weak_sandbox), on_step, max_steps)
 
 
 __all__ = [

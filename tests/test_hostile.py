@@ -147,3 +147,28 @@ class Peeks(nn.Module):
         pytest.skip("this kernel refused a mount namespace")
     assert "sk-secret" not in record.message and "not yours" not in record.message, record.message
     assert record.message.count("FileNotFoundError") == 2, record.message
+
+
+def test_code_from_a_model_runs_only_under_the_kernels_confinement(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from nnrag.tools.functions import Toolbox
+    from nnrag.validator import sandbox
+
+    good = "import torch.nn as nn\n\nclass Id(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    monkeypatch.setenv(sandbox.NAMESPACES_ENV, "0")  # as on a kernel that refuses user namespaces
+    sandbox.kernel_confinement.cache_clear()
+    try:
+        refused = Toolbox(tmp_path / "home").validate_code(good)
+        assert refused["kind"] == "ConfigError" and "--allow-weak-sandbox" in refused["error"]
+        allowed = Toolbox(tmp_path / "home", allow_weak_sandbox=True).validate_code(good)
+        assert allowed["ok"] and allowed["isolation"]["network"] == "audit-hook"  # the record says what confined it
+        assert allowed["isolation"]["filesystem"] == "audit-hook"
+    finally:
+        sandbox.kernel_confinement.cache_clear()
+    monkeypatch.delenv(sandbox.NAMESPACES_ENV)
+    assert sandbox.kernel_confinement() == _userns_allowed()  # the probe agrees with unshare(1)
+
+
+def _userns_allowed() -> bool:
+    import subprocess
+
+    return subprocess.run(["unshare", "--user", "--net", "true"], capture_output=True).returncode == 0

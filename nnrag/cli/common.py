@@ -62,6 +62,9 @@ PrefixOpt = Annotated[str, typer.Option("--prefix", help="Prefix of the LEMUR mo
 RequirementsOpt = Annotated[str, typer.Option(
     "--requirements", help="'install': validate blocks that miss a third-party distribution again in a cached "
     "environment that has it (pip); 'off': install nothing, report what they wait for.")]
+WeakSandboxOpt = Annotated[bool, typer.Option(
+    "--allow-weak-sandbox", help="Run code from a model even where the kernel does not confine candidates "
+    "(no user namespaces): the gate's sandbox is then only Python-level.")]
 PreferOpt = Annotated[str, typer.Option(
     "--prefer", help="A package another indexed source holds: 'installed' keeps importing an installed one, "
     "'corpus' copies it from that source.")]

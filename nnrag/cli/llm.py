@@ -20,6 +20,7 @@ from .common import (
     ModelOpt,
     TimeoutOpt,
     VerboseOpt,
+    WeakSandboxOpt,
     err,
     errors,
     fail,
@@ -36,6 +37,7 @@ def agent(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     max_steps: Annotated[int, typer.Option("--max-steps", help="Model calls allowed before giving up.")] = 12,
+    allow_weak: WeakSandboxOpt = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -51,7 +53,7 @@ def agent(
 
     with errors():
         result = nnrag.ask(question, model=model, base_url=base_url, max_steps=max_steps, home=home,
-                           on_step=None if as_json else show)
+                           on_step=None if as_json else show, allow_weak_sandbox=allow_weak)
     if as_json:
         print_json(result.to_dict())
     else:
@@ -72,6 +74,7 @@ def synthesize(
     base_url: BaseUrlOpt = None,
     timeout: TimeoutOpt = None,
     memory_mb: MemoryOpt = None,
+    allow_weak: WeakSandboxOpt = False,
     home: HomeOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -88,7 +91,7 @@ def synthesize(
                                            f"[yellow]{a.code or 'non-conformant'} at {a.stage}[/] {escape(a.message[:160])}"),
                 highlight=False))
             result = nnrag.synthesize(target, attempts=attempts, model=model, base_url=base_url, limits=limits, home=home,
-                                      on_attempt=show)
+                                      on_attempt=show, allow_weak_sandbox=allow_weak)
             if output is not None and result.ok:
                 output.write_text(result.code, encoding="utf-8")
             if as_json:
@@ -102,7 +105,8 @@ def synthesize(
             return
         with progress_bar(not as_json) as progress:
             summary = nnrag.synthesize_all(attempts=attempts, category=category, limit=limit, model=model,
-                                           base_url=base_url, limits=limits, home=home, progress=progress)
+                                           base_url=base_url, limits=limits, home=home, progress=progress,
+                                           allow_weak_sandbox=allow_weak)
     if as_json:
         print_json(summary)
     else:
@@ -113,9 +117,9 @@ def synthesize(
 
 
 @app.command()
-def mcp(home: HomeOpt = None) -> None:
+def mcp(allow_weak: WeakSandboxOpt = False, home: HomeOpt = None) -> None:
     """Serve the block tools over stdio to coding agents (Model Context Protocol)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, force=True)  # stdout carries the protocol
     from nnrag.tools.mcp_server import serve
 
-    serve(home)
+    serve(home, allow_weak)

@@ -17,7 +17,7 @@ from .synthesize import synthesize
 
 def synthesize_all(workspace: Workspace, settings: LLMSettings, attempts: int, limits: Limits | None,
                    category: str | None = None, limit: int | None = None,
-                   progress: ProgressFn | None = None) -> dict[str, Any]:
+                   progress: ProgressFn | None = None, allow_weak_sandbox: bool = False) -> dict[str, Any]:
     SearchIndex(workspace).sync()  # specs of every library block
     with connect(workspace) as store:
         done = {r["spec_id"] for r in store.conn.execute("SELECT spec_id FROM synthesized WHERE model=?", (settings.model,))}
@@ -27,7 +27,7 @@ def synthesize_all(workspace: Workspace, settings: LLMSettings, attempts: int, l
     first = passed = 0
     failures: Counter[str] = Counter()
     for i, spec in enumerate(todo, 1):
-        result = synthesize(spec, settings, workspace, attempts, limits)
+        result = synthesize(spec, settings, workspace, attempts, limits, allow_weak_sandbox=allow_weak_sandbox)
         first += bool(result.attempts and result.attempts[0].conformant)
         passed += result.ok
         if not result.ok and result.attempts:

@@ -20,6 +20,7 @@ from ..db import connect
 from ..specs.model import BlockSpec
 from ..validator.gate import Gate
 from ..validator.record import Limits, ValidationRecord
+from ..validator.sandbox import require_kernel_confinement
 from ..workspace import Workspace, safe_name
 from .llm import LLMSettings, chat_model
 
@@ -131,8 +132,10 @@ def prompt(spec: BlockSpec) -> str:
 
 def synthesize(spec: BlockSpec, settings: LLMSettings, workspace: Workspace, attempts: int = 3,
                limits: Limits | None = None, llm: Any = None,
-               on_attempt: Callable[[Attempt], None] | None = None) -> SynthesisResult:
-    """Ask the model for an implementation, gate it, repair it up to ``attempts`` times, store it."""
+               on_attempt: Callable[[Attempt], None] | None = None, allow_weak_sandbox: bool = False) -> SynthesisResult:
+    """Ask the model for an implementation, gate it, repair it up to ``attempts`` times, store it.
+    Where the kernel does not confine candidates, only with ``allow_weak_sandbox``."""
+    require_kernel_confinement(allow_weak_sandbox)
     model = llm or chat_model(settings)
     messages: list[dict[str, str]] = [{"role": "user", "content": prompt(spec)}]
     result = SynthesisResult(spec.id, settings.model, False,

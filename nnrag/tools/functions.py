@@ -41,9 +41,10 @@ def _as_result(fn: F) -> F:
 class Toolbox:
     """The tools bound to one nnrag home."""
 
-    def __init__(self, home: str | Path | None = None) -> None:
+    def __init__(self, home: str | Path | None = None, allow_weak_sandbox: bool = False) -> None:
         self.workspace = Workspace.resolve(home)
         self.home = str(self.workspace.home)
+        self.allow_weak_sandbox = allow_weak_sandbox  # code from a model runs only under the kernel's confinement
 
     @_as_result
     def search_blocks(self, query: str, k: int = 5, source: str | None = None, category: str | None = None) -> dict[str, Any]:
@@ -83,6 +84,9 @@ class Toolbox:
         """Run the validator gate (sandboxed) on Python source text."""
         if len(code) > _MAX_CODE_CHARS:
             return {"error": f"code is {len(code)} characters; the limit is {_MAX_CODE_CHARS}", "kind": "ValueError"}
+        from nnrag.validator.sandbox import require_kernel_confinement
+
+        require_kernel_confinement(self.allow_weak_sandbox)
         record = nnrag.validate(code=code, class_name=class_name or None)
         d = record.to_dict()
         d.pop("traceback", None)
@@ -99,7 +103,8 @@ class Toolbox:
         settings = resolve(self.workspace)
         text = spec_or_name.strip()
         spec = BlockSpec.model_validate_json(text) if text.startswith("{") else nnrag.spec(text, home=self.home)
-        result = synthesize(spec, settings, self.workspace, max(1, min(int(attempts), 5)))
+        result = synthesize(spec, settings, self.workspace, max(1, min(int(attempts), 5)),
+                            allow_weak_sandbox=self.allow_weak_sandbox)
         return result.to_dict()
 
     @_as_result

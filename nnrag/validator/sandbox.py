@@ -18,6 +18,7 @@ Layers, strongest first, each recorded in the result's ``isolation``:
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import resource
@@ -26,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from ..errors import ConfigError
 from .record import Limits
 
 _CLONE_NEWUSER = 0x10000000
@@ -55,9 +57,36 @@ def status_kb(key: str, pid: int | str = "self") -> int:
     return 0
 
 
+NAMESPACES_ENV = "NNRAG_SANDBOX_NAMESPACES"  # "0": no namespaces (a container where they misbehave)
+_NAMESPACES = os.environ.get(NAMESPACES_ENV, "1") != "0"  # read when the worker starts, before any fork
+
+
+@functools.lru_cache(maxsize=1)
+def kernel_confinement() -> bool:
+    """Whether candidates get the kernel's confinement here (user, network and mount namespaces):
+    a forked process tries, in a few milliseconds."""
+    if os.environ.get(NAMESPACES_ENV, "1") == "0":
+        return False
+    pid = os.fork()
+    if pid == 0:  # only system calls here: the caller may hold threads
+        os._exit(0 if _unshare_network() else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def require_kernel_confinement(allow_weak: bool) -> None:
+    """Code from a model runs only where the kernel confines it, unless the user allows less."""
+    if not allow_weak and not kernel_confinement():
+        raise ConfigError("this machine does not confine candidates in namespaces (unprivileged user namespaces are "
+                          "refused or switched off), so the gate's sandbox is only Python-level: code from a model "
+                          "runs here only with --allow-weak-sandbox (allow_weak_sandbox=True)")
+
+
 def _unshare_network() -> bool:
     """A new user and network namespace, the caller's uid and gid mapped to its root (files it
     creates in its folder keep their owner; an unmapped process cannot create files at all)."""
+    if not _NAMESPACES:
+        return False
     uid, gid = os.getuid(), os.getgid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
