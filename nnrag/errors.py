@@ -26,11 +26,12 @@ MEMORY = "memory"
 SANDBOX_VIOLATION = "sandbox-violation"
 CRASH = "crash"
 PROBE_ERROR = "probe-error"  # the gate's own code failed: a bug of nnrag, counted apart from the blocks'
+TOO_LARGE = "too-large"
 
 CODES = (
     SYNTAX_ERROR, COMPILE_ERROR, NATIVE_EXTENSION, MISSING_DEPENDENCY, UNRESOLVED_NAME, DYNAMIC_REGISTRY,
     IMPORT_ERROR, CLASS_NOT_FOUND, CONSTRUCTOR_ARGS, INPUT_INFERENCE, RUNTIME_ERROR, BACKWARD_ERROR,
-    TIMEOUT, MEMORY, SANDBOX_VIOLATION, CRASH, PROBE_ERROR,
+    TIMEOUT, MEMORY, SANDBOX_VIOLATION, CRASH, PROBE_ERROR, TOO_LARGE,
 )
 CODE_HELP = {
     SYNTAX_ERROR: "the file does not parse",
@@ -50,6 +51,7 @@ CODE_HELP = {
     SANDBOX_VIOLATION: "tried to use the network, start a process or write outside its folder",
     CRASH: "the sandboxed process died",
     PROBE_ERROR: "the gate's own guessing code failed (a bug of nnrag, not of the block)",
+    TOO_LARGE: "the file is larger than the gate compiles (8 MB): compiling it would take GBs outside the sandbox",
 }
 
 

@@ -172,3 +172,11 @@ def _userns_allowed() -> bool:
     import subprocess
 
     return subprocess.run(["unshare", "--user", "--net", "true"], capture_output=True).returncode == 0
+
+
+def test_a_huge_file_is_refused_before_anything_compiles_it(gate: Gate) -> None:
+    from nnrag.validator.static import MAX_SOURCE_CHARS
+
+    huge = "x = 1\n" * (MAX_SOURCE_CHARS // 6 + 1)
+    record = gate.check_code(huge + "import torch.nn as nn\nclass Big(nn.Module):\n    pass\n", "Big")
+    assert (record.ok, record.code, record.stage) == (False, "too-large", "parse")

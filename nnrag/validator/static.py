@@ -9,6 +9,9 @@ from . import record as R
 from .record import ValidationRecord
 
 
+MAX_SOURCE_CHARS = 8_000_000  # the largest standalone file of the ecosystem corpus is 1.2 MB
+
+
 def static_check(code: str, filename: str = "<candidate>") -> ValidationRecord | None:
     """Stages parse and compile; None when both pass."""
     compiled = compile_candidate(code, filename)
@@ -21,7 +24,13 @@ def compile_candidate(code: str, filename: str, shown: str | None = None) -> Cod
     One ``compile`` of the source does both stages; only a failure parses again, to tell a file
     that does not parse from one the compiler rejects (``return`` outside a function, say). This
     halves the cost of a separate ``ast.parse`` for the files that pass, and the caller can run the
-    code object instead of compiling the file a second time."""
+    code object instead of compiling the file a second time. Compiling runs outside the sandbox
+    (here and in the worker, before its fork), so a file past ``MAX_SOURCE_CHARS`` is refused
+    unread: a 50 MB file takes 2 GB to compile."""
+    if len(code) > MAX_SOURCE_CHARS:
+        return ValidationRecord(False, "parse", R.TOO_LARGE,
+                                f"{shown or filename} has {len(code):,} characters; the gate compiles files up to "
+                                f"{MAX_SOURCE_CHARS:,}")
     try:
         # dont_inherit: this module's own __future__ flags must not change the candidate's meaning
         return compile(code, filename, "exec", dont_inherit=True)
