@@ -64,6 +64,10 @@ class ConfigError(NnragError):
     """A corpus file, source specification or setting is malformed."""
 
 
+class DiskFullError(NnragError):
+    """No space left where the home is; nothing is moved aside, and the next run resumes."""
+
+
 class SourceError(NnragError):
     """A corpus source cannot be located, fetched or read."""
 
@@ -114,5 +118,5 @@ class NotAdaptable(NnragError):
     """The block cannot be wired as an image classifier for LEMUR; the message says why."""
 
 
-__all__ = ["NnragError", "ConfigError", "SourceError", "IndexStoreError", "NotFoundError", "AmbiguousBlockError",
+__all__ = ["NnragError", "ConfigError", "DiskFullError", "SourceError", "IndexStoreError", "NotFoundError", "AmbiguousBlockError",
            "LLMNotConfigured", "AgentError", "LemurError", "LemurNotInstalled", "NotAdaptable"]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
 
 
@@ -94,3 +96,20 @@ def test_corrupted_index(forms_repo: Path, home: Path) -> None:
     assert json.loads(proc.stdout)["blocks"] == 26
     assert "started a new index" in proc.stderr
     assert len(list(home.glob("index.sqlite3.broken-*"))) == 1
+
+
+def test_a_full_disk_is_a_one_line_error_and_nothing_is_moved_aside(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode:
+        pytest.skip("needs a user and mount namespace to mount a tiny file system")
+    home = tmp_path / "full"
+    home.mkdir()
+    repo = Path(__file__).parent / "fixtures" / "copies_repo"
+    script = (f"mount -t tmpfs -o size=200k tmpfs {home} && "
+              f"{sys.executable} -m nnrag index {repo} --home {home}; echo rc=$?; ls {home}")
+    proc = subprocess.run(["unshare", "-Urm", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    assert "no space left on the disk" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "rc=1" in proc.stdout and ".broken-" not in proc.stdout

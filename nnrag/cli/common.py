@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import sys
 import time
 from contextlib import contextmanager
@@ -91,6 +92,13 @@ def errors() -> Iterator[None]:
         fail(str(exc), 2)
     except NnragError as exc:
         fail(str(exc), 1)
+    except (OSError, sqlite3.OperationalError) as exc:
+        from nnrag.db import disk_full_error, is_disk_full
+
+        if not is_disk_full(exc):
+            raise
+        where = getattr(exc, "filename", None)
+        fail(str(disk_full_error(Path(where).parent if where else None)), 1)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -9,6 +9,7 @@ one is refused.
 
 from __future__ import annotations
 
+import errno
 import logging
 import sqlite3
 import zlib
@@ -16,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from ..errors import IndexStoreError, NotFoundError
+from ..errors import DiskFullError, IndexStoreError, NotFoundError
 from ..workspace import Workspace
 from .schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 
@@ -30,7 +31,10 @@ class Database:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise (disk_full_error(path.parent) if is_disk_full(exc) else exc) from exc
         try:
             self.conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
             self.conn.row_factory = sqlite3.Row
@@ -39,6 +43,8 @@ class Database:
             self.conn.execute("PRAGMA foreign_keys=ON")
             self._bring_to_schema()
         except sqlite3.DatabaseError as exc:
+            if is_disk_full(exc):  # the file is fine: nothing to move aside
+                raise disk_full_error(path.parent) from exc
             raise IndexStoreError(
                 f"the index at {path} cannot be opened ({exc}); move it away or delete it and re-run `nnrag index`"
             ) from exc
@@ -113,6 +119,19 @@ def schema_version(conn: sqlite3.Connection) -> int | None:
 D = TypeVar("D", bound=Database)
 
 
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an error says the disk is full (SQLite's SQLITE_FULL, or ENOSPC)."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return "disk is full" in str(exc) or getattr(exc, "sqlite_errorcode", None) == 13
+    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+
+
+def disk_full_error(where: Path | None = None) -> DiskFullError:
+    place = f"the disk holding {where}" if where is not None else "the disk"
+    return DiskFullError(f"no space left on {place}: free some and run the same command again "
+                         "(what is stored is kept; the run resumes)")
+
+
 def connect(workspace: Workspace, *, create: bool = False, kind: type[D] = Database) -> D:  # type: ignore[assignment]
     """The database of a home (as ``kind``, a :class:`Database` with a stage's own methods). Without
     ``create``, a home with no index is an error that says what to run."""
@@ -121,4 +140,4 @@ def connect(workspace: Workspace, *, create: bool = False, kind: type[D] = Datab
     return kind(workspace.index_path)
 
 
-__all__ = ["Database", "Transaction", "connect", "schema_version", "SCHEMA_VERSION"]
+__all__ = ["Database", "Transaction", "connect", "is_disk_full", "disk_full_error", "schema_version", "SCHEMA_VERSION"]
