@@ -162,17 +162,22 @@ def _read_only_filesystem(folder: Path, visible: Sequence[str] = ()) -> bool:
             return False
         roots = _hidden_roots()
         keep = {p: os.open(p, _O_PATH | os.O_DIRECTORY) for p in _bound_back(_needed(folder, visible), roots)}
-        for root in roots:
-            if libc.mount(b"tmpfs", root.encode(), b"tmpfs", 2 | 4, b"size=64k,mode=755") != 0:  # nosuid, nodev
-                return False
-        for path, fd in keep.items():
-            os.makedirs(path, exist_ok=True)
-            if libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, _MS_BIND | _MS_REC, None) != 0:
-                return False
-            os.close(fd)
-        own = str(folder).encode()
-        if libc.mount(own, own, None, _MS_BIND, None) != 0:
-            return False
+    except (OSError, AttributeError):
+        return False
+    # From here on the view has changed and cannot be given back: a step that fails is an error of
+    # the gate (raised), never a weaker sandbox nor a failure blamed on the candidate.
+    for root in roots:
+        if libc.mount(b"tmpfs", root.encode(), b"tmpfs", 2 | 4, b"size=64k,mode=755") != 0:  # nosuid, nodev
+            raise OSError(ctypes.get_errno(), f"sandbox setup: cannot cover {root}")
+    for path, fd in keep.items():
+        os.makedirs(path, exist_ok=True)
+        if libc.mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, _MS_BIND | _MS_REC, None) != 0:
+            raise OSError(ctypes.get_errno(), f"sandbox setup: cannot bind {path} back")
+        os.close(fd)
+    own = str(folder).encode()
+    if libc.mount(own, own, None, _MS_BIND, None) != 0:
+        raise OSError(ctypes.get_errno(), f"sandbox setup: cannot bind the folder {folder}")
+    try:
         with open("/proc/self/mountinfo") as f:
             mounts = [(fields[4], fields[5]) for fields in (line.split() for line in f)]
         ok = True

@@ -92,7 +92,12 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         from .sandbox import confine, status_kb
 
         base_kb = status_kb("VmRSS")
-        result["isolation"] = confine(folder, limits, report_fd, request.get("paths") or ())
+        try:
+            result["isolation"] = confine(folder, limits, report_fd, request.get("paths") or ())
+        except OSError as e:  # the gate's own failure: no candidate code has run
+            result.update(code=R.PROBE_ERROR, message=f"the sandbox could not be set up: {e}"[:500])
+            os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
+            return
         import torch
 
         from . import probe
