@@ -113,3 +113,11 @@ def test_a_full_disk_is_a_one_line_error_and_nothing_is_moved_aside(tmp_path: Pa
     proc = subprocess.run(["unshare", "-Urm", "sh", "-c", script], capture_output=True, text=True, timeout=300)
     assert "no space left on the disk" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert "rc=1" in proc.stdout and ".broken-" not in proc.stdout
+
+
+def test_a_build_whose_stderr_is_a_pipe_prints_plain_progress_lines(tmp_path: Path) -> None:
+    repo = Path(__file__).parent / "fixtures" / "copies_repo"
+    proc = run_cli("build", str(repo), "--home", str(tmp_path / "home"), "--no-search-index", "--no-harvest")
+    lines = proc.stderr.splitlines()
+    assert any(line.startswith("validate: 8/8") for line in lines), proc.stderr
+    assert not any("\x1b[" in line or "━" in line for line in lines)  # no bars or escapes in a log

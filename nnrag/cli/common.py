@@ -130,18 +130,22 @@ def progress_bar(enabled: bool) -> Iterator[Any]:
         yield update
 
 
-LOG_INTERVAL_S = 15.0
+LOG_INTERVAL_S = 10.0
 
 
 def _progress_lines(interval: float) -> ProgressFn:
     last: dict[str, float] = {}
+    began: dict[str, float] = {}
 
     def update(phase: str, done: int, total: int) -> None:
         key = phase.split(" ", 1)[0]
         now = time.monotonic()
+        began.setdefault(key, now)
         if key in last and done < total and now - last[key] < interval:
             return
         last[key] = now
-        err.print(f"{escape(phase)}: {done}/{total}", highlight=False, soft_wrap=True)
+        elapsed = now - began[key]
+        rate = f" ({done / elapsed:.1f}/s)" if done and elapsed >= 1 else ""
+        err.print(f"{escape(phase)}: {done}/{total}{rate}", highlight=False, soft_wrap=True)
 
     return update
