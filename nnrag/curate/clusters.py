@@ -8,7 +8,7 @@ level" (as in the NN-RAG paper's table) counts the members a level adds.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -61,13 +61,8 @@ class UnionFind:
         return list(out.values())
 
 
-@dataclass
-class Levels:
-    """For each level, the groups of item ids (every item in exactly one group, singletons too)."""
-
-    groups: dict[str, list[list[str]]] = field(default_factory=dict)
-    near_pairs: list[tuple[str, str, float]] = field(default_factory=list)  # the confirmed pairs that joined groups
-    structural_pairs: list[tuple[str, str, float]] = field(default_factory=list)
+# For each level, the groups of item ids (every item in exactly one group, singletons too).
+Levels = dict[str, list[list[str]]]
 
 
 def _by_key(ids: Sequence[str], key: Callable[[str], str], union: UnionFind) -> None:
@@ -90,12 +85,10 @@ def _bands(threshold: float) -> tuple[int, int]:
     return lsh.b, lsh.r
 
 
-def _lsh_pairs(ids: Sequence[str], sets: Callable[[str], np.ndarray | frozenset[str]], hashes: Callable[[str], np.ndarray],
-               similarity: Callable[[Any, Any], float], candidates: float, confirm: float,
-               union: UnionFind) -> list[tuple[str, str, float]]:
+def _join_similar(ids: Sequence[str], sets: Callable[[str], np.ndarray | frozenset[str]], hashes: Callable[[str], np.ndarray],
+                  similarity: Callable[[Any, Any], float], candidates: float, confirm: float, union: UnionFind) -> None:
     """Join, in ``union``, items whose sets have a similarity >= ``confirm`` among the LSH
-    candidates at ``candidates`` (items sharing a band of their MinHash); the joining pairs are
-    returned. In each bucket a member is compared with one member of each group already there,
+    candidates at ``candidates`` (items sharing a band of their MinHash). In each bucket a member is compared with one member of each group already there,
     not with every member: thousands of generated variants of one model share buckets, and
     comparing every pair of them costs minutes where this costs a second."""
     bands, rows = _bands(candidates)
@@ -104,7 +97,6 @@ def _lsh_pairs(ids: Sequence[str], sets: Callable[[str], np.ndarray | frozenset[
         values = hashes(i)
         for band in range(bands):
             buckets.setdefault((band, values[band * rows:(band + 1) * rows].tobytes()), []).append(i)
-    pairs: list[tuple[str, str, float]] = []
     for members in buckets.values():
         if len(members) < 2:
             continue
@@ -114,31 +106,28 @@ def _lsh_pairs(ids: Sequence[str], sets: Callable[[str], np.ndarray | frozenset[
             if any(union.find(r) == root for r in representatives):
                 continue
             for r in representatives[:_REPRESENTATIVES]:
-                score = similarity(sets(m), sets(r))
-                if score >= confirm:
+                if similarity(sets(m), sets(r)) >= confirm:
                     union.union(m, r)
-                    pairs.append((min(m, r), max(m, r), round(score, 4)))
                     break
             else:
                 representatives.append(m)
-    return sorted(pairs)
 
 
 def cluster(signatures: dict[str, Signature], thresholds: Thresholds = Thresholds()) -> Levels:
     """Groups of every level for the items ``signatures`` names."""
     ids = sorted(signatures)
     union = UnionFind(ids)
-    levels = Levels()
+    levels: Levels = {}
     _by_key(ids, lambda i: signatures[i].raw_sha256, union)
-    levels.groups["raw"] = union.groups()
+    levels["raw"] = union.groups()
     _by_key(ids, lambda i: signatures[i].exact_sha256, union)
-    levels.groups["exact"] = union.groups()
+    levels["exact"] = union.groups()
     with_text = [i for i in ids if signatures[i].shingles.size]
-    levels.near_pairs = _lsh_pairs(with_text, lambda i: signatures[i].shingles, lambda i: signatures[i].minhash, jaccard,
-                                   thresholds.candidates, thresholds.near, union)
-    levels.groups["near"] = union.groups()
+    _join_similar(with_text, lambda i: signatures[i].shingles, lambda i: signatures[i].minhash, jaccard,
+                  thresholds.candidates, thresholds.near, union)
+    levels["near"] = union.groups()
     shaped = [i for i in ids if len(signatures[i].structure) >= thresholds.min_structure]
-    levels.structural_pairs = _lsh_pairs(shaped, lambda i: signatures[i].structure, lambda i: signatures[i].structure_minhash,
-                                         set_jaccard, thresholds.candidates, thresholds.structural, union)
-    levels.groups["structural"] = union.groups()
+    _join_similar(shaped, lambda i: signatures[i].structure, lambda i: signatures[i].structure_minhash, set_jaccard,
+                  thresholds.candidates, thresholds.structural, union)
+    levels["structural"] = union.groups()
     return levels

@@ -1,7 +1,7 @@
-"""What dedup compares, computed once per file content: three signatures of a piece of code.
+"""What dedup compares, computed once per text: the signatures of its four levels.
 
-- exact: SHA-256 of the code re-printed from its syntax tree (whitespace, comments and
-  parentheses never make a copy new), beside the SHA-256 of the raw text;
+- raw and exact: SHA-256 of the text, and of the code re-printed from its syntax tree
+  (whitespace, comments and parentheses never make a copy new);
 - near: the set of 10-token shingles of the token stream with identifiers, numbers and strings
   replaced by placeholders (a renamed variable or a changed constant is still a near copy), and
   its MinHash;
@@ -9,7 +9,7 @@
   their hyper-parameters bucketed to powers of two; classes and functions the file defines itself
   count by kind, not name.
 
-Signatures are pure functions of the text, so they are cached by its SHA-256 (see ``store.py``).
+Signatures are pure functions of the text, so they are cached by its SHA-256 (see ``dedup.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ PERMUTATIONS = 256
 
 # The header nnrag writes at the top of a standalone file: provenance, not code.
 _HEADER = re.compile(r"\A(?:#[^\n]*\n)+\n?")
-_LAYER_ROOTS = ("nn.", "torch.nn.", "F.", "torch.", "functional.")
+_LAYER_ROOTS = ("nn.", "F.", "torch.", "functional.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,11 +54,6 @@ class Signature:
 def strip_header(code: str) -> str:
     """The code without nnrag's provenance header (a run of comment lines at the top)."""
     return _HEADER.sub("", code, count=1) if code.startswith("# nnrag block:") else code
-
-
-def normal_form(tree: ast.Module) -> str:
-    """The code printed back from its tree: formatting and comments gone, docstrings kept."""
-    return ast.unparse(tree)
 
 
 # One pass of a regular expression instead of the tokenize module (a third of its cost): strings
@@ -255,7 +250,7 @@ def signature(code: str) -> Signature:
         tree = ast.parse(body)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
-    normal = normal_form(tree) if tree is not None else body
+    normal = ast.unparse(tree) if tree is not None else body  # formatting and comments gone, docstrings kept
     exact = hashlib.sha256(normal.encode()).hexdigest() if tree is not None else raw
     tokens = normal_tokens(normal)  # of the normal form: parentheses, trailing commas and quotes never count
     sh = shingles(tokens)

@@ -49,8 +49,7 @@ def lemur_table(path: str, cache_home: str, workers: int) -> dict[str, Any]:
         out["one_new_file_s"] = round(time.perf_counter() - t, 3)
         out["one_new_file_computed"] = computed
     out["levels"] = [asdict(r) for r in rows]
-    out["near_pairs"] = len(levels.near_pairs)
-    out["largest_near_cluster"] = max(len(g) for g in levels.groups["near"])
+    out["largest_near_cluster"] = max(len(g) for g in levels["near"])
     return out
 
 
