@@ -1,5 +1,6 @@
-"""Dedup of the library: copies at four levels among its standalone files, stored as clusters
-with a canonical member, and uniqueness against other code (LEMUR's models, a folder of files).
+"""Dedup of the library: copies at four levels among its blocks (each compared by its own class),
+stored as clusters with a canonical member, and uniqueness against other code (LEMUR's models, a
+folder of files), compared class by class.
 
 The canonical member of a cluster is the one a dataset keeps: a validated block before a failed
 one, then the source of the lowest priority number (the corpus's preference), then the shortest
@@ -170,7 +171,6 @@ def signatures(store: Database, texts: Mapping[str, str], progress: ProgressFn |
     else:
         for part in chunks:
             store_rows(part, _compute([text_of[h] for h in part]))
-    store.conn.commit()
     out = {item: cached[h] for h, items in by_hash.items() for item in items}
     return out, len(todo)
 
@@ -193,14 +193,14 @@ def block_text(store: Database, row: Any, files: dict[str, list[str]] | None = N
     return textwrap.dedent("".join(lines[row["line"] - 1:row["end_line"]])) or None
 
 
-def library_members(store: Database, workspace: Workspace, validated_only: bool = False) -> tuple[dict[str, Member], dict[str, str]]:
+def library_members(store: Database, workspace: Workspace) -> tuple[dict[str, Member], dict[str, str]]:
     """The library blocks that have a standalone file, and the text each is compared by (its class)."""
     priority = {r["name"]: r["priority"] for r in store.conn.execute("SELECT name, priority FROM sources")}
     members: dict[str, Member] = {}
     texts: dict[str, str] = {}
     sources: dict[str, list[str]] = {}
     for row in library_rows(store.conn):
-        if not row["path"] or (validated_only and row["status"] != "validated"):
+        if not row["path"]:
             continue
         try:
             path = workspace.inside(row["path"])
@@ -220,7 +220,7 @@ def _clusters(levels: Levels, members: Mapping[str, Member]) -> dict[str, list[C
     out: dict[str, list[Cluster]] = {}
     for level in LEVELS:
         found = []
-        for group in levels.groups[level]:
+        for group in levels[level]:
             if len(group) < 2:
                 continue
             ordered = sorted(group, key=lambda m: members[m].rank())
@@ -233,7 +233,7 @@ def counts(levels: Levels, total: int) -> list[LevelCount]:
     rows = []
     previous = total
     for level in LEVELS:
-        groups = levels.groups[level]
+        groups = levels[level]
         multi = [g for g in groups if len(g) > 1]
         rows.append(LevelCount(level, len(multi), sum(len(g) for g in multi), previous - len(groups), len(groups)))
         previous = len(groups)
@@ -279,21 +279,40 @@ def dedup(store: Database, workspace: Workspace, thresholds: Thresholds = Thresh
     return report
 
 
-def class_texts(files: Mapping[str, str]) -> dict[str, str]:
+def _class_spans(text: str) -> list[tuple[str, int, int]] | None:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return [(node.name, min([node.lineno] + [d.lineno for d in node.decorator_list]), node.end_lineno or node.lineno)
+            for node in tree.body if isinstance(node, ast.ClassDef)]
+
+
+def class_texts(store: Database, files: Mapping[str, str]) -> dict[str, str]:
     """The top-level classes of some files (``file::Class`` -> its dedented text); a file that does
-    not parse counts as one text."""
+    not parse counts as one text. Where the classes are is cached by the file's content: parsing
+    LEMUR's 10,000 files again on every run would cost more than everything else."""
+    by_hash = {name: _sha256(text) for name, text in files.items()}
+    known: dict[str, Any] = {}
+    hashes = sorted(set(by_hash.values()))
+    for i in range(0, len(hashes), 500):
+        part = hashes[i:i + 500]
+        known.update((r["sha256"], json.loads(r["spans"]) if r["spans"] is not None else None) for r in store.conn.execute(
+            f"SELECT sha256, spans FROM dedup_classes WHERE sha256 IN ({','.join('?' * len(part))})", part))
+    found = {h: _class_spans(files[name]) for name, h in by_hash.items() if h not in known}
+    with Transaction(store.conn) as conn:
+        conn.executemany("INSERT OR REPLACE INTO dedup_classes (sha256, spans) VALUES (?,?)",
+                         [(h, json.dumps(spans) if spans is not None else None) for h, spans in found.items()])
+    known.update(found)
     out: dict[str, str] = {}
     for name, text in files.items():
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        spans = known[by_hash[name]]
+        if spans is None:
             out[f"{name}::"] = text
             continue
         lines = text.splitlines(keepends=True)
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef):
-                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                out[f"{name}::{node.name}"] = textwrap.dedent("".join(lines[start - 1:node.end_lineno]))
+        for cls, first, last in spans:
+            out[f"{name}::{cls}"] = textwrap.dedent("".join(lines[first - 1:last]))
     return out
 
 
@@ -302,7 +321,7 @@ def uniqueness(store: Database, members: Mapping[str, Member], library: Mapping[
                workers: int = 2) -> Uniqueness:
     """Validated blocks with no counterpart in ``files``, per level: no class of those files is
     a copy of the block's class at that level."""
-    outside, _ = signatures(store, class_texts(files), progress, workers)
+    outside, _ = signatures(store, class_texts(store, files), progress, workers)
     keyed = {f"{corpus}::{name}": sig for name, sig in outside.items()}
     validated = [b for b in library if members[b].validated]
     levels = cluster({**{b: library[b] for b in validated}, **keyed}, thresholds)
@@ -310,7 +329,7 @@ def uniqueness(store: Database, members: Mapping[str, Member], library: Mapping[
     matches: dict[str, list[tuple[str, str]]] = {}
     for level in LEVELS:
         found: list[tuple[str, str]] = []
-        for group in levels.groups[level]:
+        for group in levels[level]:
             theirs = sorted(m for m in group if m in keyed)
             if theirs:
                 found += [(b, theirs[0].split("::", 1)[1]) for b in sorted(group) if b not in keyed]

@@ -65,7 +65,7 @@ def find_duplicates(store: Database, workspace: Workspace, name: str, other: Map
         return result
     text = block_text(store, row) or (workspace.inside(row["path"]).read_text(encoding="utf-8") if row["path"] else "")
     mine, _ = signatures(store, {block_id: text})
-    theirs, _ = signatures(store, class_texts(other))
+    theirs, _ = signatures(store, class_texts(store, other))
     found = []
     for key, sig in theirs.items():
         match = level_of(mine[block_id], sig, thresholds)

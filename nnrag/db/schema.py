@@ -204,6 +204,10 @@ CREATE TABLE IF NOT EXISTS dedup_signatures (
     structure TEXT NOT NULL,         -- JSON list of structural features
     structure_minhash BLOB NOT NULL  -- uint32 MinHash values of the features
 );
+CREATE TABLE IF NOT EXISTS dedup_classes (
+    sha256 TEXT PRIMARY KEY,         -- of a file of other code (a LEMUR model file)
+    spans TEXT                       -- JSON [[class, first line, last line], ...]; NULL: the file does not parse
+);
 CREATE TABLE IF NOT EXISTS dedup_clusters (
     level TEXT NOT NULL,             -- raw | exact | near | structural
     block_id TEXT NOT NULL,
@@ -225,7 +229,7 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
 
 
 def _v2_to_v3(conn: sqlite3.Connection) -> None:
-    """Dedup's signature cache and clusters."""
+    """Dedup's caches (signatures, classes of other code) and clusters."""
     conn.executescript(_CURATE)
 
 
