@@ -348,7 +348,6 @@ def export(
     options = ExportOptions(format=format, validated_only=validated_only, licenses=tuple(licenses) if licenses else None,
                             splits=tuple(splits), seed=seed, synthesized=synthesized,  # type: ignore[arg-type]
                             spec_format=spec_format)  # type: ignore[arg-type]
-    options.check()
     workspace = Workspace.resolve(home)
     with connect(workspace) as db:
         return run(db, workspace, Path(folder), options, progress)

@@ -28,7 +28,7 @@ from ..specs.model import BlockSpec
 from ..workspace import Workspace
 from .card import dataset_card
 from .clusters import LEVELS, Thresholds, UnionFind
-from .dedup import SIGNATURE_VERSION, dedup
+from .dedup import SIGNATURE_VERSION, DedupReport, dedup
 
 log = logging.getLogger(__name__)
 
@@ -139,10 +139,13 @@ def _assign(group_of: dict[str, str], options: ExportOptions) -> tuple[dict[str,
     return {block: split_of_group[g] for block, g in group_of.items()}, large
 
 
-def _clusters(store: Database) -> dict[str, dict[str, str]]:
+def _cluster_of(report: DedupReport) -> dict[str, dict[str, str]]:
+    """Block -> level -> the canonical member of its cluster there."""
     out: dict[str, dict[str, str]] = {}
-    for r in store.conn.execute("SELECT level, block_id, cluster FROM dedup_clusters"):
-        out.setdefault(r["block_id"], {})[r["level"]] = r["cluster"]
+    for level, clusters in report.clusters.items():
+        for c in clusters:
+            for member in c.members:
+                out.setdefault(member, {})[level] = c.canonical
     return out
 
 
@@ -233,8 +236,7 @@ def _write_parquet(path: Path, records: list[dict[str, Any]]) -> bool:
         import pyarrow.parquet as pq
     except ImportError:
         return False
-    rows = [{**r, "meta": json.dumps(r["meta"], sort_keys=True)} for r in records]
-    pq.write_table(pa.Table.from_pylist(rows), path, compression="zstd")
+    pq.write_table(pa.Table.from_pylist(records), path, compression="zstd")
     return True
 
 
@@ -244,10 +246,9 @@ def export(store: Database, workspace: Workspace, folder: Path, options: ExportO
     pyarrow is installed), ``manifest.json`` and a ``README.md`` dataset card."""
     options.check()
     started = time.perf_counter()
-    dedup(store, workspace, options.thresholds, progress=progress)  # clusters of the library as it is now
+    copies = dedup(store, workspace, options.thresholds, progress=progress)  # of the library as it is now
     cache.refresh(store, workspace, progress=(lambda d, t: progress("specs", d, t)) if progress else None)
-    clusters = _clusters(store)
-    examples, excluded = _examples(store, workspace, options, clusters)
+    examples, excluded = _examples(store, workspace, options, _cluster_of(copies))
     group_of = _groups(examples)
     split_of, large = _assign(group_of, options)
     by_split: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
