@@ -60,6 +60,9 @@ def _guarded() -> list[tuple[object, str, object, object]]:
     return [(owner, name, obj, getattr(obj, "__code__", None)) for owner, name in owners if (obj := getattr(owner, name, None))]
 
 
+_GUARDED: list[tuple[object, str, object, object]] = []  # filled once by main(), inherited by every fork
+
+
 def _tampered(guarded: list[tuple[object, str, object, object]]) -> list[str]:
     return [f"{getattr(owner, '__name__', type(owner).__name__)}.{name}" for owner, name, obj, code in guarded
             if getattr(owner, name, None) is not obj or getattr(obj, "__code__", None) is not code]
@@ -116,8 +119,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
                 result["message"] = probe.format_failure(e)
             os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
             return
-        guarded = _guarded()
-        write = os.write  # the originals, kept before any candidate code runs
+        write = os.write  # the original, kept before any candidate code runs
         try:
             if request.get("paths"):  # read-only for the candidate: no bytecode written beside the sources
                 sys.dont_write_bytecode = True
@@ -135,7 +137,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
             result.update(code=code, message=f"{type(e).__name__}: {e}"[:2000], traceback=probe.format_failure(e))
         result["seconds"] = time.perf_counter() - started
         result["peak_mb"] = round(max(0, status_kb("VmHWM") - base_kb) / 1024, 1)
-        if changed := _tampered(guarded):  # written without json, which may be among them
+        if changed := _tampered(_GUARDED):  # written without json, which may be among them
             names = ",".join(re.sub(r"[^A-Za-z0-9_.]", "", n) for n in changed[:8])
             write(report_fd, f'{{"violation": "integrity: the candidate replaced {names}"}}\n'.encode())
         write(report_fd, (json.dumps(result, default=str) + "\n").encode())
@@ -383,6 +385,7 @@ def main() -> None:
     from .sandbox import status_kb
 
     # a child's garbage collection must not write to (and so copy) every object the imports made
+    _GUARDED[:] = _guarded()
     gc.freeze()
     _subreaper()
     _remove_stale_folders()
