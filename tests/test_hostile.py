@@ -48,15 +48,26 @@ def gate() -> Gate:
     ("fork_bomb.py", "sandbox-violation"),
     ("grandchildren_memory.py", "memory"),
     ("patches_torch.py", "sandbox-violation"),
+    ("forges_record.py", "sandbox-violation"),
 ])
 def test_a_hostile_candidate_is_classified_and_leaves_no_process(gate: Gate, payload: str, code: str) -> None:
     record = gate.check_file(HOSTILE / payload)
     assert (record.ok, record.code) == (False, code), record.message
     assert not _left_behind()
-    if payload == "daemon.py":  # it returned normally: only the sweep after the check found its process
+    if payload == "daemon.py":  # it returned normally: only the look for stray processes after the check found it
         assert "still running after the check" in record.message
     if payload == "patches_torch.py":
         assert "integrity: the candidate replaced Module.__call__" in record.message
+    if payload == "forges_record.py":
+        assert "result records arrived where the harness writes one" in record.message
+
+
+def test_a_candidate_sees_no_other_process_and_cannot_trace_mount_or_unshare(gate: Gate) -> None:
+    record = gate.check_file(HOSTILE / "looks_around.py")
+    assert (record.ok, record.code) == (False, "runtime-error"), record.message
+    if record.isolation.get("process") != "pidns+own-proc" or record.isolation.get("syscalls") != "seccomp":
+        pytest.skip(f"this machine gave {record.isolation}: no PID namespace with its own /proc, or no seccomp")
+    assert "others=0 ptrace=-1/1 unshare=-1/1 mount=-1/1" in record.message, record.message  # EPERM from seccomp
 
 
 def test_a_candidate_sees_no_secret_and_cannot_lift_its_limits(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

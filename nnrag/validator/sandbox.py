@@ -2,12 +2,16 @@
 
 Layers, strongest first, each recorded in the result's ``isolation``:
 
-- a new network namespace (``unshare(CLONE_NEWUSER | CLONE_NEWNET)``) where the kernel allows
-  unprivileged user namespaces: no interface but a downed loopback, so no connection succeeds;
+- new user, network, IPC and PID namespaces where the kernel allows unprivileged user namespaces:
+  no interface but a downed loopback, so no connection succeeds; no System V IPC object of
+  another process; the candidate is process 1 of its own PID namespace with its own ``/proc``, so
+  it sees no process but its own, and every process it starts dies when it ends;
 - in the same user namespace, a private mount namespace: the user's home, temporary folders,
   shared memory and runtime sockets covered by empty file systems (the interpreter and the source
   roots bound back), every file system read-only but the candidate's own folder: writes outside
   it fail in the kernel, however they are made;
+- a seccomp filter (through the system's libseccomp) refusing the calls a candidate has no use
+  for and an escape would: ``ptrace``, ``mount``, ``unshare``, ``setns``, ``bpf``, ``keyctl``, ...;
 - resource limits: CPU seconds, data segment (``RLIMIT_DATA``: an address-space limit breaks the
   CUDA build of torch, which maps several GB it never touches), file size, processes, no core files;
 - a Python audit hook that refuses sockets, new processes and writes outside the candidate's
@@ -22,6 +26,7 @@ import functools
 import json
 import os
 import resource
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -69,7 +74,7 @@ def kernel_confinement() -> bool:
         return False
     pid = os.fork()
     if pid == 0:  # only system calls here: the caller may hold threads
-        os._exit(0 if _unshare_network() else 1)
+        os._exit(0 if _unshare() else 1)
     _, status = os.waitpid(pid, 0)
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
@@ -82,25 +87,125 @@ def require_kernel_confinement(allow_weak: bool) -> None:
                           "runs here only with --allow-weak-sandbox (allow_weak_sandbox=True)")
 
 
-def _unshare_network() -> bool:
-    """A new user and network namespace, the caller's uid and gid mapped to its root (files it
-    creates in its folder keep their owner; an unmapped process cannot create files at all)."""
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWPID = 0x20000000
+
+
+def _unshare() -> str:
+    """New user, network, IPC and PID namespaces (user and network alone where the kernel refuses
+    the others), the caller's uid and gid mapped to its root (files it creates in its folder keep
+    their owner; an unmapped process cannot create files at all). Returns what was made:
+    ``"user,net,ipc,pid"``, ``"user,net"`` or ``""``."""
     if not _NAMESPACES:
-        return False
+        return ""
     uid, gid = os.getuid(), os.getgid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-            return False
+        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWPID) == 0:
+            made = "user,net,ipc,pid"
+        elif libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
+            made = "user,net"
+        else:
+            return ""
     except (OSError, AttributeError):
-        return False
+        return ""
     for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
         try:
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
         except OSError:
             pass  # still namespaced; only file creation inside may be refused
-    return True
+    return made
+
+
+def _enter_pid_namespace(own_proc: bool) -> bool:
+    """Fork the PID namespace's first process, which goes on as the candidate; this process waits
+    for it and ends as it ended, so the worker reads the same status (a signal, an exit code).
+    The kernel kills every process of the namespace when its first one ends: nothing the candidate
+    starts outlives it. The candidate then mounts its own ``/proc``, where it sees only its own
+    processes (the worker's command line and environment are not there to read), if ``own_proc``
+    (it needs the private mount namespace). Returns whether that ``/proc`` was mounted (a container
+    that masks parts of the system's refuses it)."""
+    pid = os.fork()
+    if pid:
+        # this process runs no candidate code; ignoring SIGXCPU keeps it alive until its child ends
+        signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        if os.WIFSIGNALED(status):
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+            os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+    if not own_proc:
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+        return libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, None) == 0  # nosuid, nodev, noexec
+    except (OSError, AttributeError):
+        return False
+
+
+def stray_processes() -> list[int]:
+    """Processes of the candidate's PID namespace other than itself that still run (zombies are
+    done): what it started and left. Meaningful only as the namespace's first process with its own
+    ``/proc``; empty elsewhere."""
+    if os.getpid() != 1:
+        return []
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and entry.name != "1":
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    data = f.read()
+                if data[data.rindex(b")") + 2:].split()[0] != b"Z":
+                    found.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return sorted(found)
+
+
+# System calls a candidate never needs and an escape or an attack on the machine would: tracing
+# and reading other processes, new namespaces and mounts, kernel keys, BPF programs, kernel
+# modules, file handles that bypass paths, io_uring (whose operations a seccomp filter never sees).
+_DENIED_CALLS = ("ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "chroot",
+                 "unshare", "setns", "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "kexec_load",
+                 "kexec_file_load", "init_module", "finit_module", "delete_module", "userfaultfd",
+                 "open_by_handle_at", "name_to_handle_at", "fsopen", "fsmount", "fsconfig", "move_mount", "open_tree",
+                 "fspick", "mount_setattr", "io_uring_setup", "io_uring_enter", "io_uring_register", "acct",
+                 "swapon", "swapoff", "reboot", "settimeofday", "clock_settime", "adjtimex", "quotactl")
+_SCMP_ACT_ALLOW = 0x7FFF0000
+_SCMP_ACT_ERRNO_EPERM = 0x00050000 | 1
+
+
+def _seccomp() -> bool:
+    """Refuse ``_DENIED_CALLS`` with EPERM for this process and all it starts (libseccomp also
+    sets no-new-privileges). False where the library is missing."""
+    try:
+        lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    except OSError:
+        return False
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    ctx = lib.seccomp_init(_SCMP_ACT_ALLOW)
+    if not ctx:
+        return False
+    try:
+        for name in _DENIED_CALLS:
+            number = lib.seccomp_syscall_resolve_name(name.encode())
+            if number >= 0 and lib.seccomp_rule_add(ctx, _SCMP_ACT_ERRNO_EPERM, number, 0) != 0:
+                return False
+        return lib.seccomp_load(ctx) == 0
+    finally:
+        lib.seccomp_release(ctx)
 
 
 _CLONE_NEWNS = 0x00020000
@@ -154,7 +259,7 @@ def _read_only_filesystem(folder: Path, visible: Sequence[str] = ()) -> bool:
     ``_HIDDEN``) and every mount is read-only but the candidate's folder (bound onto itself, so it
     stays writable) and /proc, /dev: a write anywhere else, whichever way it is made (``os.open``
     with ``dir_fd``, libc through ctypes, SQLite), fails with EROFS. Needs the user namespace
-    ``_unshare_network`` made."""
+    ``_unshare`` made."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
@@ -221,9 +326,10 @@ def _limit(which: int, soft: int, slack: int = 0) -> None:
 
 def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str] = ()) -> dict[str, str]:
     """Confine the current (freshly forked, single-threaded) process; ``visible`` are folders it
-    must still read (source roots). Returns the isolation levels."""
-    namespaced = _unshare_network()
-    isolation = {"process": "fork", "network": "netns" if namespaced else "audit-hook"}
+    must still read (source roots). With a PID namespace this forks: the caller goes on as the
+    namespace's first process. Returns the isolation levels."""
+    namespaces = _unshare()
+    isolation = {"process": "fork", "network": "netns" if namespaces else "audit-hook"}
     mb = 1024 * 1024
     _limit(resource.RLIMIT_CPU, int(limits.cpu_s), slack=1)
     _limit(resource.RLIMIT_DATA, status_kb("VmData") * 1024 + limits.memory_mb * mb)
@@ -234,8 +340,13 @@ def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str]
     except (OSError, ValueError):
         pass
     isolation["limits"] = "cpu,data,fsize,nproc,core"
-    read_only = namespaced and _read_only_filesystem(folder.resolve(), visible)
+    read_only = bool(namespaces) and _read_only_filesystem(folder.resolve(), visible)
     isolation["filesystem"] = "private read-only view+audit-hook" if read_only else "audit-hook"
+    if "pid" in namespaces:
+        isolation["process"] = "pidns+own-proc" if _enter_pid_namespace(own_proc=read_only) else "pidns"
+        isolation["ipc"] = "ipcns"
+    if _seccomp():
+        isolation["syscalls"] = "seccomp"
     _install_hook(folder.resolve(), report_fd)
     return isolation
 

@@ -92,7 +92,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         import tempfile as _tempfile
 
         _tempfile.tempdir = str(folder)  # the worker cached its own; torch caches go here, not /tmp
-        from .sandbox import confine, status_kb
+        from .sandbox import confine, status_kb, stray_processes
 
         base_kb = status_kb("VmRSS")
         try:
@@ -140,6 +140,9 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         if changed := _tampered(_GUARDED):  # written without json, which may be among them
             names = ",".join(re.sub(r"[^A-Za-z0-9_.]", "", n) for n in changed[:8])
             write(report_fd, f'{{"violation": "integrity: the candidate replaced {names}"}}\n'.encode())
+        if strays := stray_processes():  # they die with this process; starting them is the violation
+            write(report_fd, f'{{"violation": "process: {len(strays)} process(es) still running after the check, '
+                             f'killed with the candidate"}}\n'.encode())
         write(report_fd, (json.dumps(result, default=str) + "\n").encode())
     finally:
         os._exit(0)
@@ -348,7 +351,10 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
         violations.append(f"process: started more than {limits.processes} processes")
     if left and killed is None:  # processes the candidate left behind (after a kill, its children are expected)
         violations.append(f"process: {len(left)} process(es) still running after the check, killed ({', '.join(map(str, left[:10]))})")
-    result = next((x for x in reversed(lines) if "stage" in x), None)
+    records = [x for x in lines if "stage" in x]
+    if len(records) > 1:  # the harness writes one: another came from the candidate
+        violations.append(f"result: {len(records)} result records arrived where the harness writes one")
+    result = records[-1] if records else None
     if result is None:
         result = {"ok": False, "stage": next((x["progress"] for x in reversed(lines) if "progress" in x), "import")}
         if killed == R.TIMEOUT:
