@@ -167,3 +167,30 @@ def test_shared_chroma_server(lib: dict[str, object], tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_numpy_encoder_gives_sentence_transformers_vectors() -> None:
+    import numpy as np
+
+    from nnrag.search.embedders import DEFAULT_MODEL, SentenceTransformerEmbedder, make_embedder
+
+    texts = [f"{adjective} {noun} for {task}" for adjective in ("anti-aliased", "depthwise", "gated", "sparse", "residual")
+             for noun in ("downsampling", "attention", "convolution", "normalisation") for task in ("images", "tokens", "graphs", "audio", "video")]
+    texts += ["", "a", "ÄÖÜ straße 日本語 🚀", "Conv2d " * 400, "x" * 3000]  # empty, unicode, longer than 256 tokens
+    fast = make_embedder(DEFAULT_MODEL)
+    assert type(fast).__name__ == "NumpyEmbedder" and fast.name == DEFAULT_MODEL
+    ours = np.array(fast.embed(texts[:60]) + fast.embed(texts[60:]))  # two calls of at most 64: numpy both times
+    reference = np.array(SentenceTransformerEmbedder(DEFAULT_MODEL).embed(texts))
+    assert len(texts) >= 100 and ours.shape == reference.shape == (len(texts), 384)
+    assert float((ours * reference).sum(1).min()) >= 0.999
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_search_process_never_imports_torch(lib: dict[str, object]) -> None:
+    import subprocess
+    import sys
+
+    script = ("import sys, nnrag; hits = nnrag.search('find anti-aliased downsampling', 3, home=sys.argv[1]); "
+              "print(hits[0].name, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script, str(lib["home"])], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["BlurDownsample", "False", "False"], out.stdout + out.stderr

