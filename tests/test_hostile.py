@@ -203,3 +203,46 @@ def test_a_huge_file_is_refused_before_anything_compiles_it(gate: Gate) -> None:
     huge = "x = 1\n" * (MAX_SOURCE_CHARS // 6 + 1)
     record = gate.check_code(huge + "import torch.nn as nn\nclass Big(nn.Module):\n    pass\n", "Big")
     assert (record.ok, record.code, record.stage) == (False, "too-large", "parse")
+
+
+def test_with_the_hook_off_no_way_out_gets_through(gate: Gate) -> None:
+    import glob
+    import socket
+    import threading
+
+    received: list[bytes] = []
+    listeners = []
+    for address in ("/tmp/nnrag-hostile.sock", "\0nnrag-hostile"):
+        if not address.startswith("\0"):
+            Path(address).unlink(missing_ok=True)
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(address)
+        s.listen(1)
+        s.settimeout(20)
+        listeners.append(s)
+
+        def accept(server: socket.socket = s) -> None:
+            try:
+                conn, _ = server.accept()
+                received.append(conn.recv(100))
+                conn.close()
+            except OSError:
+                pass
+
+        threading.Thread(target=accept, daemon=True).start()
+    markers = [Path("/tmp/nnrag-hostile-escape.dirfd"), Path("/tmp/nnrag-hostile-escape.shell"),
+               Path("/dev/shm/nnrag-hostile-escape")]
+    for marker in markers:
+        marker.unlink(missing_ok=True)
+    try:
+        record = gate.check_file(HOSTILE / "escapes_unhooked.py")
+    finally:
+        for s in listeners:
+            s.close()
+        Path("/tmp/nnrag-hostile.sock").unlink(missing_ok=True)
+    if record.isolation.get("filesystem") == "audit-hook":
+        pytest.skip("this kernel refused the namespaces: only the audit hook guards")
+    assert (record.ok, record.code) == (False, "runtime-error"), record.message
+    assert "escaped=[]" in record.message, record.message
+    assert not any(m.exists() for m in markers) and not glob.glob(tempfile.gettempdir() + "/nnrag-sandbox-*-x")
+    assert received == [] and not _left_behind()

@@ -74,9 +74,45 @@ def kernel_confinement() -> bool:
         return False
     pid = os.fork()
     if pid == 0:  # only system calls here: the caller may hold threads
-        os._exit(0 if _unshare() else 1)
+        try:
+            if os.getuid() == 0:  # as a candidate will be: see _drop_root
+                _become_nobody()
+            libc = ctypes.CDLL(None, use_errno=True)
+            os._exit(0 if _unshare() and libc.unshare(_CLONE_NEWNS) == 0 else 1)
+        except BaseException:
+            os._exit(1)
     _, status = os.waitpid(pid, 0)
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+_NOBODY = 65534
+
+
+def _drop_root(folder: Path) -> bool:
+    """Run as ``nobody`` when the worker runs as root: mapped into its user namespace as the
+    caller's own uid, a root caller's candidate would own every root file (``/etc/shadow``, the
+    root user's keys wherever the mount view leaves them). Only where the kernel confines
+    candidates: the private view is what lets ``nobody`` reach an interpreter installed under
+    ``/root``. The candidate's folder becomes ``nobody``'s."""
+    if os.getuid() != 0:
+        return False
+    for path in (folder, *folder.iterdir()):
+        os.chown(path, _NOBODY, _NOBODY)
+    _become_nobody()
+    return True
+
+
+_PR_SET_DUMPABLE = 4
+
+
+def _become_nobody() -> None:
+    os.setgroups([])
+    os.setgid(_NOBODY)
+    os.setuid(_NOBODY)
+    # a change of uid makes the process undumpable, which leaves its /proc/self files to root:
+    # it could not write its own uid_map. (Other candidates stay out of reach: their PID
+    # namespaces hide them and seccomp refuses ptrace.)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
 
 
 def require_kernel_confinement(allow_weak: bool) -> None:
@@ -258,8 +294,8 @@ def _read_only_filesystem(folder: Path, visible: Sequence[str] = ()) -> bool:
     """A private mount namespace where the places that hold others' data are covered (see
     ``_HIDDEN``) and every mount is read-only but the candidate's folder (bound onto itself, so it
     stays writable) and /proc, /dev: a write anywhere else, whichever way it is made (``os.open``
-    with ``dir_fd``, libc through ctypes, SQLite), fails with EROFS. Needs the user namespace
-    ``_unshare`` made."""
+    with ``dir_fd``, libc through ctypes, SQLite), fails with EROFS. Needs root or the user
+    namespace ``_unshare`` made."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
@@ -328,8 +364,21 @@ def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str]
     """Confine the current (freshly forked, single-threaded) process; ``visible`` are folders it
     must still read (source roots). With a PID namespace this forks: the caller goes on as the
     namespace's first process. Returns the isolation levels."""
-    namespaces = _unshare()
-    isolation = {"process": "fork", "network": "netns" if namespaces else "audit-hook"}
+    folder = folder.resolve()
+    if os.getuid() == 0 and kernel_confinement():
+        # root builds the view in a mount namespace of its own, with its rights (nobody could not
+        # even look up what to bind back under /root), then becomes nobody; the copy a user
+        # namespace then takes of that view is locked, mount by mount
+        read_only = _read_only_filesystem(folder, visible)
+        dropped = _drop_root(folder)
+        namespaces = _unshare()
+        own_mounts = bool(namespaces) and ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWNS) == 0
+    else:
+        dropped = False
+        namespaces = _unshare()
+        read_only = own_mounts = bool(namespaces) and _read_only_filesystem(folder, visible)
+    isolation = {"process": "fork", "network": "netns" if namespaces else "audit-hook",
+                 "user": "nobody" if dropped else "caller"}
     mb = 1024 * 1024
     _limit(resource.RLIMIT_CPU, int(limits.cpu_s), slack=1)
     _limit(resource.RLIMIT_DATA, status_kb("VmData") * 1024 + limits.memory_mb * mb)
@@ -340,14 +389,13 @@ def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str]
     except (OSError, ValueError):
         pass
     isolation["limits"] = "cpu,data,fsize,nproc,core"
-    read_only = bool(namespaces) and _read_only_filesystem(folder.resolve(), visible)
     isolation["filesystem"] = "private read-only view+audit-hook" if read_only else "audit-hook"
     if "pid" in namespaces:
-        isolation["process"] = "pidns+own-proc" if _enter_pid_namespace(own_proc=read_only) else "pidns"
+        isolation["process"] = "pidns+own-proc" if _enter_pid_namespace(own_proc=own_mounts) else "pidns"
         isolation["ipc"] = "ipcns"
     if _seccomp():
         isolation["syscalls"] = "seccomp"
-    _install_hook(folder.resolve(), report_fd)
+    _install_hook(folder, report_fd)
     return isolation
 
 

@@ -388,8 +388,9 @@ def main() -> None:
             __import__(name)
         except Exception:
             pass
-    from .sandbox import status_kb
+    from .sandbox import kernel_confinement, status_kb
 
+    kernel_confinement()  # asked once here (a fork), inherited by every candidate
     # a child's garbage collection must not write to (and so copy) every object the imports made
     _GUARDED[:] = _guarded()
     gc.freeze()
