@@ -38,6 +38,8 @@ def test_agent_without_llm_says_what_to_set(home: object) -> None:
     assert proc.returncode == 2
     for setting in ("--model", "--base-url", "OPENAI_BASE_URL", "OPENAI_API_KEY", "an [llm] table", "config.toml"):
         assert setting in proc.stderr
+    helped = run_cli("agent", "--help")  # help texts keep bracketed words too
+    assert "[llm] in" in " ".join(helped.stdout.split())
 
 
 def test_injected_instructions_stay_in_the_sandbox(search_lib: dict[str, object]) -> None:

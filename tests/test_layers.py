@@ -12,10 +12,10 @@ PACKAGE = Path(nnrag.__file__).parent
 LAYERS = [
     {"_version", "errors", "progress", "workspace", "config", "db"},
     {"sources"}, {"index"}, {"extract"}, {"validator"}, {"library"}, {"specs"}, {"search"}, {"curate"}, {"synthesis"},
-    {"tools"}, {"agent"}, {"lemur"}, {"evals"}, {"cli", "__main__"},
+    {"tools"}, {"agent"}, {"serve"}, {"lemur"}, {"evals"}, {"cli", "__main__"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
-CLIENTS = {"tools", "agent", "evals", "cli", "__main__"}  # may call the public API (nnrag/__init__.py)
+CLIENTS = {"tools", "agent", "serve", "evals", "cli", "__main__"}  # may call the public API (nnrag/__init__.py)
 
 
 def _stage(module: str) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import nnrag
 
-from . import curate, lemur, library, llm, search  # noqa: F401  (registers the commands)
+from . import curate, lemur, library, llm, search, serve  # noqa: F401  (registers the commands)
 from .common import app, err, out
 
 

@@ -24,6 +24,7 @@ app = typer.Typer(
     name="nnrag",
     help="Turn PyTorch repositories into a searchable, executable library of neural-network blocks.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # help texts are plain: "[llm] in config.toml" must not be read as markup
     add_completion=False,
     pretty_exceptions_enable=False,
 )

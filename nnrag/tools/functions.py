@@ -19,7 +19,7 @@ from nnrag.workspace import Workspace
 log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
-_MAX_CODE_CHARS = 200_000
+MAX_CODE_CHARS = 200_000
 
 
 def _as_result(fn: F) -> F:
@@ -41,10 +41,19 @@ def _as_result(fn: F) -> F:
 class Toolbox:
     """The tools bound to one nnrag home."""
 
-    def __init__(self, home: str | Path | None = None, allow_weak_sandbox: bool = False) -> None:
+    def __init__(self, home: str | Path | None = None, allow_weak_sandbox: bool = False, warm_gate: bool = False) -> None:
         self.workspace = Workspace.resolve(home)
         self.home = str(self.workspace.home)
         self.allow_weak_sandbox = allow_weak_sandbox  # code from a model runs only under the kernel's confinement
+        # a long-lived caller (a server) keeps one gate worker warm: each new one imports torch again
+        self.warm_gate = warm_gate
+        self._gate: Any = None
+
+    def close(self) -> None:
+        """Stop the warm gate worker, if one was started."""
+        if self._gate is not None:
+            self._gate.close()
+            self._gate = None
 
     @_as_result
     def search_blocks(self, query: str, k: int = 5, source: str | None = None, category: str | None = None) -> dict[str, Any]:
@@ -69,25 +78,32 @@ class Toolbox:
         if not path:
             return {"error": f"{block_id} has no standalone file (its extraction failed)", "kind": "NotFoundError"}
         code = self.workspace.inside(path).read_text(encoding="utf-8")  # a path from the database stays in the home
-        return {"id": block_id, "validated": status == "validated", "code": code[:_MAX_CODE_CHARS]}
+        return {"id": block_id, "validated": status == "validated", "code": code[:MAX_CODE_CHARS]}
 
     @_as_result
     def extract_block(self, name: str, source: str | None = None) -> dict[str, Any]:
         """Extract a discovered block into one standalone file (returned, not written)."""
         ex = nnrag.extract(name, source=source or None, home=self.home)
         d = ex.to_dict()
-        d["code"] = str(d["code"])[:_MAX_CODE_CHARS]
+        d["code"] = str(d["code"])[:MAX_CODE_CHARS]
         return d
 
     @_as_result
     def validate_code(self, code: str, class_name: str | None = None) -> dict[str, Any]:
         """Run the validator gate (sandboxed) on Python source text."""
-        if len(code) > _MAX_CODE_CHARS:
-            return {"error": f"code is {len(code)} characters; the limit is {_MAX_CODE_CHARS}", "kind": "ValueError"}
+        if len(code) > MAX_CODE_CHARS:
+            return {"error": f"code is {len(code)} characters; the limit is {MAX_CODE_CHARS}", "kind": "ValueError"}
         from nnrag.validator.sandbox import require_kernel_confinement
 
         require_kernel_confinement(self.allow_weak_sandbox)
-        record = nnrag.validate(code=code, class_name=class_name or None)
+        if self.warm_gate:
+            from nnrag.validator.gate import Gate
+
+            if self._gate is None:
+                self._gate = Gate(1)
+            record = self._gate.check_code(code, class_name or None)
+        else:
+            record = nnrag.validate(code=code, class_name=class_name or None)
         d = record.to_dict()
         d.pop("traceback", None)
         d["traceback_tail"] = record.traceback[-800:]

@@ -1,0 +1,176 @@
+"""The web view and JSON API of one home, as a FastAPI application.
+
+Pages: ``/`` (search with live results and filters), ``/block/{id}`` (spec, file, provenance,
+verdict), ``/library`` (figures and the failures table). API under ``/api``: the agent tools'
+operations (search, spec, code, validate, sources) plus the block list and the library figures,
+described at ``/openapi.json``. Every answer reads the home only through the same lookups the
+tools use (a stored path is resolved inside the home); posted code goes through the gate and its
+sandbox. Pages load nothing from other hosts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import Body, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+import nnrag
+from nnrag.errors import NotFoundError
+from nnrag.tools.functions import MAX_CODE_CHARS, Toolbox
+from nnrag.workspace import Workspace
+
+from . import views
+
+_HERE = Path(__file__).parent
+MAX_BODY_BYTES = 4 * MAX_CODE_CHARS  # JSON escaping may grow code up to ~4x; past this, 413 unread
+_STATUS = {"NotFoundError": 404, "AmbiguousBlockError": 409, "ConfigError": 503, "LLMNotConfigured": 503,
+           "ValueError": 422, "internal": 500}
+State = Literal["validated", "failed", "all"]
+_VALIDATED: dict[str, bool | None] = {"validated": True, "failed": False, "all": None}
+
+
+class ValidateRequest(BaseModel):
+    code: str = Field(description="Python source of one nn.Module block (a standalone file)")
+    class_name: str | None = Field(None, description="the class to check; default: the file's last nn.Module")
+
+
+class _BodyLimit:
+    """Refuses a request whose declared body is larger than the limit before reading it."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            length = dict(scope.get("headers") or []).get(b"content-length", b"0")
+            if length.isdigit() and int(length) > self.limit:
+                response = JSONResponse({"error": f"the request body is {int(length)} bytes; the limit is {self.limit}"},
+                                        status_code=413)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _answer(result: dict[str, Any]) -> dict[str, Any]:
+    """A tool's result, or its error as the HTTP status its kind means."""
+    if "error" in result:
+        raise HTTPException(_STATUS.get(str(result.get("kind")), 400), detail=result["error"])
+    return result
+
+
+def create_app(home: str | Path | None = None, *, allow_weak_sandbox: bool = False) -> FastAPI:
+    """The application for one home. Validation starts one warm gate worker on first use."""
+    workspace = Workspace.resolve(home)
+    tools = Toolbox(workspace.home, allow_weak_sandbox=allow_weak_sandbox, warm_gate=True)
+    search_lock, gate_lock = threading.Lock(), threading.Lock()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        tools.close()  # the warm gate worker ends with the server
+
+    app = FastAPI(title="nnrag", version=nnrag.__version__, docs_url=None, redoc_url=None,  # their pages load a CDN
+                  description="Search, read and validate the neural-network blocks of one nnrag home.", lifespan=lifespan)
+    app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)
+    app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
+    templates = Jinja2Templates(directory=_HERE / "templates")
+    templates.env.globals["version"] = nnrag.__version__
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> Any:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+        return templates.TemplateResponse(request, "error.html", {"status": exc.status_code, "message": exc.detail},
+                                          status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return JSONResponse({"error": f"{where}: {first.get('msg', 'invalid request')}", "detail": exc.errors()},
+                            status_code=422)
+
+    def _search(q: str, k: int, source: str | None, category: str | None, state: State) -> list[dict[str, Any]]:
+        if not q.strip():
+            raise HTTPException(422, detail="q: the query is empty")
+        with search_lock:  # one index object per home; its sync writes
+            hits = nnrag.search(q, k, source=source or None, category=category or None,
+                                validated=_VALIDATED[state], home=workspace.home)
+        return [h.to_dict() for h in hits]
+
+    # -- the JSON API --------------------------------------------------------------------
+    @app.get("/api/search", tags=["api"], summary="Natural-language search over the library")
+    def api_search(q: str = Query(..., min_length=1, max_length=1000, description="what the block does"),
+                   k: int = Query(10, ge=1, le=50), source: str | None = None, category: str | None = None,
+                   state: State = "validated") -> dict[str, Any]:
+        return {"query": q, "results": _search(q, k, source, category, state)}
+
+    @app.get("/api/blocks", tags=["api"], summary="Every library block, optionally by status")
+    def api_blocks(status: Literal["validated", "failed"] | None = None) -> dict[str, Any]:
+        return {"blocks": nnrag.library_entries(status, home=workspace.home)}
+
+    @app.get("/api/blocks/{block_id}/spec", tags=["api"], summary="The neutral spec of a block (no code)")
+    def api_spec(block_id: str) -> dict[str, Any]:
+        return _answer(tools.get_spec(block_id))
+
+    @app.get("/api/blocks/{block_id}/code", tags=["api"], summary="The standalone file of a block")
+    def api_code(block_id: str) -> dict[str, Any]:
+        return _answer(tools.get_block_code(block_id))
+
+    @app.post("/api/validate", tags=["api"], summary="Run the gate (sandboxed) on posted code")
+    def api_validate(request: ValidateRequest = Body(...)) -> dict[str, Any]:
+        if len(request.code) > MAX_CODE_CHARS:
+            raise HTTPException(413, detail=f"code is {len(request.code)} characters; the limit is {MAX_CODE_CHARS}")
+        with gate_lock:  # one warm worker, one candidate at a time
+            return _answer(tools.validate_code(request.code, request.class_name))
+
+    @app.get("/api/sources", tags=["api"], summary="The indexed sources")
+    def api_sources() -> dict[str, Any]:
+        return _answer(tools.list_sources())
+
+    @app.get("/api/library", tags=["api"], summary="Pass rate, per-source figures and failures by code")
+    def api_library() -> dict[str, Any]:
+        return nnrag.report(home=workspace.home).to_dict()
+
+    # -- pages ---------------------------------------------------------------------------
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def page_search(request: Request, q: str = "", source: str = "", category: str = "", state: State = "validated") -> Any:
+        hits = _search(q, 20, source, category, state) if q.strip() else []
+        return templates.TemplateResponse(request, "search.html", {
+            "q": q, "source": source, "category": category, "state": state, "hits": hits,
+            **views.facets(workspace)})
+
+    @app.get("/block/{block_id}", response_class=HTMLResponse, include_in_schema=False)
+    def page_block(request: Request, block_id: str) -> Any:
+        try:
+            page = views.block_page(workspace, block_id)
+        except NotFoundError as e:
+            raise HTTPException(404, detail=str(e)) from e
+        return templates.TemplateResponse(request, "block.html", page | {"highlight_css": views.highlight_css()})
+
+    @app.get("/block/{block_id}/download", include_in_schema=False)
+    def download(block_id: str) -> PlainTextResponse:
+        try:
+            page = views.block_page(workspace, block_id)
+        except NotFoundError as e:
+            raise HTTPException(404, detail=str(e)) from e
+        if not page["code"]:
+            raise HTTPException(404, detail=f"{block_id} has no standalone file (its extraction failed)")
+        return PlainTextResponse(page["code"], media_type="text/x-python",
+                                 headers={"Content-Disposition": f'attachment; filename="{page["filename"]}"'})
+
+    @app.get("/library", response_class=HTMLResponse, include_in_schema=False)
+    def page_library(request: Request, code: str = "", source: str = "") -> Any:
+        return templates.TemplateResponse(request, "library.html", views.library_page(workspace, code, source))
+
+    return app
