@@ -121,3 +121,11 @@ def test_a_build_whose_stderr_is_a_pipe_prints_plain_progress_lines(tmp_path: Pa
     lines = proc.stderr.splitlines()
     assert any(line.startswith("validate: 8/8") for line in lines), proc.stderr
     assert not any("\x1b[" in line or "━" in line for line in lines)  # no bars or escapes in a log
+
+
+def test_console_text_keeps_bracketed_words(tmp_path: Path) -> None:
+    block = tmp_path / "brackets.py"
+    block.write_text("import torch.nn as nn\n\n\nclass Brackets(nn.Module):\n    def forward(self, x):\n"
+                     "        raise RuntimeError('set [llm] in config, not [bold]this[/bold]')\n")
+    proc = run_cli("validate", str(block), check=False)
+    assert proc.returncode == 1 and "set [llm] in config, not [bold]this[/bold]" in " ".join(proc.stdout.split()), proc.stdout

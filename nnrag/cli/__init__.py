@@ -19,7 +19,7 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]")
+        err.print("interrupted", style="yellow")
         raise SystemExit(130) from None
 
 

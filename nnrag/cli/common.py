@@ -14,7 +14,7 @@ from typing import Annotated, Any, Iterator, NoReturn, Optional
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
-from rich.markup import escape
+from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from nnrag.errors import LLMNotConfigured, NnragError
@@ -29,8 +29,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # Piped output keeps whole table cells rather than Rich's 80-column fallback.
-out = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, soft_wrap=True)  # messages carry paths: never wrap them
+# Plain text: data (messages, names, queries) is never read as markup, so "[llm]" stays; styles
+# are given explicitly (``style=``, ``styled``).
+out = Console(width=None if sys.stdout.isatty() else 200, markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)  # messages carry paths: never wrap them
 
 HomeOpt = Annotated[
     Optional[Path],
@@ -102,9 +104,14 @@ def errors() -> Iterator[None]:
         fail(str(disk_full_error(Path(where).parent if where else None)), 1)
 
 
+def styled(*parts: str | Text | tuple[str, str]) -> Text:
+    """One line of plain text with styled pieces: ``styled(("error:", "bold red"), " ", message)``."""
+    return Text.assemble(*parts)
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     """One line on stderr (never read as console markup), then exit with ``code``."""
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    err.print(styled(("error:", "bold red"), " ", message), highlight=False)
     raise typer.Exit(code)
 
 
@@ -147,6 +154,6 @@ def _progress_lines(interval: float) -> ProgressFn:
         last[key] = now
         elapsed = now - began[key]
         rate = f" ({done / elapsed:.1f}/s)" if done and elapsed >= 1 else ""
-        err.print(f"{escape(phase)}: {done}/{total}{rate}", highlight=False, soft_wrap=True)
+        err.print(f"{phase}: {done}/{total}{rate}", highlight=False, soft_wrap=True)
 
     return update

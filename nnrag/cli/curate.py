@@ -6,12 +6,11 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 import nnrag
 
-from .common import HomeOpt, JsonOpt, app, errors, fail, out, print_json, progress_bar, setup_logging
+from .common import HomeOpt, JsonOpt, app, errors, fail, out, print_json, progress_bar, setup_logging, styled
 
 
 def _floats(text: str, what: str) -> list[float]:
@@ -54,15 +53,15 @@ def dedup(
     out.print(table)
     for level in ("exact", "near", "structural"):
         for c in report.clusters[level][:top]:
-            out.print(f"  {level:<10} {len(c.members):>3}  {escape(c.canonical)}  "
-                      f"[dim]{escape(', '.join(c.members[1:4]))}{' ...' if len(c.members) > 4 else ''}[/]", highlight=False)
+            out.print(styled(f"  {level:<10} {len(c.members):>3}  {c.canonical}  ",
+                             (f"{', '.join(c.members[1:4])}{' ...' if len(c.members) > 4 else ''}", "dim")), highlight=False)
     for u in report.against:
         ratios = ", ".join(f"{lv} {u.unique[lv]:,} ({u.ratio(lv):.1%})" for lv in u.unique if u.blocks)
-        out.print(f"unique against {escape(u.corpus)} ({u.files:,} files), of {u.blocks:,} validated blocks: {ratios}",
+        out.print(f"unique against {u.corpus} ({u.files:,} files), of {u.blocks:,} validated blocks: {ratios}",
                   highlight=False)
-    out.print(f"[dim]{report.seconds:.1f} s; {report.computed:,} signatures computed, the rest cached[/]")
+    out.print(f"{report.seconds:.1f} s; {report.computed:,} signatures computed, the rest cached", style="dim")
     if html is not None:
-        out.print(f"wrote {escape(str(html))}")
+        out.print(f"wrote {html}")
 
 
 @app.command()
@@ -99,5 +98,5 @@ def _print_export(report: Any) -> None:
     if report.excluded:
         out.print("left out: " + ", ".join(f"{reason} {n:,}" for reason, n in sorted(report.excluded.items())), highlight=False)
     crossing = sum(report.straddling.values())
-    out.print(f"copy pairs across splits: {crossing}" + (" (none)" if not crossing else " [red](see manifest.json)[/]"))
-    out.print(f"wrote {escape(report.folder)}: {escape(', '.join(report.files))}", highlight=False)
+    out.print(styled(f"copy pairs across splits: {crossing}", (" (none)", "") if not crossing else (" (see manifest.json)", "red")))
+    out.print(f"wrote {report.folder}: {', '.join(report.files)}", highlight=False)

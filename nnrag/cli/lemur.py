@@ -61,8 +61,8 @@ def lemur_register(
                      "bootstrap_reason": setup.reason, "counts": summary["counts"], "results": [r.to_dict() for r in results]})
         return
     if setup.bootstrapped:
-        err.print(f"[yellow]LEMUR had no database and none could be downloaded ({setup.reason}); "
-                  f"created an empty one with LEMUR's init_db at {setup.db}[/]", highlight=False)
+        err.print(f"LEMUR had no database and none could be downloaded ({setup.reason}); "
+                  f"created an empty one with LEMUR's init_db at {setup.db}", style="yellow", highlight=False)
     table = Table(title=f"LEMUR registration on {dataset} ({setup.root})", title_justify="left")
     for col in ("block", "status", "LEMUR name", "accuracy", "quality", "s", "reason"):
         table.add_column(col, justify="right" if col in ("accuracy", "quality", "s") else "left")
@@ -97,6 +97,6 @@ def lemur_list(
                       f"{r['accuracy']:.3f}" if r.get("accuracy") is not None else "")
     out.print(table)
     if not rows:
-        out.print("[dim]none yet: `nnrag lemur register` adds them[/]")
+        out.print("none yet: `nnrag lemur register` adds them", style="dim")
 
 

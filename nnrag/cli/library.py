@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 import nnrag
@@ -28,6 +27,7 @@ from .common import (
     print_json,
     progress_bar,
     setup_logging,
+    styled,
 )
 
 
@@ -63,7 +63,7 @@ def index(
         out.print(table)
         for s in report.sources:
             if s.note:
-                out.print(f"[dim]{s.name}: {s.note}[/]")
+                out.print(f"{s.name}: {s.note}", style="dim")
         if report.failures:
             out.print("Files not parsed, by reason: " + ", ".join(f"{k} {v}" for k, v in report.failures.items()))
         out.print(
@@ -71,9 +71,9 @@ def index(
             f"in {report.seconds:.2f} s ({report.workers} workers)"
         )
     for name, message in report.errors.items():
-        err.print(f"[bold red]error:[/] source {name} was not indexed: {message}", highlight=False)
+        err.print(styled(("error:", "bold red"), f" source {name} was not indexed: {message}"), highlight=False)
     if report.interrupted:
-        err.print("[yellow]interrupted:[/] committed work is kept; run the same command again to resume")
+        err.print(styled(("interrupted:", "yellow"), " committed work is kept; run the same command again to resume"))
         raise typer.Exit(130)
     if report.errors:
         raise typer.Exit(1)
@@ -103,7 +103,7 @@ def blocks(
     for b in found:
         table.add_row(b.name, b.source, b.category, f"{b.path}:{b.line}")
     out.print(table)
-    out.print(f"[dim]{len(found)} blocks[/]")
+    out.print(f"{len(found)} blocks", style="dim")
 
 
 @app.command()
@@ -185,7 +185,7 @@ def extract(
         print_json(data)
     elif not result.ok:
         for issue in result.issues:
-            err.print(f"[bold red]error:[/] {issue} [dim]({issue.code})[/]", highlight=False)
+            err.print(styled(("error:", "bold red"), f" {issue} ", (f"({issue.code})", "dim")), highlight=False)
     elif output is not None:
         output.write_text(result.code, encoding="utf-8")
         err.print(f"wrote {output} ({result.class_name}; requires {', '.join(result.requirements) or 'nothing'})", highlight=False)
@@ -220,17 +220,17 @@ def vendor(
         for col in ("block", "module", "class", "gate"):
             table.add_column(col)
         for b in report.blocks:
-            verdict = "not checked" if b.ok is None else ("[green]pass[/]" if b.ok else f"[red]{b.code}[/]")
-            table.add_row(escape(b.block_id), b.module, b.class_name, verdict)
+            verdict = "not checked" if b.ok is None else (styled(("pass", "green")) if b.ok else styled((str(b.code), "red")))
+            table.add_row(b.block_id, b.module, b.class_name, verdict)
         out.print(table)
         optional = f"; optional: {', '.join(report.optional)}" if report.optional else ""
         shared = f"{report.shared} shared statements in _shared.py" if report.shared else "nothing shared"
         out.print(f"{shared}; requires {', '.join(report.requirements) or 'nothing'}{optional}", highlight=False)
         for s in report.skipped:
-            err.print(f"[yellow]skipped[/] {escape(s['name'])}: {escape(s['reason'])}", highlight=False)
+            err.print(styled(("skipped", "yellow"), f" {s['name']}: {s['reason']}"), highlight=False)
         for b in report.blocks:
             if b.ok is False:
-                err.print(f"[red]{escape(b.block_id)}[/] {b.code}: {escape(b.message or '')}", highlight=False)
+                err.print(styled((b.block_id, "red"), f" {b.code}: {b.message or ''}"), highlight=False)
     if report.skipped or any(b.ok is False for b in report.blocks):
         raise typer.Exit(1)
 
@@ -250,14 +250,14 @@ def validate(
     if as_json:
         print_json(rec.to_dict())
     else:
-        mark = "[green]pass[/]" if rec.ok else f"[red]fail[/] [bold]{rec.code}[/] at stage {rec.stage}"
-        out.print(f"{file}: {mark}", highlight=False)
+        mark = styled(("pass", "green")) if rec.ok else styled(("fail", "red"), " ", (str(rec.code), "bold"), f" at stage {rec.stage}")
+        out.print(styled(f"{file}: ", mark), highlight=False)
         if rec.ok:
             out.print(f"  {rec.class_name}({', '.join(f'{k}={v}' for k, v in rec.init_args.items())})", highlight=False)
             out.print(f"  input {rec.input_shapes} -> output {rec.output_shapes}; {rec.params:,} parameters; backward: {rec.backward}", highlight=False)
         else:
             out.print(f"  {rec.message}", highlight=False)
-        out.print(f"  [dim]{rec.seconds:.2f} s, peak +{rec.peak_mb} MB, isolation {rec.isolation}[/]", highlight=False)
+        out.print(f"  {rec.seconds:.2f} s, peak +{rec.peak_mb} MB, isolation {rec.isolation}", style="dim", highlight=False)
     if not rec.ok:
         raise typer.Exit(1)
 
@@ -309,7 +309,7 @@ def _print_build(report: Any, title: str) -> None:
         timing.append(f"search index: {sr['specs_built']} specs built, {sr['embedded']} texts embedded{rate} "
                       f"({sr['seconds']:.0f} s)")
     if timing:
-        out.print("[dim]" + "; ".join(timing) + "[/]")
+        out.print("; ".join(timing), style="dim")
 
 
 @app.command()
@@ -344,7 +344,7 @@ def build(
     else:
         _print_build(report, "Build")
     if report.interrupted:
-        err.print("[yellow]interrupted:[/] stored verdicts are kept; run the same command again to resume")
+        err.print(styled(("interrupted:", "yellow"), " stored verdicts are kept; run the same command again to resume"))
         raise typer.Exit(130)
 
 

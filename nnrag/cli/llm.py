@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 
 import nnrag
 from .common import (
@@ -28,6 +27,7 @@ from .common import (
     print_json,
     progress_bar,
     setup_logging,
+    styled,
 )
 
 
@@ -47,9 +47,9 @@ def agent(
 
     def show(step: Any) -> None:
         if step.kind == "tool_call":
-            err.print(f"[cyan]→ {escape(str(step.name))}[/] {escape(step.content)}", highlight=False)
+            err.print(styled((f"→ {step.name}", "cyan"), f" {step.content}"), highlight=False)
         elif step.kind == "tool_result":
-            err.print(f"[dim]← {escape(str(step.name))}: {escape(step.content[:200])}[/]", highlight=False)
+            err.print(f"← {step.name}: {step.content[:200]}", style="dim", highlight=False)
 
     with errors():
         result = nnrag.ask(question, model=model, base_url=base_url, max_steps=max_steps, home=home,
@@ -87,8 +87,8 @@ def synthesize(
     with errors():
         if target is not None:
             show = None if as_json else (lambda a: err.print(
-                f"attempt {a.number}: " + ("[green]passes and conforms[/]" if a.conformant else
-                                           f"[yellow]{a.code or 'non-conformant'} at {a.stage}[/] {escape(a.message[:160])}"),
+                styled(f"attempt {a.number}: ", ("passes and conforms", "green")) if a.conformant else
+                styled(f"attempt {a.number}: ", (f"{a.code or 'non-conformant'} at {a.stage}", "yellow"), f" {a.message[:160]}"),
                 highlight=False))
             result = nnrag.synthesize(target, attempts=attempts, model=model, base_url=base_url, limits=limits, home=home,
                                       on_attempt=show, allow_weak_sandbox=allow_weak)
@@ -97,9 +97,9 @@ def synthesize(
             if as_json:
                 print_json(result.to_dict())
             else:
-                verdict = "[green]passed[/]" if result.ok else "[red]failed[/]"
-                out.print(f"{result.spec_id}: {verdict} after {len(result.attempts)} attempt(s); parameters "
-                          f"{result.params} (original {result.original_params}); transcript {escape(str(result.transcript))}")
+                verdict = ("passed", "green") if result.ok else ("failed", "red")
+                out.print(styled(f"{result.spec_id}: ", verdict, f" after {len(result.attempts)} attempt(s); parameters "
+                                 f"{result.params} (original {result.original_params}); transcript {result.transcript}"))
             if not result.ok:
                 raise typer.Exit(1)
             return

@@ -19,10 +19,12 @@ from .common import (
     VerboseOpt,
     err,
     errors,
+    fail,
     out,
     print_json,
     progress_bar,
     setup_logging,
+    styled,
 )
 
 
@@ -41,8 +43,7 @@ def spec(
         print_json(nnrag.spec_schema())
         return
     if not name:
-        err.print("[bold red]error:[/] give a block name, or --schema")
-        raise typer.Exit(2)
+        fail("give a block name, or --schema", 2)
     with errors():
         block_spec = nnrag.spec(name, source=source, home=home)
     if as_json and not as_md:
@@ -74,12 +75,11 @@ def search(
     """Natural-language search over the block library (BM25 and embeddings, fused)."""
     setup_logging(verbose)
     if method not in ("hybrid", "lexical", "dense"):
-        err.print(f"[bold red]error:[/] --method must be hybrid, lexical or dense, not {method!r}")
-        raise typer.Exit(2)
+        fail(f"--method must be hybrid, lexical or dense, not {method!r}", 2)
     with errors():
         index = nnrag.search_index(home=home, embedder=embedder, chroma_url=chroma_url)
         if index.stale():
-            err.print("[dim]the library changed since the search index was built: updating it[/]")
+            err.print("the library changed since the search index was built: updating it", style="dim")
             with progress_bar(True) as progress:
                 index.sync(progress)
         hits = index.search(query, k, source=source, category=category, validated=True if validated else None,
@@ -94,9 +94,9 @@ def search(
     for col in ("#", "name", "source", "path", "score", "summary", "ok"):
         table.add_column(col, justify="right" if col in ("#", "score") else "left", overflow="fold")
     for h in hits:
-        summary = h.summary + (f" [dim](also in: {', '.join(h.also_in)})[/]" if h.also_in else "")
+        summary = styled(h.summary, (f" (also in: {', '.join(h.also_in)})" if h.also_in else "", "dim"))
         table.add_row(str(h.rank), h.name, h.source, f"{h.path}:{h.line}", f"{h.score:.3f}", summary,
-                      "[green]✓[/]" if h.validated else "[red]✗[/]")
+                      styled(("✓", "green")) if h.validated else styled(("✗", "red")))
     out.print(table)
 
 
@@ -110,6 +110,7 @@ app.add_typer(evals_app, name="evals")
 def evals_retrieval(
     queries: Annotated[Optional[Path], typer.Option("--queries", help="JSONL of {\"query\": str, \"gold\": [regex, ...]} (default: the shipped set).")] = None,
     validated: Annotated[bool, typer.Option("--validated/--all", help="Search only validated blocks, or all (default).")] = False,
+    split: Annotated[Optional[str], typer.Option("--split", help="Only the queries of this split (their \"split\" field: dev, test).")] = None,
     embedder: EmbedderOpt = None,
     chroma_url: ChromaUrlOpt = None,
     home: HomeOpt = None,
@@ -122,7 +123,10 @@ def evals_retrieval(
     setup_logging(verbose)
     with errors():
         index = nnrag.search_index(home=home, embedder=embedder, chroma_url=chroma_url)
-        rep = evaluate(index, load_queries(queries or SHIPPED_QUERIES), validated=True if validated else None)
+        chosen = [q for q in load_queries(queries or SHIPPED_QUERIES) if split is None or q.split == split]
+        if not chosen:
+            fail(f"no query has split {split!r}", 2)
+        rep = evaluate(index, chosen, validated=True if validated else None)
     if as_json:
         print_json(rep.to_dict())
         return
@@ -135,11 +139,11 @@ def evals_retrieval(
                       f"{r.latency_p50_ms:.1f}", f"{r.latency_p95_ms:.1f}")
     out.print(table)
     for q in rep.not_in_corpus:
-        out.print(f"[dim]not in the corpus: {q}[/]")
+        out.print(f"not in the corpus: {q}", style="dim")
     for m, r in rep.methods.items():
         for miss in r.misses:
-            out.print(f"[yellow]{m} miss:[/] {miss['query']} [dim](gold {', '.join(miss['gold'])}; top "
-                      f"{', '.join(miss['top'][:3])})[/]")
-    out.print(f"[dim]index brought up to date in {rep.index_seconds:.1f} s[/]")
+            out.print(styled((f"{m} miss:", "yellow"), f" {miss['query']} ",
+                             (f"(gold {', '.join(miss['gold'])}; top {', '.join(miss['top'][:3])})", "dim")))
+    out.print(f"index brought up to date in {rep.index_seconds:.1f} s", style="dim")
 
 

@@ -30,6 +30,7 @@ SHIPPED_QUERIES = Path(__file__).parent / "data" / "queries.jsonl"
 class Query:
     query: str
     gold: tuple[str, ...]
+    split: str | None = None  # "dev" (tune on these) or "test" (report these), where a file says
 
     def relevant(self, name: str) -> bool:
         return any(re.search(g, name) for g in self.gold)
@@ -81,9 +82,9 @@ def load_queries(path: Path) -> list[Query]:
             gold = row["gold"]
             for g in gold:
                 re.compile(g)
-            queries.append(Query(str(row["query"]), tuple(gold)))
-        except (json.JSONDecodeError, KeyError, TypeError, re.error) as e:
-            raise ConfigError(f"{path}:{n}: expected {{\"query\": str, \"gold\": [regex, ...]}}: {e}") from e
+            queries.append(Query(str(row["query"]), tuple(gold), row.get("split")))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, re.error) as e:
+            raise ConfigError(f"{path}:{n}: expected {{\"query\": str, \"gold\": [regex, ...], \"split\"?: str}}: {e}") from e
     return queries
 
 
