@@ -622,6 +622,31 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return self.conv(x)
         """}, "UsesFactory", ["LayerFactory", "Conv", "conv_factory", "UsesFactory"], {"import torch.nn as nn"}),
+    # transformers' lazy model packages: a package used as a value binds ``sys`` by a guarded
+    # import beside its lazy module; only its definitions are the package's exports
+    "lazy_package_guarded_import": ({"lazyp/__init__.py": """
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from .layers import Double
+        else:
+            import sys
+            sys.modules[__name__] = object()
+        def factor():
+            return 2
+        """, "lazyp/layers.py": """
+        import torch.nn as nn
+        class Double(nn.Module):
+            def forward(self, x):
+                return x * 2
+        """, "m.py": """
+        import torch.nn as nn
+        def scale():
+            from . import lazyp
+            return vars(lazyp)["factor"]()
+        class ScalesByPackage(nn.Module):
+            def forward(self, x):
+                return x * scale()
+        """}, "ScalesByPackage", ["factor", "Double", "scale", "ScalesByPackage"], {"import torch.nn as nn", "import types"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():

@@ -499,7 +499,10 @@ class Extractor:
         found: dict[str, Target] = {}
         for name in sorted(self.resolver.exported(info)) if info is not None else []:
             if name not in skip:
-                t = self._keep_import(self.from_ref(self.resolver.module_attr(module, name, self.source_id), name), name)
+                ref = self.resolver.module_attr(module, name, self.source_id)
+                if ref.kind == "guarded":  # an import under if/try (``import sys`` beside a lazy module)
+                    continue
+                t = self._keep_import(self.from_ref(ref, name), name)
                 if isinstance(t, DefTarget):
                     found[name] = t
         return found
