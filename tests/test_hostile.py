@@ -19,20 +19,24 @@ HOSTILE = Path(__file__).parent / "hostile"
 
 
 def _left_behind() -> list[int]:
-    """Live processes running the validation worker's program that are not workers of this test
-    process: a candidate's processes are forks of the worker, so any of them still alive shows here."""
-    import os
+    """Live forks of a validation worker: a candidate's processes run the worker's program, and
+    their parent is a worker (or init, once the worker is gone), where a worker's own parent is
+    the process that started it (this test, or another build running on the machine)."""
+    def read(pid: str) -> tuple[bytes, str, str] | None:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state, ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except OSError:
+            return None
+        return cmdline, state, ppid
 
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        me = read(entry.name) if entry.name.isdigit() else None
+        if me is None or b"nnrag.validator.server" not in me[0] or me[1] == "Z":
             continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
-        except OSError:
-            continue
-        if b"nnrag.validator.server" in cmdline and state != "Z" and int(ppid) != os.getpid():
+        parent = read(me[2])
+        if me[2] == "1" or (parent is not None and b"nnrag.validator.server" in parent[0]):
             found.append(int(entry.name))
     return found
 

@@ -237,25 +237,55 @@ def _pss_kb(pid: int) -> int:
     return 0
 
 
+def _reap() -> None:
+    while True:
+        try:
+            reaped, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if reaped == 0:
+            return
+
+
+def _running(pids: list[int]) -> list[int]:
+    """Those of ``pids`` not already dead (zombies, or exiting)."""
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if data[data.rindex(b")") + 2:].split()[0] not in (b"Z", b"X"):
+            out.append(pid)
+    return out
+
+
+_GRACE_S = 0.3
+
+
 def _sweep() -> list[int]:
     """Kill every process left below this worker (the checked child is reaped already) and reap
-    them; the pids found."""
+    them; the pids found running. Processes the kernel is already killing (the rest of a PID
+    namespace whose first process ended) come here to be reaped: given a moment, they are not
+    counted."""
+    deadline = time.perf_counter() + _GRACE_S
+    while True:
+        _reap()
+        left = descendants(os.getpid())
+        if not left or not _running(left) or time.perf_counter() > deadline:
+            break
+        time.sleep(0.02)
     found: list[int] = []
     for _ in range(20):  # a killed parent's children come to us: repeat until none is left
         left = descendants(os.getpid())
         if not left:
             break
-        found += [p for p in left if p not in found]
+        found += [p for p in _running(left) if p not in found]
         for p in left:
             _kill(p)
         time.sleep(0.01)
-        while True:
-            try:
-                reaped, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if reaped == 0:
-                break
+        _reap()
     return found
 
 

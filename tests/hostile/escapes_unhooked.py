@@ -1,7 +1,8 @@
 """Switches the audit hook off and tries every way out the kernel must close, each bounded: writes
 through os.open with dir_fd, a sibling folder sharing the sandbox's name as a prefix, 50 MB in
-/dev/shm, a shell command, a Unix socket (by path and abstract), root-only files. It raises with
-the list of what got through, so the test reads what the kernel let pass."""
+/dev/shm, a shell command, a Unix socket (by path and abstract), root-only files, the command line
+and environment of the worker or the build (where their --home is). It raises with the list of
+what got through, so the test reads what the kernel let pass."""
 import ctypes
 import os
 import socket
@@ -66,7 +67,17 @@ def _attempts():
             raise AssertionError  # counts as got through: it saw them
         raise OSError("nothing of others there")
 
-    return {"dir_fd": dir_fd, "sibling": sibling, "shm": shm, "shell": shell, "unix_path": unix_path,
+    def parents_cmdline():  # how a candidate once found the build's --home, then updated its index
+        for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+            try:
+                seen = open(f"/proc/{pid}/cmdline", "rb").read() + open(f"/proc/{pid}/environ", "rb").read()
+            except OSError:
+                continue
+            if b"nnrag" in seen:
+                raise AssertionError  # got through: it read another process of nnrag
+        raise OSError("no other process of nnrag in sight")
+
+    return {"parents_cmdline": parents_cmdline, "dir_fd": dir_fd, "sibling": sibling, "shm": shm, "shell": shell, "unix_path": unix_path,
             "unix_abstract": unix_abstract, "shadow": shadow, "temp_of_others": temp_of_others}
 
 
