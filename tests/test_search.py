@@ -194,3 +194,27 @@ def test_a_search_process_never_imports_torch(lib: dict[str, object]) -> None:
               "print(hits[0].name, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", script, str(lib["home"])], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["BlurDownsample", "False", "False"], out.stdout + out.stderr
+
+
+def test_technique_definitions_match_class_names_and_never_restate_an_eval_query() -> None:
+    """The glossary is written in its own words: a definition sharing four words in a row with a
+    query of the retrieval evaluations would answer that query by construction."""
+    import re
+
+    from nnrag.evals.retrieval import SHIPPED_QUERIES
+    from nnrag.search.lexical import split_words
+    from nnrag.search.techniques import _ENTRIES, describe
+
+    assert "LayerScale" in describe(split_words("LayerScale"))[0]
+    assert describe(split_words("SEModule"))[0].startswith("squeeze-and-excitation")  # through the abbreviation
+    assert describe(split_words("SigmoidFocalLoss"))[0].startswith("focal loss")
+    assert describe(split_words("Scale")) == [] and describe(split_words("ResidualBlockOfMine")) == []
+
+    def grams(text: str) -> set[tuple[str, ...]]:
+        words = re.findall(r"[a-z0-9]+", text.lower())
+        return {tuple(words[i:i + 4]) for i in range(len(words) - 3)}
+
+    queries = [json.loads(line)["query"] for path in (SHIPPED_QUERIES, SHIPPED_QUERIES.with_name("wide-queries.jsonl"))
+               for line in path.read_text().splitlines() if line.strip()]
+    restated = [(keys[0], q) for keys, text in _ENTRIES for q in queries if grams(text) & grams(q)]
+    assert restated == []

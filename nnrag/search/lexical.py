@@ -78,15 +78,30 @@ def query_terms(text: str) -> list[str]:
 
 def search(conn: sqlite3.Connection, text: str, k: int, allowed: set[str] | None = None) -> list[tuple[str, float]]:
     """(block id, score) best first: the weighted sum of each field's BM25 (higher is better);
-    ``allowed`` keeps only those ids."""
+    ``allowed`` keeps only those ids.
+
+    Each field contributes its best ``_FIELD_DEPTH`` matches, ranked inside SQLite: a query of
+    common words matches most of a large library, and reading every match costs more than the
+    rest of the search. When filters leave fewer than ``k`` of them, every match is read."""
     terms = query_terms(text)
     if not terms:
         return []
     match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
+    scores = _scores(conn, match, allowed, max(_FIELD_DEPTH, 4 * k))
+    if len(scores) < k:
+        scores = _scores(conn, match, allowed, None)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+_FIELD_DEPTH = 400
+
+
+def _scores(conn: sqlite3.Connection, match: str, allowed: set[str] | None, depth: int | None) -> dict[str, float]:
     scores: dict[str, float] = {}
+    limit = f" ORDER BY s LIMIT {int(depth)}" if depth else ""
     for f in _FIELDS:
-        for block_id, score in conn.execute(f"SELECT block_id, bm25(search_{f}) FROM search_{f} WHERE search_{f} MATCH ?",
-                                            (match,)):
+        for block_id, score in conn.execute(
+                f"SELECT block_id, bm25(search_{f}) AS s FROM search_{f} WHERE search_{f} MATCH ?{limit}", (match,)):
             if allowed is None or block_id in allowed:
                 scores[block_id] = scores.get(block_id, 0.0) - _WEIGHTS[f] * score
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+    return scores

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-SPEC_VERSION = "2"  # 2: provenance.origin as block file headers print it
+SPEC_VERSION = "3"  # 3: fingerprints ignore class names (copies under model prefixes group)
 
 
 class _Frozen(BaseModel):

@@ -8,6 +8,7 @@ operations are those of the block and of everything it needs, and nothing else.
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import re
 from collections import Counter
@@ -146,12 +147,25 @@ def operations(tree: ast.Module, code: str) -> list[str]:
     return [name for name, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
+class _Anonymise(ast.NodeTransformer):
+    """Class names (capitalised names) become one placeholder: libraries copy a block under each
+    model's prefix (``LlamaMLP`` -> ``MistralMLP``, with ``MistralRMSNorm`` inside)."""
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.Name(id="_C", ctx=node.ctx) if node.id[:1].isupper() else node
+
+
 def _fingerprint(cls: ast.ClassDef) -> str:
-    """Hash of the class's structure without its docstring: the same block copied into two
-    repositories has the same fingerprint whatever its formatting and comments."""
+    """Hash of the class's structure without its docstring, its name or the names of the classes
+    it refers to: the same block copied into two repositories, or under another model's prefix,
+    has the same fingerprint whatever its formatting and comments. A class with no method of its
+    own keeps its names: it is what its bases make it."""
     body = cls.body[1:] if ast.get_docstring(cls) is not None else cls.body
-    clone = ast.ClassDef(name=cls.name, bases=cls.bases, keywords=cls.keywords, body=body, decorator_list=[],
-                         type_params=[])
+    own = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in body)
+    clone = ast.ClassDef(name="_C" if own else cls.name, bases=cls.bases, keywords=cls.keywords, body=body,
+                         decorator_list=[], type_params=[])
+    if own:
+        clone = _Anonymise().visit(copy.deepcopy(clone))
     return hashlib.sha1(ast.dump(clone, include_attributes=False).encode()).hexdigest()
 
 
