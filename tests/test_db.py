@@ -52,7 +52,7 @@ def test_a_home_of_the_previous_release_is_migrated_and_used(old_home: tuple[Pat
 
     report = nnrag.report(home=home)  # the first open migrates
     with Database(home / "index.sqlite3") as db:
-        assert schema_version(db.conn) == SCHEMA_VERSION == 3
+        assert schema_version(db.conn) == SCHEMA_VERSION == 4
         assert {"synthesized", "lemur", "dedup_signatures", "dedup_clusters"} <= _tables(home / "index.sqlite3")
         after = [tuple(r) for r in db.conn.execute(
             "SELECT block_id, status, code, code_sha1 FROM library ORDER BY block_id")]

@@ -218,3 +218,39 @@ def test_technique_definitions_match_class_names_and_never_restate_an_eval_query
                for line in path.read_text().splitlines() if line.strip()]
     restated = [(keys[0], q) for keys, text in _ENTRIES for q in queries if grams(text) & grams(q)]
     assert restated == []
+
+
+def test_spec_facts_of_a_class_defined_under_a_condition() -> None:
+    """A library defines its own class only where torch lacks one (``if version < ...: class
+    SiLU``); the spec reads it there, and copies of one block under other model prefixes share a
+    fingerprint while different code does not."""
+    from nnrag.specs.static import class_facts
+
+    code = (
+        "import torch.nn as nn\n"
+        "if OLD_TORCH:\n"
+        "    class SiLU(nn.Module):\n"
+        "        '''Sigmoid weighted linear unit.'''\n"
+        "        def forward(self, x):\n"
+        "            return x * x.sigmoid()\n"
+        "else:\n"
+        "    SiLU = nn.SiLU\n"
+        "try:\n"
+        "    from fast import Mix\n"
+        "except ImportError:\n"
+        "    class Mix(nn.Module):\n"
+        "        def forward(self, x):\n"
+        "            return x\n"
+    )
+    assert class_facts(code, "SiLU").docstring == "Sigmoid weighted linear unit."
+    assert class_facts(code, "Mix").name == "Mix"
+
+    llama = ("import torch.nn as nn\nclass LlamaMLP(nn.Module):\n    def __init__(self, c):\n"
+             "        super().__init__()\n        self.norm = LlamaRMSNorm(c.hidden_size)\n"
+             "    def forward(self, x):\n        return self.norm(x)\n")
+    mistral = llama.replace("Llama", "Mistral")
+    other = llama.replace("return self.norm(x)", "return self.norm(x) * 2")
+    assert class_facts(llama, "LlamaMLP").fingerprint == class_facts(mistral, "MistralMLP").fingerprint
+    assert class_facts(llama, "LlamaMLP").fingerprint != class_facts(other, "LlamaMLP").fingerprint
+    thin = "class A(Base1):\n    pass\nclass B(Base2):\n    pass\n"
+    assert class_facts(thin, "A").fingerprint != class_facts(thin, "B").fingerprint  # no method: names matter

@@ -13,7 +13,7 @@ import sqlite3
 from typing import Callable
 
 # Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
@@ -120,6 +120,8 @@ CREATE TABLE IF NOT EXISTS library (
     updated_at REAL
 );
 CREATE INDEX IF NOT EXISTS library_source ON library(source);
+-- covers the search index's check that the library is unchanged (count, newest stamp, sum)
+CREATE INDEX IF NOT EXISTS library_stamp ON library(updated_at, gate_version);
 CREATE TABLE IF NOT EXISTS harvests (
     source TEXT NOT NULL,
     factory TEXT NOT NULL,                   -- module:function
@@ -233,5 +235,10 @@ def _v2_to_v3(conn: sqlite3.Connection) -> None:
     conn.executescript(_CURATE)
 
 
+def _v3_to_v4(conn: sqlite3.Connection) -> None:
+    """An index covering the library's change stamps."""
+    conn.execute("CREATE INDEX IF NOT EXISTS library_stamp ON library(updated_at, gate_version)")
+
+
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}

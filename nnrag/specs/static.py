@@ -33,14 +33,21 @@ class ClassFacts:
 
 
 def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
-    """Classes by qualified name (``Outer.Inner`` for nested ones)."""
+    """Classes by qualified name (``Outer.Inner`` for nested ones), also those defined under an
+    ``if``, ``try`` or ``with`` (``if torch_version < 1.7: class SiLU(nn.Module): ...``); the
+    first definition of a name counts."""
     found: dict[str, ast.ClassDef] = {}
 
     def visit(body: list[ast.stmt], prefix: str) -> None:
         for node in body:
             if isinstance(node, ast.ClassDef):
-                found[prefix + node.name] = node
+                found.setdefault(prefix + node.name, node)
                 visit(node.body, prefix + node.name + ".")
+            elif isinstance(node, (ast.If, ast.Try, ast.With)) or type(node).__name__ == "TryStar":
+                for branch in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, branch, []), prefix)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body, prefix)
 
     visit(tree.body, "")
     return found
