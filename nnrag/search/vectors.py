@@ -29,7 +29,6 @@ _PAGE = 2000  # ids fetched per call when reading the collection's state
 class VectorHit:
     id: str
     distance: float
-    metadata: dict[str, Any]
 
 
 def _embedding_function(embedder: Embedder) -> Any:
@@ -130,13 +129,11 @@ class VectorIndex:
             self.collection.delete(ids=list(ids))
 
     def query(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None) -> list[VectorHit]:
-        n = self.collection.count()
-        if n == 0:
-            return []
-        res = self.collection.query(query_embeddings=[list(vector)], n_results=min(k, n), where=where or None,
-                                    include=["metadatas", "distances"])
-        return [VectorHit(i, float(d), m or {}) for i, d, m in
-                zip(res["ids"][0], (res["distances"] or [[]])[0], (res["metadatas"] or [[]])[0])]
+        """The ``k`` nearest blocks (fewer when the collection holds fewer). Only ids and
+        distances are read: fetching metadata, or counting first, costs more than the query."""
+        res = self.collection.query(query_embeddings=[list(vector)], n_results=k, where=where or None,
+                                    include=["distances"])
+        return [VectorHit(i, float(d)) for i, d in zip(res["ids"][0], (res["distances"] or [[]])[0])]
 
     def count(self) -> int:
         return self.collection.count()
