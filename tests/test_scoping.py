@@ -647,6 +647,23 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return x * scale()
         """}, "ScalesByPackage", ["factor", "Double", "scale", "ScalesByPackage"], {"import torch.nn as nn", "import types"}),
+    # transformers' docstring helpers: ``getattr(auto_module.modeling_auto, name)`` reads a submodule
+    # of a package imported inside a function as a value: the submodule's definitions are copied
+    "lazy_package_submodule_as_value": ({"autop/__init__.py": """
+        from . import tables
+        """, "autop/tables.py": """
+        NAMES = {"double": "two"}
+        def two():
+            return 2
+        """, "m.py": """
+        import torch.nn as nn
+        def factor(key):
+            from . import autop
+            return getattr(autop.tables, autop.tables.NAMES[key])()
+        class FactorFromTable(nn.Module):
+            def forward(self, x):
+                return x * factor("double")
+        """}, "FactorFromTable", ["NAMES", "two", "factor", "FactorFromTable"], {"import torch.nn as nn", "import types"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():
@@ -696,6 +713,9 @@ def test_closure(cases_home: Path, case: str) -> None:
         warnings.simplefilter("ignore")
         exec(compile(result.code, f"{case}.py", "exec"), namespace)  # the file runs at import as written
     assert block.split(".")[0] in namespace
+    if case == "lazy_package_submodule_as_value":  # the name read from the table is found at run time
+        import torch
+        assert namespace["FactorFromTable"]()(torch.ones(1)).item() == 2.0  # type: ignore[operator]
     if case == "lazy_module_as_registry":  # the registry still finds its classes
         assert type(namespace["UsesRegistry"]().agg).__name__ == "SumAggregation"  # type: ignore[operator]
     if case == "lazy_package_chain":  # the submodule's function, reached through the package

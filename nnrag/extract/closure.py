@@ -476,12 +476,17 @@ class Extractor:
                 if node.attr not in attrs:
                     ref = self.resolver.module_attr(t.module, node.attr, self.source_id)
                     attrs[node.attr] = self._keep_import(self.from_ref(ref, node.attr), node.attr)
-        # ``dist.utils.filter_dist_store``: a submodule read through the package, one level down
+        # ``dist.utils.filter_dist_store``: a submodule read through the package, one level down;
+        # ``getattr(auto.modeling_auto, name)``: a submodule used as a value exports its definitions
         for attr, target in list(attrs.items()):
             if isinstance(target, ModTarget):
+                reads = [n for n in nodes if isinstance(n, ast.Attribute) and n.attr == attr
+                         and isinstance(n.value, ast.Name) and n.value.id == local]
+                chains = [n for n in nodes if isinstance(n, ast.Attribute) and any(n.value is r for r in reads)]
                 inner = {n.attr: self._keep_import(self.from_ref(self.resolver.module_attr(target.module, n.attr, self.source_id), n.attr), n.attr)
-                         for n in nodes if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)
-                         and n.value.attr == attr and isinstance(n.value.value, ast.Name) and n.value.value.id == local}
+                         for n in chains}
+                if len(reads) > len(chains):
+                    inner = {**self._exports(target.module, set(inner)), **inner}
                 if inner and not any(isinstance(v, (Missing, ModTarget, Namespace)) for v in inner.values()):
                     attrs[attr] = Namespace(target.module, tuple(sorted(inner.items())))
         if uses > chained:  # used as a value (``vars(aggr)``, a registry read by introspection)
