@@ -664,6 +664,24 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return x * factor("double")
         """}, "FactorFromTable", ["NAMES", "two", "factor", "FactorFromTable"], {"import torch.nn as nn", "import types"}),
+    # transformers' dynamic module helper: ``import transformers.utils`` in a function, then
+    # ``hasattr(transformers.utils.import_utils, name)``: a submodule two levels down used as a value
+    "lazy_package_nested_submodule_as_value": ({"deep/__init__.py": """
+        """, "deep/utils/__init__.py": """
+        from . import tools
+        """, "deep/utils/tools.py": """
+        def ready():
+            return True
+        LIMIT = 3
+        """, "m.py": """
+        import torch.nn as nn
+        def check(name):
+            from . import deep
+            return hasattr(deep.utils.tools, name) and deep.utils.tools.LIMIT > 2
+        class Checks(nn.Module):
+            def forward(self, x):
+                return x * check("ready")
+        """}, "Checks", ["ready", "LIMIT", "check", "Checks"], {"import torch.nn as nn", "import types"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():
@@ -716,6 +734,9 @@ def test_closure(cases_home: Path, case: str) -> None:
     if case == "lazy_package_submodule_as_value":  # the name read from the table is found at run time
         import torch
         assert namespace["FactorFromTable"]()(torch.ones(1)).item() == 2.0  # type: ignore[operator]
+    if case == "lazy_package_nested_submodule_as_value":
+        import torch
+        assert namespace["Checks"]()(torch.ones(1)).item() == 1.0  # type: ignore[operator]
     if case == "lazy_module_as_registry":  # the registry still finds its classes
         assert type(namespace["UsesRegistry"]().agg).__name__ == "SumAggregation"  # type: ignore[operator]
     if case == "lazy_package_chain":  # the submodule's function, reached through the package

@@ -71,6 +71,9 @@ def lenders(conn: sqlite3.Connection, source_id: int, prefer: str = "installed")
     return lent
 
 
+_SUBMODULE_DEPTH = 4  # submodules read through a lazily imported package, levels down
+
+
 class Extractor:
     """Computes closures for the blocks of one source, caching parsed modules across blocks.
 
@@ -463,39 +466,33 @@ class Extractor:
         return Missing(UNRESOLVED_NAME, f"module {chain} is used as a value"), ""
 
     def _namespace(self, mu: ModuleUnits, k: int, local: str, t: ModTarget) -> Namespace | Missing:
-        """What a statement reads of a module it imports as ``local``: each ``local.attr`` as a copied
-        definition or an import; where the module itself is used as a value, every definition it exports."""
-        attrs: dict[str, Target] = {}
-        uses = chained = 0
+        """What a statement reads of a module it imports as ``local``."""
         nodes = list(ast.walk(mu.stmts[k].node))
-        for node in nodes:
-            if isinstance(node, ast.Name) and node.id == local:
-                uses += 1
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == local:
-                chained += 1
-                if node.attr not in attrs:
-                    ref = self.resolver.module_attr(t.module, node.attr, self.source_id)
-                    attrs[node.attr] = self._keep_import(self.from_ref(ref, node.attr), node.attr)
-        # ``dist.utils.filter_dist_store``: a submodule read through the package, one level down;
-        # ``getattr(auto.modeling_auto, name)``: a submodule used as a value exports its definitions
-        for attr, target in list(attrs.items()):
-            if isinstance(target, ModTarget):
-                reads = [n for n in nodes if isinstance(n, ast.Attribute) and n.attr == attr
-                         and isinstance(n.value, ast.Name) and n.value.id == local]
-                chains = [n for n in nodes if isinstance(n, ast.Attribute) and any(n.value is r for r in reads)]
-                inner = {n.attr: self._keep_import(self.from_ref(self.resolver.module_attr(target.module, n.attr, self.source_id), n.attr), n.attr)
-                         for n in chains}
-                if len(reads) > len(chains):
-                    inner = {**self._exports(target.module, set(inner)), **inner}
-                if inner and not any(isinstance(v, (Missing, ModTarget, Namespace)) for v in inner.values()):
-                    attrs[attr] = Namespace(target.module, tuple(sorted(inner.items())))
-        if uses > chained:  # used as a value (``vars(aggr)``, a registry read by introspection)
-            attrs.update(self._exports(t.module, set(attrs)))
+        return self._module_reads(t.module, [n for n in nodes if isinstance(n, ast.Name) and n.id == local], nodes)
+
+    def _module_reads(self, module: str, refs: list[ast.AST], nodes: list[ast.AST], depth: int = 0) -> Namespace | Missing:
+        """What ``nodes`` read of ``module`` through the expressions ``refs`` (each evaluating to it):
+        each ``ref.attr`` as a copied definition or an import, a submodule as a namespace of its own
+        (``dist.utils.filter_dist_store``, ``transformers.utils.import_utils``); where the module
+        itself is used as a value (``vars(aggr)``, ``getattr(auto.modeling_auto, name)``), every
+        definition it exports."""
+        reads = [n for n in nodes if isinstance(n, ast.Attribute) and any(n.value is r for r in refs)]
+        attrs: dict[str, Target] = {}
+        for attr in dict.fromkeys(n.attr for n in reads):
+            ref = self.resolver.module_attr(module, attr, self.source_id)
+            target: Target = self._keep_import(self.from_ref(ref, attr), attr)
+            if isinstance(target, ModTarget) and depth < _SUBMODULE_DEPTH:
+                target = self._module_reads(target.module, [n for n in reads if n.attr == attr], nodes, depth + 1)
+            attrs[attr] = target
+        if any(not any(n.value is r for n in reads) for r in refs):  # used as a value
+            attrs.update(self._exports(module, set(attrs)))
         for attr, target in attrs.items():
+            if isinstance(target, Missing) and target.message.endswith("is read through a lazy import"):
+                return target
             if isinstance(target, (Missing, ModTarget)):
                 why = target.message if isinstance(target, Missing) else "a module"
-                return Missing(UNRESOLVED_NAME, f"{t.module}.{attr} ({why}) is read through a lazy import")
-        return Namespace(t.module, tuple(sorted(attrs.items())))
+                return Missing(UNRESOLVED_NAME, f"{module}.{attr} ({why}) is read through a lazy import")
+        return Namespace(module, tuple(sorted(attrs.items())))
 
     def _exports(self, module: str, skip: set[str]) -> dict[str, Target]:
         """Every definition ``module`` exports, for code that uses the module itself as a value
