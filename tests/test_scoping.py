@@ -682,6 +682,21 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return x * check("ready")
         """}, "Checks", ["ready", "LIMIT", "check", "Checks"], {"import torch.nn as nn", "import types"}),
+    # transformers' kernel hubs: ``def load(): global hub; hub = ...`` is the only binding of a
+    # global other functions read; the function comes along as its definition
+    "global_in_function": ({"m.py": """
+        import torch.nn as nn
+        def unrelated():
+            return 0
+        def load(factor=3):
+            global backend
+            backend = factor
+        def use(x):
+            return x * backend
+        class UsesGlobal(nn.Module):
+            def forward(self, x):
+                return use(x)
+        """}, "UsesGlobal", ["backend,load", "use", "UsesGlobal"], {"import torch.nn as nn"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():
@@ -734,6 +749,10 @@ def test_closure(cases_home: Path, case: str) -> None:
     if case == "lazy_package_submodule_as_value":  # the name read from the table is found at run time
         import torch
         assert namespace["FactorFromTable"]()(torch.ones(1)).item() == 2.0  # type: ignore[operator]
+    if case == "global_in_function":  # as in the original module: the global exists once load() ran
+        import torch
+        namespace["load"]()  # type: ignore[operator]
+        assert namespace["UsesGlobal"]()(torch.ones(1)).item() == 3.0  # type: ignore[operator]
     if case == "lazy_package_nested_submodule_as_value":
         import torch
         assert namespace["Checks"]()(torch.ones(1)).item() == 1.0  # type: ignore[operator]
@@ -781,3 +800,28 @@ def test_a_definition_time_cycle_keeps_its_statements_in_place_and_orders_the_re
              ("m", 5): plan(5, {4}), ("m", 0): plan(0, {5})}
     order, cyclic = order_units(units, ("m", 0))
     assert cyclic and [k[1] for k in order] == [2, 1, 3, 4, 5, 0]
+
+
+def test_a_large_submodule_used_as_a_value_is_refused_with_its_size(tmp_path: Path) -> None:
+    """``getattr(pkg.tables, name)`` on a submodule of 70 definitions: copying them all made 4 MB
+    files of a language-model library; the block is refused and the reason says why."""
+    root = tmp_path / "src" / "bigtables"
+    (root / "pkg").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "pkg" / "__init__.py").write_text("from . import tables\n")
+    (root / "pkg" / "tables.py").write_text("".join(f"def f{i}():\n    return {i}\n" for i in range(70)))
+    (root / "m.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        def pick(name):
+            from . import pkg
+            return getattr(pkg.tables, name)()
+        class Picks(nn.Module):
+            def forward(self, x):
+                return x * pick("f3")
+        """))
+    home = tmp_path / "home"
+    nnrag.index([str(root.parent)], home=home)
+    result = nnrag.extract("bigtables.m.Picks", home=home)
+    assert not result.ok
+    assert any("bigtables.pkg.tables is used as a value through a lazy import: its 70 definitions" in str(i)
+               for i in result.issues), result.issues

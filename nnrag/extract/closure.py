@@ -72,6 +72,10 @@ def lenders(conn: sqlite3.Connection, source_id: int, prefer: str = "installed")
 
 
 _SUBMODULE_DEPTH = 4  # submodules read through a lazily imported package, levels down
+# A submodule used as a value brings every definition it exports; past this many (a library's
+# model-class tables, its import utilities: 105 and 272 definitions, a 4 MB file that still fails)
+# the block is refused with that reason instead.
+_VALUE_EXPORTS = 64
 
 
 class Extractor:
@@ -483,12 +487,16 @@ class Extractor:
             target: Target = self._keep_import(self.from_ref(ref, attr), attr)
             if isinstance(target, ModTarget) and depth < _SUBMODULE_DEPTH:
                 target = self._module_reads(target.module, [n for n in reads if n.attr == attr], nodes, depth + 1)
+                if isinstance(target, Missing):  # said where it happened, one level down
+                    return target
             attrs[attr] = target
         if any(not any(n.value is r for n in reads) for r in refs):  # used as a value
-            attrs.update(self._exports(module, set(attrs)))
+            exports = self._exports(module, set(attrs))
+            if depth and len(exports) > _VALUE_EXPORTS:
+                return Missing(UNRESOLVED_NAME, f"{module} is used as a value through a lazy import: its "
+                                                f"{len(exports)} definitions are more than a block file copies ({_VALUE_EXPORTS})")
+            attrs.update(exports)
         for attr, target in attrs.items():
-            if isinstance(target, Missing) and target.message.endswith("is read through a lazy import"):
-                return target
             if isinstance(target, (Missing, ModTarget)):
                 why = target.message if isinstance(target, Missing) else "a module"
                 return Missing(UNRESOLVED_NAME, f"{module}.{attr} ({why}) is read through a lazy import")

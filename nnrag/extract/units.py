@@ -8,7 +8,7 @@ its branches decide together what a name means.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from ..index.parse import is_type_checking
@@ -47,6 +47,18 @@ def _walrus_names(stmt: ast.stmt, out: set[str]) -> None:
                 continue  # their decorators and defaults run at module level, but rarely hold a walrus
             if not isinstance(child, ast.stmt):  # nested statements are visited by _bound_names
                 todo.append(child)
+
+
+def _global_stores(node: ast.stmt) -> set[str]:
+    """Names functions inside ``node`` declare ``global`` and assign."""
+    out: set[str] = set()
+    for fn in ast.walk(node):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            declared = {n for g in ast.walk(fn) if isinstance(g, ast.Global) for n in g.names}
+            if declared:
+                out |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                        and n.id in declared}
+    return out
 
 
 def _bound_names(stmts: list[ast.stmt], out: set[str]) -> None:
@@ -182,6 +194,16 @@ class ModuleUnits:
             mutated = _mutated(node)
             if mutated is not None and (not binds or isinstance(node, _COMPOUND)):
                 self.mutators.setdefault(mutated, []).append(len(self.stmts) - 1)
+        # ``def load(): global hub; hub = get_kernel(...)``: a global no module-level statement binds
+        # exists once such a function ran; the function is what defines it
+        bound_here = set(self.binders)
+        for k, st in enumerate(self.stmts):
+            if isinstance(st.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                extra = _global_stores(st.node) - bound_here
+                if extra:
+                    self.stmts[k] = replace(st, binds=st.binds | extra)
+                for name in sorted(extra):
+                    self.binders.setdefault(name, []).append(k)
         # ``@Conv.factory_function("conv") def conv_factory(...)``: a definition a decorator of a
         # registry this module creates registers there; it comes along with the registry
         own = {name for name, ks in self.binders.items() if any(not self.stmts[k].is_import for k in ks)}
