@@ -170,6 +170,12 @@ def test_archive_source(tmp_path: Path, home: Path) -> None:
     report = nnrag.index([str(wheel)], home=home)
     assert (report.sources[0].name, report.sources[0].version) == ("archpkg", "2.1")
     assert [b.qualname for b in nnrag.blocks(home=home)] == ["archpkg.layers.WheelLayer"]
+    # everyone may read the unpacked source: a root build's gate imports it as the user nobody
+    (unpacked,) = (home / "cache").rglob("archpkg-2.1-py3-none-any.whl-*")
+    assert unpacked.stat().st_mode & 0o777 == 0o755
+    unpacked.chmod(0o700)  # unpacked by an earlier release: repaired when the source is read again
+    nnrag.index([str(wheel)], home=home)
+    assert unpacked.stat().st_mode & 0o777 == 0o755
 
 
 def test_dist_source_missing(home: Path) -> None:

@@ -8,6 +8,7 @@ its branches decide together what a name means.
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -196,8 +197,10 @@ class ModuleUnits:
                 self.mutators.setdefault(mutated, []).append(len(self.stmts) - 1)
         # ``def load(): global hub; hub = get_kernel(...)``: a global no module-level statement binds
         # exists once such a function ran; the function is what defines it
-        bound_here = set(self.binders)
-        for k, st in enumerate(self.stmts):
+        # (a name a star import or the builtins may bind keeps its meaning: it exists before they run)
+        stars = any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in self.tree.body)
+        bound_here = set(self.binders) | set(dir(builtins))
+        for k, st in enumerate(self.stmts if not stars else ()):
             if isinstance(st.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 extra = _global_stores(st.node) - bound_here
                 if extra:

@@ -151,9 +151,11 @@ def git_source(spec: SourceSpec, base: Path) -> Materialized:
         except SourceError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise SourceError(f"cannot clone {spec.spec}: {exc}. Offline, only an existing clone can be used.") from exc
+        _readable(tmp)
         tmp.rename(repo)  # only a complete clone takes the final name
         log.info("cloned %s at %s", spec.spec, commit[:12])
     else:
+        _readable(repo)  # cloned before sources were made readable
         commit = _git(["rev-parse", "HEAD"], cwd=repo, timeout=30)
         if not _is_commit(spec.ref):
             try:
@@ -261,13 +263,16 @@ def archive_source(spec: SourceSpec, archive: Path, base: Path, note: str | None
         raise SourceError(f"source {spec.name!r}: archive {archive} does not exist")
     digest = hashlib.sha1(archive.read_bytes()).hexdigest()[:12]
     target = base / f"{archive.name}-{digest}"
-    if not target.is_dir():
+    if target.is_dir():
+        _readable(target)  # unpacked before sources were made readable
+    else:
         tmp = Path(tempfile.mkdtemp(prefix="unpack.", dir=_ensure(base)))
         try:
             _unpack(archive, tmp)
         except (OSError, zipfile.BadZipFile, tarfile.TarError) as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise SourceError(f"cannot unpack {archive.name}: {exc}") from exc
+        _readable(tmp)
         tmp.rename(target)
     version = _version_from_archive_name(archive.name)
     if archive.name.endswith(".whl"):
@@ -275,6 +280,16 @@ def archive_source(spec: SourceSpec, archive: Path, base: Path, note: str | None
     children = [p for p in target.iterdir()]
     root = children[0] if len(children) == 1 and children[0].is_dir() else target  # sdists hold one folder
     return Materialized(spec, root, STYLE_PACKAGE, version=version, license=license_of_folder(root), note=note)
+
+
+def _readable(folder: Path) -> None:
+    """A source folder everyone may read (``mkdtemp`` makes it 0700): the gate runs a root
+    build's candidates and usage harvests as the user nobody, who must import the source."""
+    try:
+        if folder.stat().st_mode & 0o777 == 0o700 and folder.stat().st_uid == os.getuid():
+            folder.chmod(0o755)
+    except OSError:
+        pass
 
 
 def _unpack(archive: Path, dest: Path) -> None:
