@@ -37,9 +37,6 @@ Method = Literal["hybrid", "lexical", "dense"]
 METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-# Weight of each method in the fusion. On the dev split of the wide evaluation, weighting lexical
-# 1.5-3x moved R@10 and MRR@10 by one or two queries either way (docs/benchmarks.md): equal.
-FUSION_WEIGHTS = {"lexical": 1.0, "dense": 1.0}
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
 
@@ -107,9 +104,10 @@ def lexical_doc(b: SpecBundle) -> LexicalDoc:
     module_doc, _, context = b.context.partition(" | ")
     # what the defining module is about (its docstring, the abbreviations its names spell) counts as docs
     about = expand_only(" ".join(split_words(w) for w in context.split()))
+    words = split_words(s.name)
     return LexicalDoc(
-        block_id=s.id, name=f"{s.name} {expand(split_words(s.name))}", module=split_words(s.provenance.module),
-        doc=" ".join(filter(None, [*describe(split_words(s.name)), s.summary, b.docstring or "", module_doc, about])),
+        block_id=s.id, name=f"{s.name} {expand(words)}", module=split_words(s.provenance.module),
+        doc=" ".join(filter(None, [*describe(words), s.summary, b.docstring or "", module_doc, about])),
         identifiers=expand(" ".join(split_words(w) for w in names + context.split())),
     )
 
@@ -175,7 +173,7 @@ class SearchIndex:
         self.chroma_url = cfg.chroma_url
         self._vectors: VectorIndex | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._allowed_for: dict[str, Any] = {}
+        self._allowed_for: dict[str, Any] = {}  # "signature", and per filter set (ids, share)
 
     @property
     def vectors(self) -> VectorIndex:
@@ -191,35 +189,37 @@ class SearchIndex:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nnrag-lexical")
         return self._executor
 
-    def _allowed(self, conn: sqlite3.Connection, source: str | None, category: str | None,
-                 validated: bool | None) -> set[str] | None:
-        """The ids these filters let through (None: all), kept while the library is unchanged:
-        a warm server answers the next query with the same filters without reading them again."""
+    def _allowed(self, conn: sqlite3.Connection, signature: str, source: str | None, category: str | None,
+                 validated: bool | None) -> tuple[set[str], float] | None:
+        """The ids these filters let through and their share of the library (None: all), kept
+        while the library is unchanged: a warm server answers the next query with the same
+        filters without reading them again."""
         if not source and not category and validated is None:
             return None
-        signature = self._signature(conn)
         if self._allowed_for.get("signature") != signature:
             self._allowed_for = {"signature": signature}
         key = json.dumps([source, category, validated])
         if key not in self._allowed_for:
-            self._allowed_for[key] = _allowed(conn, source, category, validated)
+            ids = _allowed(conn, source, category, validated)
+            total = conn.execute("SELECT count(*) FROM library").fetchone()[0] or 1
+            self._allowed_for[key] = (ids, len(ids) / total)
         return self._allowed_for[key]
 
-    def _nearest(self, conn: sqlite3.Connection, vector: Sequence[float], allowed: set[str] | None,
+    def _nearest(self, vector: Sequence[float], allowed: tuple[set[str], float] | None,
                  where: dict[str, Any] | None) -> list[tuple[str, float]]:
         """(id, cosine) of the nearest allowed blocks. A metadata filter in Chroma costs ~20 ms
         on 15,000 vectors where reading ten times as many neighbours costs 2 ms: filters that let
         a good share through are applied here, narrow ones (one small source) by Chroma."""
         if allowed is None:
             return [(h.id, 1.0 - h.distance) for h in self.vectors.query(vector, _CANDIDATES)]
-        total = conn.execute("SELECT count(*) FROM library").fetchone()[0] or 1
-        share = len(allowed) / total
+        ids, share = allowed
         if share >= 0.05:
-            n = min(total, int(2 * _CANDIDATES / share))
-            near = [(h.id, 1.0 - h.distance) for h in self.vectors.query(vector, n) if h.id in allowed]
-            if len(near) >= _CANDIDATES or n >= total:
+            n = int(2 * _CANDIDATES / share)
+            hits = self.vectors.query(vector, n)
+            near = [(h.id, 1.0 - h.distance) for h in hits if h.id in ids]
+            if len(near) >= _CANDIDATES or len(hits) < n:  # enough, or every neighbour read
                 return near[:_CANDIDATES]
-        return [(h.id, 1.0 - h.distance) for h in self.vectors.query(vector, _CANDIDATES, where) if h.id in allowed]
+        return [(h.id, 1.0 - h.distance) for h in self.vectors.query(vector, _CANDIDATES, where) if h.id in ids]
 
     def _lexical(self, query: str, allowed: set[str] | None) -> list[tuple[str, float]]:
         with self._store() as store:
@@ -237,8 +237,7 @@ class SearchIndex:
 
     def stale(self) -> bool:
         with self._store() as store:
-            row = store.conn.execute("SELECT value FROM search_state WHERE name='synced'").fetchone()
-            return row is None or row["value"] != self._signature(store.conn)
+            return _synced(store.conn) != self._signature(store.conn)
 
     def sync(self, progress: ProgressFn | None = None) -> SyncReport:
         started = time.perf_counter()
@@ -285,24 +284,34 @@ class SearchIndex:
             raise ValueError(f"method must be one of {METHODS}")
         if not query.strip():
             raise ConfigError("the search query is empty: say in words what the block does")
-        if self.stale():
-            log.info("the library changed since the search index was built: updating it")
-            self.sync()
         with self._store() as store:
             conn = store.conn
-            allowed = self._allowed(conn, source, category, validated)
-            rankings: list[tuple[float, list[tuple[str, float]]]] = []
-            # the lexical ranking runs in SQLite on its own connection while the query is embedded:
-            # both release the GIL, so a hybrid search costs the slower of the two, not their sum
-            words = self._pool().submit(self._lexical, query, allowed) if method in ("lexical", "hybrid") else None
+            signature = self._signature(conn)
+            if _synced(conn) != signature:
+                log.info("the library changed since the search index was built: updating it")
+                self.sync()
+            allowed = self._allowed(conn, signature, source, category, validated)
+            ids = allowed[0] if allowed else None
+            rankings: list[list[tuple[str, float]]] = []
+            if method == "lexical":
+                rankings.append(lexical.search(conn, query, _CANDIDATES, ids))
+            elif method == "hybrid":
+                # the lexical ranking runs in SQLite on its own connection while the query is embedded:
+                # both release the GIL, so a hybrid search costs the slower of the two, not their sum
+                words = self._pool().submit(self._lexical, query, ids)
             if method in ("dense", "hybrid"):
                 vector = self.embedder.embed([query])[0]
-                rankings.append((FUSION_WEIGHTS["dense"], self._nearest(conn, vector, allowed,
-                                                                        _where(source, category, validated))))
-            if words is not None:
-                rankings.append((FUSION_WEIGHTS["lexical"], words.result()))
+                rankings.append(self._nearest(vector, allowed, _where(source, category, validated)))
+            if method == "hybrid":
+                rankings.append(words.result())
             fused = _fuse(rankings)
             return _hits(store, fused, k)
+
+
+def _synced(conn: sqlite3.Connection) -> str | None:
+    """The library signature the search index was last brought up to date with."""
+    row = conn.execute("SELECT value FROM search_state WHERE name='synced'").fetchone()
+    return row["value"] if row else None
 
 
 def _allowed(conn: sqlite3.Connection, source: str | None, category: str | None, validated: bool | None) -> set[str]:
@@ -332,19 +341,20 @@ def _where(source: str | None, category: str | None, validated: bool | None) -> 
     return terms[0] if len(terms) == 1 else {"$and": terms}
 
 
-def _fuse(rankings: list[tuple[float, list[tuple[str, float]]]]) -> list[tuple[str, float]]:
-    """Score fusion: each method's scores min-max normalised over its candidates, weighted, summed.
+def _fuse(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """Score fusion: each method's scores min-max normalised over its candidates, then summed.
 
     On the retrieval eval this beats reciprocal rank fusion (MRR@10 0.705 against 0.656 at k=60):
-    a confident lexical match keeps its lead instead of counting only as rank one."""
+    a confident lexical match keeps its lead instead of counting only as rank one. Weighting
+    lexical 1.5-3x moved the wide evaluation's dev split by a query or two either way."""
     fused: dict[str, float] = {}
-    for weight, ranking in rankings:
+    for ranking in rankings:
         if not ranking:
             continue
         top, bottom = ranking[0][1], ranking[-1][1]
         span = (top - bottom) or 1.0
         for block_id, score in ranking:
-            fused[block_id] = fused.get(block_id, 0.0) + weight * (score - bottom) / span
+            fused[block_id] = fused.get(block_id, 0.0) + (score - bottom) / span
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
@@ -353,23 +363,13 @@ def _one_line(summary: str, limit: int = 90) -> str:
     return first if len(first) <= limit else first[: limit - 3].rsplit(" ", 1)[0] + "..."
 
 
-def _copy_groups(store: Database, ids: list[str]) -> dict[str, str]:
-    """Block -> its near-copy cluster (``nnrag dedup``), for the blocks that are in one."""
+def _column(store: Database, sql: str, ids: list[str]) -> dict[str, str]:
+    """block_id -> value of ``sql`` (``SELECT block_id, value ... WHERE ... block_id IN ({})``),
+    in batches under SQLite's parameter limit."""
     out: dict[str, str] = {}
     for i in range(0, len(ids), 500):
         part = ids[i:i + 500]
-        out.update((r["block_id"], "cluster:" + r["cluster"]) for r in store.conn.execute(
-            f"SELECT block_id, cluster FROM dedup_clusters WHERE level='near' AND block_id IN ({','.join('?' * len(part))})",
-            part))
-    return out
-
-
-def _fingerprints(store: Database, ids: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        out.update((r["block_id"], r["fingerprint"] or "") for r in store.conn.execute(
-            f"SELECT block_id, fingerprint FROM specs WHERE block_id IN ({','.join('?' * len(part))})", part))
+        out.update((r[0], r[1] or "") for r in store.conn.execute(sql.format(",".join("?" * len(part))), part))
     return out
 
 
@@ -378,7 +378,10 @@ def _hits(store: Database, fused: list[tuple[str, float]], k: int) -> list[Hit]:
     cluster (``nnrag dedup``), or of one structural fingerprint. Groups are formed from two
     columns; only the ``k`` shown blocks have their specs read."""
     ids = [b for b, _ in fused]
-    clusters, prints = _copy_groups(store, ids), _fingerprints(store, ids)
+    # near-copy clusters (``nnrag dedup``) and structural fingerprints
+    clusters = {b: "cluster:" + c for b, c in _column(
+        store, "SELECT block_id, cluster FROM dedup_clusters WHERE level='near' AND block_id IN ({})", ids).items()}
+    prints = _column(store, "SELECT block_id, fingerprint FROM specs WHERE block_id IN ({})", ids)
     leaders: list[tuple[str, float, list[str]]] = []
     by_key: dict[str, list[str]] = {}
     for block_id, score in fused:

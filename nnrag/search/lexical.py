@@ -18,6 +18,7 @@ from ..db.schema import SEARCH_FIELDS  # one FTS5 table per field
 
 _FIELDS = SEARCH_FIELDS
 _WEIGHTS = {"name": 1.0, "module": 0.3, "doc": 2.0, "identifiers": 0.2}
+_FIELD_DEPTH = 400  # best matches read per field (``search``)
 _STOPWORDS = frozenset(
     "a an and are as at be by for from in into is it its of on or over that the their then this to used using "
     "with without which each all find me give block blocks layer module".split()
@@ -91,9 +92,6 @@ def search(conn: sqlite3.Connection, text: str, k: int, allowed: set[str] | None
     if len(scores) < k:
         scores = _scores(conn, match, allowed, None)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-
-
-_FIELD_DEPTH = 400
 
 
 def _scores(conn: sqlite3.Connection, match: str, allowed: set[str] | None, depth: int | None) -> dict[str, float]:
