@@ -186,23 +186,26 @@ def _enter_pid_namespace(own_proc: bool) -> bool:
         return False
 
 
+def proc_state(pid: int | str) -> tuple[str, int] | None:
+    """A process's state letter and parent pid from ``/proc/PID/stat`` (None: gone). The name
+    field may hold spaces and parentheses, so fields are counted from its closing one."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        return fields[0].decode(), int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def stray_processes() -> list[int]:
     """Processes of the candidate's PID namespace other than itself that still run (zombies are
     done): what it started and left. Meaningful only as the namespace's first process with its own
     ``/proc``; empty elsewhere."""
     if os.getpid() != 1:
         return []
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and entry.name != "1":
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as f:
-                    data = f.read()
-                if data[data.rindex(b")") + 2:].split()[0] != b"Z":
-                    found.append(int(entry.name))
-            except (OSError, ValueError, IndexError):
-                continue
-    return sorted(found)
+    return sorted(int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and e.name != "1"
+                  and (st := proc_state(e.name)) is not None and st[0] != "Z")
 
 
 # System calls a candidate never needs and an escape or an attack on the machine would: tracing

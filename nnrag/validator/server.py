@@ -28,6 +28,7 @@ from typing import Any
 
 from . import record as R
 from .record import Limits, ValidationRecord
+from .sandbox import proc_state
 from .static import compile_candidate
 
 _POLL_S = 0.05
@@ -207,15 +208,8 @@ def descendants(pid: int) -> list[int]:
     """Every process below ``pid``, from /proc."""
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                data = f.read()
-            ppid = int(data[data.rindex(b")") + 2:].split()[1])  # the name may hold spaces and parentheses
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
+        if entry.name.isdigit() and (st := proc_state(entry.name)) is not None:
+            children.setdefault(st[1], []).append(int(entry.name))
     found: list[int] = []
     stack = [pid]
     while stack:
@@ -249,16 +243,7 @@ def _reap() -> None:
 
 def _running(pids: list[int]) -> list[int]:
     """Those of ``pids`` not already dead (zombies, or exiting)."""
-    out = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        if data[data.rindex(b")") + 2:].split()[0] not in (b"Z", b"X"):
-            out.append(pid)
-    return out
+    return [p for p in pids if (st := proc_state(p)) is not None and st[0] not in ("Z", "X")]
 
 
 _GRACE_S = 0.3
