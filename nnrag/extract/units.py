@@ -12,7 +12,7 @@ import builtins
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ..index.parse import is_type_checking
+from ..index.parse import branches, is_type_checking
 from .scope import UnitNames, analyze
 
 
@@ -118,12 +118,7 @@ def _mutated(stmt: ast.stmt) -> str | None:
     also from inside a loop or a condition (``for m in (nn.ReLU, nn.GELU): MODELS.register_module(module=m)``)
     when that is the one name mutated there and not one the statement binds itself."""
     if isinstance(stmt, _COMPOUND):
-        inner: list[ast.stmt] = []
-        for field in ("body", "orelse", "finalbody"):
-            inner += getattr(stmt, field, [])
-        for handler in getattr(stmt, "handlers", []):
-            inner += handler.body
-        names = {n for s in inner if (n := _mutated(s)) is not None}
+        names = {n for s in branches(stmt) if (n := _mutated(s)) is not None}
         bound: set[str] = set()
         _bound_names([stmt], bound)
         names -= bound

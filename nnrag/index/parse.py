@@ -189,6 +189,17 @@ def is_type_checking(test: ast.expr) -> bool:
     return name is not None and name.split(".")[-1] == "TYPE_CHECKING"
 
 
+def branches(stmt: ast.stmt) -> list[ast.stmt]:
+    """The statements a compound statement (``if``, ``try``, ``with``, ``for``, ``while``) runs in
+    the scope it is in: its body, handlers, ``else`` and ``finally``."""
+    inner: list[ast.stmt] = []
+    for part in ("body", "orelse", "finalbody"):
+        inner += getattr(stmt, part, [])
+    for handler in getattr(stmt, "handlers", []):
+        inner += handler.body
+    return inner
+
+
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     if handler.type is None:
         return True

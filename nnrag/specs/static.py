@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..index.parse import branches
 from .model import ForwardSignature, Parameter
 
 _SHORT = {"torch.nn.functional": "F", "torch.nn": "nn"}
@@ -44,10 +45,7 @@ def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
                 found.setdefault(prefix + node.name, node)
                 visit(node.body, prefix + node.name + ".")
             elif isinstance(node, (ast.If, ast.Try, ast.With)) or type(node).__name__ == "TryStar":
-                for branch in ("body", "orelse", "finalbody"):
-                    visit(getattr(node, branch, []), prefix)
-                for handler in getattr(node, "handlers", []):
-                    visit(handler.body, prefix)
+                visit(branches(node), prefix)
 
     visit(tree.body, "")
     return found
