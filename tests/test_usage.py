@@ -130,3 +130,22 @@ def test_recorded_blocks_run_alone_from_their_recipes(homes: dict[str, object], 
         proc = subprocess.run([sys.executable, "-I", "-c", _RUNNER, name, json.dumps(entry)], cwd=folder,
                               capture_output=True, text=True, env=env, timeout=120)
         assert proc.returncode == 0 and "ran Tensor" in proc.stdout, (name, proc.stderr[-2000:])
+
+
+def test_usage_is_harvested_from_a_wheel_source(tmp_path: Path) -> None:
+    """A wheel is unpacked under the home: the gate, which runs a root build's candidates and
+    harvests as the user nobody, must still import the package from there (a 0700 unpack folder
+    once made every harvest of a ``pypi:`` source fail with "No module named")."""
+    import zipfile
+
+    wheel = tmp_path / "upkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path in sorted((FIXTURES / "usage_repo" / "upkg").glob("*.py")):
+            zf.write(path, f"upkg/{path.name}")
+        zf.writestr("upkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: upkg\nVersion: 1.0\n")
+    home = tmp_path / "home"
+    report = nnrag.build([str(wheel)], home=home, limits=LIMITS)
+    assert report.harvest["rescued"] == 4, report.harvest
+    with connect(Workspace.resolve(home)) as store:
+        assert [tuple(r) for r in store.conn.execute("SELECT factory, ok, message FROM harvests ORDER BY factory")] == [
+            ("upkg.blocks:BandMix.__doc__", 1, None), ("upkg.models:tiny_net", 1, None)]

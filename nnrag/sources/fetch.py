@@ -286,7 +286,8 @@ def _readable(folder: Path) -> None:
     """A source folder everyone may read (``mkdtemp`` makes it 0700): the gate runs a root
     build's candidates and usage harvests as the user nobody, who must import the source."""
     try:
-        if folder.stat().st_mode & 0o777 == 0o700 and folder.stat().st_uid == os.getuid():
+        st = folder.stat()
+        if st.st_mode & 0o777 == 0o700 and st.st_uid == os.getuid():
             folder.chmod(0o755)
     except OSError:
         pass
