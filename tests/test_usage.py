@@ -149,3 +149,51 @@ def test_usage_is_harvested_from_a_wheel_source(tmp_path: Path) -> None:
     with connect(Workspace.resolve(home)) as store:
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok, message FROM harvests ORDER BY factory")] == [
             ("upkg.blocks:BandMix.__doc__", 1, None), ("upkg.models:tiny_net", 1, None)]
+
+
+def test_registry_configs_are_chosen_statically(tmp_path: Path) -> None:
+    from nnrag.validator.usage.configs import choose, model_types
+
+    root = FIXTURES / "registry_repo"
+    assert model_types((root / "regpkg/configs/tiny_detector.py").read_text()) == {
+        "TinyDetector", "StageStack", "ScoreHead", "AbsLoss"}
+    assert model_types((root / "regpkg/configs/overrides_only.py").read_text()) == set()
+    assert model_types("default_scope = 'x'\n") is None
+    assert choose(root, 10) == ["regpkg/configs/tiny_detector.py"]  # the override names nothing new
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "a.py").write_text("model = dict(type='A', head=dict(type='H'))\n")
+    (tmp_path / "configs" / "b.py").write_text("model = dict(type='B', head=dict(type='H'), neck=dict(type='N'))\n")
+    (tmp_path / "configs" / "c.py").write_text("model = dict(type='A')\n")
+    (tmp_path / "configs" / "d.py").symlink_to(root / "regpkg/configs/tiny_detector.py")  # links are not read
+    assert choose(tmp_path, 10) == ["configs/b.py", "configs/c.py"]  # A again: the shorter file
+    assert choose(tmp_path, 1) == ["configs/b.py"]
+
+
+def test_registry_configs_supply_usage(tmp_path: Path) -> None:
+    """A package built on mmengine's registry (the corpus holds mmengine itself, from PyPI) has no
+    model factories: its configs are built by the registry in the harvest, in an environment with
+    what the distributions declare, and the recorded arguments rescue blocks whose guesses fail,
+    including a head whose config asks the registry for a class no statement of its file names."""
+    import zipfile
+
+    wheel = tmp_path / "regpkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path in sorted((FIXTURES / "registry_repo").rglob("*.py")):
+            zf.write(path, path.relative_to(FIXTURES / "registry_repo").as_posix())
+        zf.writestr("regpkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: regpkg\nVersion: 1.0\n"
+                    "Requires-Dist: mmengine-lite\n")
+    home = tmp_path / "home"
+    blocks = {"StageStack", "ScoreHead", "TinyDetector"}
+    guessed = nnrag.build([str(wheel), "pypi:mmengine-lite==0.10.7"], home=tmp_path / "guess", limits=LIMITS,
+                          names=blocks, harvest=False, search=False, requirements="install")
+    assert guessed.passed == 0, guessed.failures
+    report = nnrag.build([str(wheel), "pypi:mmengine-lite==0.10.7"], home=home, limits=LIMITS, names=blocks,
+                         search=False, requirements="install")
+    assert report.harvest["configs"] == 1 and report.harvest["rescued"] == 3, report.harvest
+    entries = _entries(home)
+    assert {n for n in blocks if entries[n]["status"] == "validated"} == blocks
+    head = (home / str(entries["ScoreHead"]["path"])).read_text()
+    assert "class AbsLoss" in head  # copied for the config's loss, though the file never names it
+    with connect(Workspace.resolve(home)) as store:
+        assert [tuple(r) for r in store.conn.execute("SELECT factory, ok FROM harvests WHERE factory LIKE '%<config>'")] == [
+            ("regpkg/configs/tiny_detector.py:<config>", 1)]

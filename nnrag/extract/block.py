@@ -57,15 +57,17 @@ class Extractors:
             self._provenance[source] = provenance(self.conn, source)
         return self._provenance[source]
 
-    def extract(self, ref: BlockRef) -> tuple[Closure, Assembled | None, float]:
+    def extract(self, ref: BlockRef, registered: frozenset[str] = frozenset(),
+                classes: frozenset[tuple[str, str]] = frozenset()) -> tuple[Closure, Assembled | None, float]:
         """The closure of a block and its file. Only the extractor of the latest source is kept:
-        callers taking blocks source by source hold one source's parsed modules at a time."""
+        callers taking blocks source by source hold one source's parsed modules at a time.
+        ``registered``, ``classes``: see :meth:`Extractor.closure`."""
         if ref.source not in self._by_source:
             self._by_source.clear()
             self._by_source[ref.source] = (Extractor(self.conn, ref.source, self.prefer), self.provenance_of(ref.source))
         extractor, prov = self._by_source[ref.source]
         started = time.perf_counter()
-        closure = extractor.closure(ref.module, ref.name_in_module)
+        closure = extractor.closure(ref.module, ref.name_in_module, registered, classes)
         lenders = tuple(self.provenance_of(s) for s in closure.lenders)
         assembled = None if closure.issues else assemble(closure, prov, lenders)
         return closure, assembled, time.perf_counter() - started

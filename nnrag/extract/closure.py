@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import importlib.machinery
+import re
 import sqlite3
 import zlib
 from functools import cached_property
@@ -76,6 +77,12 @@ _SUBMODULE_DEPTH = 4  # submodules read through a lazily imported package, level
 # model-class tables, its import utilities: 105 and 272 definitions, a 4 MB file that still fails)
 # the block is refused with that reason instead.
 _VALUE_EXPORTS = 64
+
+
+# a registering call as a statement of its own, and a decorator naming the class it registers
+_REGISTERING_STATEMENT = re.compile(r"(?m)^[A-Za-z_][\w.]*\.register_module\(")
+_REGISTERED_AS = re.compile(
+    r"(?m)^@[\w.]*register_module\(\s*(?:name\s*=\s*)?['\"]([\w.]+)['\"][^\n]*\n(?:@[^\n]*\n)*class\s+(\w+)")
 
 
 class Extractor:
@@ -149,10 +156,47 @@ class Extractor:
             f" WHERE f.source_id IN ({','.join('?' * len(ids))}) AND d.kind = 'class'"
             " AND d.decorators LIKE '%register_module%' AND instr(d.qualname, '.') = 0", ids).fetchall()
         found: dict[str, DefTarget] = {}
+        modules: list[str] = []
         for r in sorted(rows, key=lambda r: (r["source_id"] != self.source_id, r["module"] or "")):
             info = self.infos.get(r["module"] or "")
             if info is not None and info.file_id == r["file_id"]:
                 found.setdefault(r["qualname"], DefTarget(r["module"], r["qualname"]))
+                if not modules or modules[-1] != r["module"]:
+                    modules.append(r["module"])
+        # then the names decorators give (``@MODELS.register_module('deconv')`` on ConvTranspose2d)
+        for module in modules:
+            for m in _REGISTERED_AS.finditer(self._text(module)):
+                found.setdefault(m.group(1), DefTarget(module, m.group(2)))
+        return found
+
+    def _text(self, module: str) -> str:
+        """A module's text, without parsing it."""
+        sha1 = self._sha1.get(self.infos[module].file_id)
+        row = self.conn.execute("SELECT data FROM blobs WHERE sha1=?", (sha1,)).fetchone() if sha1 else None
+        return zlib.decompress(row["data"]).decode("utf-8", "replace") if row else ""
+
+    @cached_property
+    def registrations(self) -> dict[str, UnitKey]:
+        """Top-level statements that register a class under a name without decorating it
+        (``MODELS.register_module('Linear', module=nn.Linear)``, ``register_module(module=nn.GELU)``),
+        by that name: what a registry builds from ``dict(type='Linear')`` in code that never
+        imports the module holding the statement. The block's own source first."""
+        found: dict[str, UnitKey] = {}
+        for module in sorted(self.infos, key=lambda m: (self.infos[m].source_id != self.source_id, m)):
+            if not _REGISTERING_STATEMENT.search(self._text(module)):
+                continue
+            mu = self.units_of(module)
+            for k, st in enumerate(mu.stmts):
+                call = st.node.value if isinstance(st.node, ast.Expr) else None
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "register_module"):
+                    continue
+                keywords = {kw.arg: kw.value for kw in call.keywords}
+                name = keywords.get("name", call.args[0] if call.args else None)
+                if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                    found.setdefault(name.value, (module, k))
+                elif name is None and isinstance(keywords.get("module"), (ast.Name, ast.Attribute)):
+                    value = keywords["module"]
+                    found.setdefault(value.id if isinstance(value, ast.Name) else value.attr, (module, k))
         return found
 
     def lenders(self, modules: set[str]) -> list[str]:
@@ -274,7 +318,13 @@ class Extractor:
         return [(target.module, k) for k in sorted(set(ks))]
 
     # -- closure ------------------------------------------------------------------------
-    def closure(self, module: str, qualname: str) -> Closure:
+    def closure(self, module: str, qualname: str, registered: frozenset[str] = frozenset(),
+                classes: frozenset[tuple[str, str]] = frozenset()) -> Closure:
+        """The statements that define ``qualname`` of ``module`` and everything they need.
+        ``registered``: names a registry of the copied code will be asked to build beyond those
+        the copied code spells (the types of configs it was seen built with); ``classes``:
+        ``(module, qualname)`` of definitions to copy beside it (classes it was seen built
+        with, ``block=BasicBlock``), those of modules this source or its lenders hold."""
         if not self.inline and module != self._home:
             self._bind_cache.clear()
         self._home = module
@@ -288,7 +338,6 @@ class Extractor:
         # (``MODELS.register_module('Conv2d', module=nn.Conv2d)`` in mmcv, MODELS from mmengine)
         foreign: dict[DefTarget, list[UnitKey]] = {}
         visited: set[str] = set()
-        tops: set[str] = set()  # top-level packages of the statements copied so far
 
         fillers: set[UnitKey] = set()  # statements that only fill a registry, in this module or another
         issue_keys: list[UnitKey] = []  # the statement each issue was found in
@@ -314,21 +363,33 @@ class Extractor:
                     targets[t].extend(keys)
                     pending.extend(keys)
 
-        strings: set[str] = set()  # class-like string constants of the statements copied
+        strings: set[str] = set(registered)  # class-like string constants of the statements copied
         named: list[UnitKey] = []  # definitions of the classes copied strings name: needed, never fillers
+        statements: set[UnitKey] = set()  # registering statements copied for a string
 
         def by_name() -> bool:
-            """Classes a registry builds from a copied string (``dict(type='DropPath')``), which a
-            class decorator registers in a package the copied code comes from (not in every
-            source that happens to define the name); True when that adds statements to copy."""
+            """Classes a registry builds from a copied string (``dict(type='DropPath')``, or
+            ``'mmdet.CrossEntropyLoss'`` with the registry's scope), which a class decorator
+            registers in the block's source or in a package it imports from another source
+            (mmdet's registry falls back to its parent, which mmcv fills with ``Linear``), not in
+            every source that happens to define the name. True when that adds statements to copy."""
             for text in sorted(strings):
-                t = self.registered.get(text)
-                if t is not None and t not in targets and t.module.split(".")[0] in tops:
+                name = text.rsplit(".", 1)[-1]
+                key = self.registrations.get(name)  # first: a decorator may register its class under another name
+                t = self.registered.get(name) if key is None else None
+                if t is not None and t not in targets:
                     want(t)
                     named.extend(self.units_for(t))
+                elif key is not None and key not in statements:
+                    statements.add(key)  # the registering statement, with what it needs
+                    pending.append(key)
+                    named.append(key)
             return bool(pending)
 
         want(top)
+        for module_name, name in sorted(classes):
+            if module_name in self.infos:
+                named.extend(want(DefTarget(module_name, name.split(".")[0])))
         while pending or by_name():
             key = pending.pop()
             if key in units:
@@ -397,7 +458,6 @@ class Extractor:
                         link(resolved[0], name in names.early)
                 else:
                     link(t, name in names.early)
-            tops.add(key[0].split(".")[0])
             if self.inline:
                 strings.update(names.strings)
             for first, last, indent, pairs in self._nested_imports(mu, key[1]):

@@ -142,7 +142,7 @@ def build_library(
                     report.requirements = {"needs_install": needs_install(waiting, corpus)}
                 if retry:
                     report.harvest = retry_with_usage(db, workspace, gate, retry, report, progress,
-                                                      corpus if requirements == "install" else None)
+                                                      corpus if requirements == "install" else None, prefer)
         except KeyboardInterrupt:
             report.interrupted = True
         if scheduler and not report.interrupted:

@@ -9,8 +9,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterator
 
 from ..db import Database
+from ..extract.block import Extractors
 from ..progress import ProgressFn
-from ..validator.envs import distribution_for, environment
+from ..sources.fetch import declared_requirements
+from ..validator.envs import distribution_for, environment, to_install
 from ..validator.record import GATE_VERSION, Limits, ValidationRecord
 from ..validator.usage import runs as usage
 from ..workspace import Workspace
@@ -58,8 +60,28 @@ def _gate_for(workspace: Workspace, gate: "Gate", requirements: tuple[str, ...])
         yield in_env
 
 
+def _with_named(extractors: Extractors, item: Retry, named: usage.Named) -> Retry:
+    """The block re-extracted with what its recorded arguments name and its file may lack: classes
+    a registry builds (``loss_cls=dict(type='FocalLoss')``, where the code names only its default
+    loss) and classes passed in (``block=BasicBlock``); as it was when that adds nothing or the
+    closure fails."""
+    code = item.candidate.assembled.code
+    ref = item.candidate.ref
+    classes = frozenset(c for c in named.classes if f"class {c[1].split('.')[0]}" not in code
+                        and (c[0], c[1]) != (ref.module, ref.name_in_module))
+    types = frozenset(t for t in named.types if f"class {t}" not in code)
+    if not (types or classes):
+        return item
+    closure, assembled, seconds = extractors.extract(ref, types, classes)
+    if assembled is None or assembled.code == code:
+        return item
+    candidate = replace(item.candidate, assembled=assembled, files=closure.files, extract_s=item.candidate.extract_s + seconds)
+    return replace(item, candidate=candidate)
+
+
 def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: list[Retry], report: BuildReport,
-                     progress: ProgressFn | None, install: frozenset[str] | None = None) -> dict[str, object]:
+                     progress: ProgressFn | None, install: frozenset[str] | None = None,
+                     prefer: str = "installed") -> dict[str, object]:
     """Harvest the sources of the failed blocks, then re-check those blocks with their recorded usage.
     A source is harvested and its blocks re-checked in the environment with every requirement its
     waiting blocks needed, so that its package imports as it did for them. With ``install`` (the
@@ -71,6 +93,8 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
         by_source.setdefault(item.candidate.ref.source, []).append(item)
     ran = usage.HarvestStats()
     retried = rescued = done = 0
+
+    extractors = Extractors(db.conn, prefer)
 
     def settle(item: Retry, record: ValidationRecord, requirements: tuple[str, ...]) -> None:
         verdict = item.candidate.verdict(record)
@@ -85,12 +109,16 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
         for item in items:
             hints = usage.hints(db.conn, src, item.candidate.ref.qualname)
             if hints:
-                found.append((item, item.candidate.assembled.code, item.candidate.assembled.class_name, hints))
+                again = _with_named(extractors, item, usage.named_by(hints))
+                found.append(((item, again), again.candidate.assembled.code, again.candidate.assembled.class_name, hints))
             else:
                 settle(item, item.first, item.requirements)
         retried += len(found)
-        for item, record in checker.check_many(found, retry_limits(checker.limits)):
-            settle(item, record if record.ok else item.first, requirements if record.ok else item.requirements)
+        for (item, again), record in checker.check_many(found, retry_limits(checker.limits)):
+            if record.ok:  # stored with the file that passed
+                settle(again, record, requirements)
+            else:
+                settle(item, item.first, item.requirements)
             rescued += record.ok
             done += 1
             if progress:
@@ -98,6 +126,9 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
 
     for src, items in sorted(by_source.items()):
         requirements = tuple(sorted({r for item in items for r in item.requirements}))
+        if install is not None:  # the harvest imports the whole package: what its distributions declare
+            declared = [name for root in usage.roots(db, src) for name in declared_requirements(root)]
+            requirements = tuple(sorted({*requirements, *to_install(declared, install)}))
         focus = {item.candidate.ref.module for item in items}
         usable: tuple[str, ...] | None = None  # the widest environment made so far
         checked = False
@@ -124,5 +155,5 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
         with _gate_for(workspace, gate, usable) as checker:
             assert checker is not None  # made once already, and cached
             check(src, items, checker, usable)
-    return {"factories": ran.factories, "examples": ran.examples, "ok": ran.ok, "seconds": round(ran.seconds, 2),
+    return {"factories": ran.factories, "examples": ran.examples, "configs": ran.configs, "ok": ran.ok, "seconds": round(ran.seconds, 2),
             "retried": retried, "rescued": rescued}

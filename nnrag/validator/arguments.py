@@ -414,9 +414,12 @@ def constructor_attempts(cls: type) -> Iterator[tuple[Sizes, dict[str, Any]]]:
     if found is None:
         yield Sizes(), {}
         return
-    off = {p.name: False for p in found[0].parameters.values() if p.name.lower() in _DOWNLOAD_FLAGS and p.default is True}
+    params = found[0].parameters.values()
+    off: dict[str, Any] = {p.name: False for p in params if p.name.lower() in _DOWNLOAD_FLAGS and p.default is True}
+    # a flag naming the weights to fetch (``pretrained="outdoor"``): None fetches none
+    off |= {p.name: None for p in params if p.name.lower() in _DOWNLOAD_FLAGS and isinstance(p.default, str) and p.default}
     # named weights to load by default (``encoder_weights="imagenet"``): None builds the architecture alone
-    off |= {p.name: None for p in found[0].parameters.values() if _names_weights(p.name) and isinstance(p.default, str) and p.default}
+    off |= {p.name: None for p in params if _names_weights(p.name) and isinstance(p.default, str) and p.default}
     for sizes, kwargs in _attempts(cls, *found):
         yield sizes, {**kwargs, **off}
 

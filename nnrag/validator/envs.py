@@ -35,7 +35,7 @@ _PIP_TIMEOUT_S = 900.0
 _DISTRIBUTIONS = {
     "cv2": "opencv-python-headless", "PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image",
     "yaml": "pyyaml", "attr": "attrs", "google.protobuf": "protobuf", "Crypto": "pycryptodome",
-    "dateutil": "python-dateutil", "bs4": "beautifulsoup4", "mpl_toolkits": "matplotlib",
+    "dateutil": "python-dateutil", "pkg_resources": "setuptools", "bs4": "beautifulsoup4", "mpl_toolkits": "matplotlib",
 }
 
 
@@ -66,6 +66,29 @@ def missing_module(message: str) -> str | None:
 def distribution_for(module: str) -> str:
     """The PyPI distribution that provides an import name (``cv2`` -> ``opencv-python-headless``)."""
     return _DISTRIBUTIONS.get(module, module.replace("_", "-"))
+
+
+# Distributions whose import needs a display server's libraries; their headless builds provide the same modules.
+_HEADLESS = {"opencv-python": "opencv-python-headless", "opencv-contrib-python": "opencv-contrib-python-headless"}
+
+
+def to_install(names: list[str], corpus: frozenset[str]) -> set[str]:
+    """Of declared requirement names, those an environment must add: not installed here, not a
+    package of the corpus (never installed), headless where a build needs a display."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    skip = {canonicalize_name(p) for p in corpus}
+    wanted: set[str] = set()
+    for name in names:
+        if canonicalize_name(name) in skip:
+            continue
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            wanted.add(_HEADLESS.get(canonicalize_name(name), name))
+    return wanted
 
 
 def _key(requirements: tuple[str, ...]) -> str:

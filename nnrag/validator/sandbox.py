@@ -22,6 +22,7 @@ Layers, strongest first, each recorded in the result's ``isolation``:
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import json
 import os
@@ -363,7 +364,8 @@ def _limit(which: int, soft: int, slack: int = 0) -> None:
         resource.setrlimit(which, (soft, soft + slack))
 
 
-def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str] = ()) -> dict[str, str]:
+def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str] = (),
+            refuse_processes: bool = False) -> dict[str, str]:
     """Confine the current (freshly forked, single-threaded) process; ``visible`` are folders it
     must still read (source roots). With a PID namespace this forks: the caller goes on as the
     namespace's first process. Returns the isolation levels."""
@@ -398,7 +400,7 @@ def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str]
         isolation["ipc"] = "ipcns"
     if _seccomp():
         isolation["syscalls"] = "seccomp"
-    _install_hook(folder, report_fd)
+    _install_hook(folder, report_fd, refuse_processes)
     return isolation
 
 
@@ -420,7 +422,11 @@ _NATIVE_CALLS = frozenset({"fork", "vfork", "clone", "clone3", "execve", "execv"
                            "syscall", "dlopen", "chroot", "pivot_root", "process_vm_writev"})
 
 
-def _install_hook(folder: Path, report_fd: int) -> None:
+def _install_hook(folder: Path, report_fd: int, refuse_processes: bool = False) -> None:
+    """Audit what the candidate does. With ``refuse_processes`` (a usage harvest, which imports
+    whole packages and is no verdict) starting a process fails as the kernel would refuse it, with
+    an OSError that libraries probing for a tool handle (matplotlib runs ``fc-list`` at import),
+    instead of ending the run as a violation; the process is never started either way."""
     root = str(folder)
     state = {"busy": False}
 
@@ -449,6 +455,8 @@ def _install_hook(folder: Path, report_fd: int) -> None:
         try:
             if event in _NETWORK_EVENTS and not _probes_loopback(event, args):
                 violation("network", f"{event}{args[1:2]!r}" if len(args) > 1 else event)
+            elif event in _PROCESS_EVENTS and refuse_processes:
+                raise PermissionError(errno.EPERM, f"starting a process is refused in the sandbox ({event})")
             elif event in _PROCESS_EVENTS:
                 violation("process", f"{event} {str(args[:2])[:200]}")
             elif event == "open":

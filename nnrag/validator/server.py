@@ -97,7 +97,8 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
 
         base_kb = status_kb("VmRSS")
         try:
-            result["isolation"] = confine(folder, limits, report_fd, request.get("paths") or ())
+            result["isolation"] = confine(folder, limits, report_fd, request.get("paths") or (),
+                                          refuse_processes=request.get("task") == "harvest")
         except OSError as e:  # the gate's own failure: no candidate code has run
             result.update(code=R.PROBE_ERROR, message=f"the sandbox could not be set up: {e}"[:500])
             os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())

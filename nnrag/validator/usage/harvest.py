@@ -16,17 +16,22 @@ from __future__ import annotations
 import functools
 import gc
 import importlib
+import importlib.abc
+import importlib.util
 import inspect
 import json
+import os
 import signal
 import sys
 import time
 import traceback
+import types
 from typing import Any, Callable
 
 import torch
 from torch import nn
 
+from .configs import CONFIG_UNIT
 from .examples import EXAMPLE_SUFFIX, example_sources
 from .recipes import Unrecordable, dump, ref
 
@@ -196,6 +201,60 @@ def _run_examples(module: Any, qualname: str) -> str | None:
     return None
 
 
+class _Absent(types.ModuleType):
+    """A module of a package of the corpus that no file provides: its attributes are functions
+    that raise the ImportError when called."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        error = ImportError(f"{self.__name__} is not provided by any file (a compiled extension that is not built)")
+
+        def unavailable(*args: Any, **kwargs: Any) -> Any:
+            raise error
+
+        return unavailable
+
+
+class AbsentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Last on ``sys.meta_path``: a submodule that no finder found, of a package loaded from the
+    corpus's folders, is a compiled extension the distribution ships unbuilt (mmcv-lite's
+    ``mmcv._ext``, which ``mmcv.ops`` loads and every mmdet model module imports). Standing in
+    for it lets the package import, so its models can be built; what calls into it fails there.
+    Block files get the same treatment from ``extract.unavailable``."""
+
+    def __init__(self, roots: list[str]) -> None:
+        self.roots = [os.path.join(os.path.realpath(r), "") for r in roots]
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        parent = fullname.rpartition(".")[0]
+        file = getattr(sys.modules.get(parent), "__file__", None) if parent else None
+        if not file or not any(os.path.realpath(file).startswith(r) for r in self.roots):
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        return _Absent(spec.name)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+def _load_config(path: str, scope: str) -> tuple[Any, Any]:
+    """The registry that builds a config file's model (mmengine's, in the config's scope) and the
+    model's config; the registry's model modules are imported first, so that the recorder can
+    wrap their classes before the build."""
+    from mmengine.config import Config
+    from mmengine.registry import MODELS, init_default_scope
+
+    cfg = Config.fromfile(path)
+    scope = cfg.get("default_scope") or scope
+    init_default_scope(scope)
+    with MODELS.switch_scope_and_registry(scope) as registry:
+        registry.import_from_location()
+    return registry, cfg.model
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
     raise FactoryTimeout()
 
@@ -203,8 +262,10 @@ def _on_alarm(signum: int, frame: Any) -> None:
 def harvest(factories: list[list[str]], packages: list[str], paths: list[str], emit: Callable[[dict[str, Any]], None],
             per_factory_s: float = 30.0) -> None:
     """Run ``[module, function]`` factories in turn, emitting one record per factory. A function
-    named ``Class.__doc__`` stands for the examples in that class's docstrings."""
+    named ``Class.__doc__`` stands for the examples in that class's docstrings; one named
+    ``<config>`` builds the model of the config file at the path given as its module."""
     sys.path[:0] = [p for p in paths if p not in sys.path]
+    sys.meta_path.append(AbsentModules(paths))
     recorder = Recorder(packages)
     recorder.wrap_loaded()
     signal.signal(signal.SIGALRM, _on_alarm)
@@ -214,11 +275,18 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
         model = None
         try:
             signal.setitimer(signal.ITIMER_REAL, per_factory_s)
-            module = importlib.import_module(module_name)
-            recorder.wrap_loaded()
-            if function.endswith(EXAMPLE_SUFFIX):
+            if function == CONFIG_UNIT:
+                registry, config = _load_config(module_name, packages[0])
+                recorder.wrap_loaded()
+                model = registry.build(config)
+                error = _exercise(model)
+            elif function.endswith(EXAMPLE_SUFFIX):
+                module = importlib.import_module(module_name)
+                recorder.wrap_loaded()
                 error = _run_examples(module, function.removesuffix(EXAMPLE_SUFFIX))
             else:
+                module = importlib.import_module(module_name)
+                recorder.wrap_loaded()
                 factory = getattr(module, function)
                 model = factory(**_no_downloads(factory))
                 error = _exercise(model)

@@ -9,6 +9,7 @@ the source's version changes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import sqlite3
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import configs
 from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
 from ...db import Database
@@ -31,12 +33,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _FACTORIES_PER_JOB = 40
+_CONFIGS = 100  # registry configs run per source: enough to name every model type in most packages
 _JOB_TIMEOUT_S = 900.0
 
 
 @dataclass(frozen=True)
 class Factory:
-    """A unit the harvest runs: a model factory, or the examples of a class (``Class.__doc__``)."""
+    """A unit the harvest runs: a model factory, the examples of a class (``Class.__doc__``), or a
+    registry config file (function ``<config>``, module its path relative to the source's root)."""
 
     source: str
     module: str
@@ -51,11 +55,16 @@ class Factory:
     def is_example(self) -> bool:
         return self.function.endswith(EXAMPLE_SUFFIX)
 
+    @property
+    def is_config(self) -> bool:
+        return self.function == configs.CONFIG_UNIT
+
 
 @dataclass
 class HarvestStats:
     factories: int = 0
     examples: int = 0
+    configs: int = 0
     ok: int = 0
     seconds: float = 0.0
     missing: set[str] = field(default_factory=set)  # top-level modules units stopped at, not importable there
@@ -63,6 +72,7 @@ class HarvestStats:
     def add(self, other: "HarvestStats") -> None:
         self.factories += other.factories
         self.examples += other.examples
+        self.configs += other.configs
         self.ok += other.ok
         self.seconds += other.seconds
         self.missing |= other.missing
@@ -71,16 +81,20 @@ class HarvestStats:
 def plan(store: Database, source: str, focus: set[str], requirements: tuple[str, ...] = (),
          per_focus_module: int = 2) -> list[Factory]:
     """What to run for ``source``: the documented examples and up to ``per_focus_module``
-    factories of the modules in ``focus`` (those holding blocks that still fail), then the
-    examples and the smallest factory of every other module, since a block of a shared layers
-    module is built by the models and examples of other modules. Units already run against the
-    same module text, by the same gate, in the same requirement environment (``requirements``),
-    are left out."""
+    factories of the modules in ``focus`` (those holding blocks that still fail), then registry
+    config files that together name every model type, then the examples and the smallest factory
+    of every other module, since a block of a shared layers module is built by the models and
+    examples of other modules. Units already run against the same module text, by the same gate,
+    in the same requirement environment (``requirements``), are left out."""
     conn = store.conn
-    row = conn.execute("SELECT id, version, git_commit FROM sources WHERE name=?", (source,)).fetchone()
+    row = conn.execute("SELECT id, version, git_commit, root FROM sources WHERE name=?", (source,)).fetchone()
     if row is None:
         return []
     source_id, version, commit = row["id"], row["version"], row["git_commit"]
+
+    def stamp(sha1: str) -> str:
+        return "|".join([GATE_VERSION, version or "", commit or "", sha1, *requirements])
+
     done = {r["factory"]: r["stamp"] for r in conn.execute("SELECT factory, stamp FROM harvests WHERE source=?", (source,))}
     files = conn.execute(
         "SELECT module, sha1 FROM files WHERE source_id=? AND status='ok' AND module IS NOT NULL ORDER BY module",
@@ -94,9 +108,14 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
         names = factory_functions(text)[: per_focus_module if module in focus else 1]
         if ">>>" in text:
             names += [name + EXAMPLE_SUFFIX for name in documented_classes(text)]
-        stamp = "|".join([GATE_VERSION, version or "", commit or "", sha1, *requirements])
-        chosen = [Factory(source, module, n, stamp) for n in names]
-        (first if module in focus else rest).extend(f for f in chosen if done.get(f.key) != stamp)
+        chosen = [Factory(source, module, n, stamp(sha1)) for n in names]
+        (first if module in focus else rest).extend(f for f in chosen if done.get(f.key) != f.stamp)
+    if focus and row["root"]:
+        root = Path(row["root"])
+        for rel in configs.choose(root, _CONFIGS):
+            unit = Factory(source, rel, configs.CONFIG_UNIT, stamp(hashlib.sha1((root / rel).read_bytes()).hexdigest()))
+            if done.get(unit.key) != unit.stamp:
+                first.append(unit)
     return first + rest
 
 
@@ -105,18 +124,28 @@ def _packages(store: Database, source: str) -> tuple[list[str], list[str]]:
     the source's own, then those of the indexed sources it imports packages from (mmdet needs
     mmcv and mmengine), as its blocks were extracted."""
     conn = store.conn
-    row = conn.execute("SELECT id, root FROM sources WHERE name=?", (source,)).fetchone()
+    row = conn.execute("SELECT id FROM sources WHERE name=?", (source,)).fetchone()
     if row is None:
         return [], []
     modules = {r["module"].split(".")[0] for r in conn.execute(
         "SELECT DISTINCT module FROM files WHERE source_id=? AND module IS NOT NULL", (row["id"],))}
-    lent = set(lenders(conn, row["id"]).values())
-    roots = [row["root"]] + [r["root"] for r in conn.execute("SELECT id, root FROM sources ORDER BY priority, name")
-                             if r["id"] in lent]
     paths: list[str] = []
-    for root in filter(None, roots):
-        paths += [str(p) for p in (Path(root), Path(root) / "src") if p.is_dir() and str(p) not in paths]
+    for root in roots(store, source):
+        paths += [str(p) for p in (root, root / "src") if p.is_dir() and str(p) not in paths]
     return sorted(modules), paths
+
+
+def roots(store: Database, source: str) -> list[Path]:
+    """The folders of the source and of the indexed sources it imports packages from (mmdet: mmcv
+    and mmengine), the source's first."""
+    conn = store.conn
+    row = conn.execute("SELECT id, root FROM sources WHERE name=?", (source,)).fetchone()
+    if row is None:
+        return []
+    lent = set(lenders(conn, row["id"]).values())
+    found = [row["root"]] + [r["root"] for r in conn.execute("SELECT id, root FROM sources ORDER BY priority, name")
+                             if r["id"] in lent]
+    return [Path(r) for r in found if r]
 
 
 def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
@@ -127,13 +156,19 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
         return stats
     started = time.perf_counter()
     packages, paths = _packages(store, source)
+    row = store.conn.execute("SELECT root FROM sources WHERE name=?", (source,)).fetchone()
+    root = Path(row["root"] or "") if row else Path()
+
+    def sent(f: Factory) -> tuple[str, str]:  # a config runs from its absolute path
+        return (str(root / f.module) if f.is_config else f.module, f.function)
+
     # interleaved, so that every worker starts on the focus modules
     count = max(gate.workers, -(-len(factories) // _FACTORIES_PER_JOB))
     jobs = [job for i in range(count) if (job := factories[i::count])]
     done = 0
 
     def work(job: list[Factory]) -> dict[str, Any]:
-        return gate.harvest([(f.module, f.function) for f in job], packages, paths,
+        return gate.harvest([sent(f) for f in job], packages, paths,
                             timeout_s=min(_JOB_TIMEOUT_S, 60.0 + 30.0 * len(job)))
 
     # workers only talk to the gate; this thread alone writes the database
@@ -141,7 +176,7 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
         futures = {pool.submit(work, job): job for job in jobs}
         for future in as_completed(futures):
             job, result = futures[future], future.result()
-            by_key = {f"{f.module}.{f.function}": f for f in job}
+            by_key = {".".join(sent(f)): f for f in job}
             reported = set()
             for record in result.get("factories", []):
                 factory = by_key.get(record.get("factory", ""))
@@ -150,7 +185,8 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
                 reported.add(factory.key)
                 _save(store.conn, factory, record)
                 stats.examples += factory.is_example
-                stats.factories += not factory.is_example
+                stats.configs += factory.is_config
+                stats.factories += not (factory.is_example or factory.is_config)
                 stats.ok += bool(record.get("ok"))
                 if top := missing_module(record.get("message") or ""):
                     stats.missing.add(top)
@@ -186,3 +222,39 @@ def hints(conn: sqlite3.Connection, source: str, block: str, limit: int = 4) -> 
     return entries[:limit]
 
 
+
+
+@dataclass(frozen=True)
+class Named:
+    """What recorded arguments name beyond a block's own code: the ``type`` strings of their
+    config dicts (``loss_cls=dict(type='FocalLoss')``; ``'mmdet.FocalLoss'`` names FocalLoss),
+    which a registry builds, and the classes they pass, build or take values of
+    (``block=BasicBlock``), as ``(module, qualname)``."""
+
+    types: frozenset[str] = frozenset()
+    classes: frozenset[tuple[str, str]] = frozenset()
+
+
+def named_by(entries: list[dict[str, Any]]) -> Named:
+    types: set[str] = set()
+    classes: set[tuple[str, str]] = set()
+
+    def walk(recipe: Any) -> None:
+        if isinstance(recipe, dict):
+            pairs = recipe.get("dict")
+            for key, value in pairs if isinstance(pairs, list) else []:
+                if key == "type" and isinstance(value, dict) and isinstance(value.get("v"), str):
+                    types.add(value["v"].rsplit(".", 1)[-1])
+            # not the class of a settings object: an object with its attributes stands in for it
+            for key in ("ref", "enum", "cls"):
+                named = recipe.get(key)
+                if isinstance(named, list) and len(named) == 2 and all(isinstance(x, str) for x in named):
+                    classes.add((named[0], named[1]))
+            for value in recipe.values():
+                walk(value)
+        elif isinstance(recipe, list):
+            for value in recipe:
+                walk(value)
+
+    walk(entries)
+    return Named(frozenset(types), frozenset(classes))
