@@ -360,6 +360,41 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return self.relu(self.act(x))
         """}, "BuildsSwish", ["act", "Registry", "MODELS", "BuildsSwish", "Swish"], {"import torch.nn as nn"}),
+    # a registry string names a class registered by a statement of a module the block never
+    # imports (mmdet's ``MODELS.register_module('Linear', module=nn.Linear)``), or by a decorator
+    # under a name other than the class's (``@MODELS.register_module('deconv')``): both come along
+    "registry_by_statement": ({"reg.py": """
+        class Registry(dict):
+            def register_module(self, name=None, module=None):
+                def add(cls):
+                    self[name or cls.__name__] = cls
+                    return cls
+                return add if module is None else add(module)
+            def build(self, cfg):
+                cfg = dict(cfg)
+                return self[cfg.pop("type")](**cfg)
+        MODELS = Registry()
+        """, "layers.py": """
+        import torch.nn as nn
+        from .reg import MODELS
+        MODELS.register_module('Linear', module=nn.Linear)
+        MODELS.register_module('Unused', module=nn.Identity)  # a filler of a copied module: comes along
+        @MODELS.register_module('deconv')
+        class ConvTranspose2d(nn.ConvTranspose2d):
+            pass
+        """, "m.py": """
+        import torch.nn as nn
+        from .reg import MODELS
+        class BuildsRegistered(nn.Module):
+            def __init__(self, fc=dict(type="Linear", in_features=4, out_features=2),
+                         up=dict(type="deconv", in_channels=1, out_channels=1, kernel_size=2)):
+                super().__init__()
+                self.fc = MODELS.build(fc)
+                self.up = MODELS.build(up)
+            def forward(self, x):
+                return self.fc(x)
+        """}, "BuildsRegistered", ["Registry", "MODELS", "BuildsRegistered", "", "", "ConvTranspose2d"],
+        {"import torch.nn as nn"}),
     # a module loaded by a name computed at run time (a compiled extension) that is absent: the
     # file imports, and only what uses it fails, with the original ImportError
     "computed_load": ({"ext_loader.py": """
@@ -766,6 +801,9 @@ def test_closure(cases_home: Path, case: str) -> None:
         import torch
 
         assert namespace["ByName"]()(torch.ones(1)).item() == -1  # type: ignore[operator]
+    if case == "registry_by_statement":  # both strings build what the original registry held
+        block = namespace["BuildsRegistered"]()  # type: ignore[operator]
+        assert (type(block.fc).__name__, type(block.up).__name__) == ("Linear", "ConvTranspose2d")
     if case == "decorator_registry":  # the factory the decorator registered builds the layer
         assert type(namespace["UsesFactory"]().conv).__name__ == "Conv2d"  # type: ignore[operator]
     if case == "absent_lazy_import":  # the branch that imports it fails as the original does

@@ -30,7 +30,7 @@ class UnitNames:
     chains: frozenset[str] = field(default_factory=frozenset)
     # global names also used bare (not only as the root of an attribute chain)
     bare: frozenset[str] = field(default_factory=frozenset)
-    # string constants that could name a class (``dict(type='DropPath')`` for a registry to build)
+    # string constants that could name a registered class (``dict(type='DropPath')`` for a registry to build)
     strings: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -82,10 +82,16 @@ class _StripAnnotations(ast.NodeTransformer):
         return node
 
 
+def _names_a_type(text: str) -> bool:
+    """Spelled like a registry key: a name, lower case too (``'deconv'``), or one with its scope
+    (``'mmdet.CrossEntropyLoss'``)."""
+    return 0 < len(text) <= 80 and all(part.isidentifier() for part in text.split("."))
+
+
 def _chains(tree: ast.AST) -> tuple[set[str], dict[str, int], dict[str, int], frozenset[str], frozenset[str]]:
     """Maximal dotted chains ``a.b.c``, per root name how often it is a chain root or bare, the
     names that are targets of an augmented assignment (``n += 1``), and the string constants
-    spelled like a class name."""
+    spelled like a registry key."""
     chains: set[str] = set()
     rooted: dict[str, int] = {}
     names: dict[str, int] = {}
@@ -93,7 +99,7 @@ def _chains(tree: ast.AST) -> tuple[set[str], dict[str, int], dict[str, int], fr
     strings: set[str] = set()
     inner: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value[:1].isupper() and node.value.isidentifier():
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _names_a_type(node.value):
             strings.add(node.value)
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             augmented.add(node.target.id)
