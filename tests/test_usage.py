@@ -197,3 +197,52 @@ def test_registry_configs_supply_usage(tmp_path: Path) -> None:
     with connect(Workspace.resolve(home)) as store:
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok FROM harvests WHERE factory LIKE '%<config>'")] == [
             ("regpkg/configs/tiny_detector.py:<config>", 1)]
+
+
+_IMPORTS_WHAT_IS_NOT_THERE = '''
+import subprocess
+
+from torch import nn
+
+from . import _native  # a compiled extension this distribution ships unbuilt
+
+
+class Lifted(nn.Module):
+    def __init__(self, width: int = 4) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, width, 1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def lifted_tiny(pretrained=False):
+    try:  # as matplotlib runs fc-list: a tool that is not there is handled
+        subprocess.run(["touch", MARK], check=True)
+    except OSError:
+        pass
+    try:
+        _native.nms()
+    except ImportError:
+        pass
+    return Lifted(6)
+'''
+
+
+def test_harvest_imports_a_package_with_an_unbuilt_extension(tmp_path: Path) -> None:
+    """The harvest imports the whole package: a submodule no file provides stands in, raising
+    ImportError only when called, and starting a process fails with an OSError the factory can
+    handle, while nothing is started."""
+    from nnrag.validator.gate import Gate
+
+    package = tmp_path / "src" / "liftpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    mark = tmp_path / "started"
+    (package / "models.py").write_text(f"MARK = {str(mark)!r}\n" + _IMPORTS_WHAT_IS_NOT_THERE)
+    with Gate(1, LIMITS) as gate:
+        result = gate.harvest([("liftpkg.models", "lifted_tiny")], ["liftpkg"], [str(tmp_path / "src")], timeout_s=60)
+    (record,) = result["factories"]
+    assert record["ok"], record
+    assert record["usage"]["liftpkg.models.Lifted"][0]["init"]["args"] == [{"v": 6}]
+    assert not mark.exists() and not result.get("violations"), result

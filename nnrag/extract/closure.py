@@ -156,14 +156,19 @@ class Extractor:
             f" WHERE f.source_id IN ({','.join('?' * len(ids))}) AND d.kind = 'class'"
             " AND d.decorators LIKE '%register_module%' AND instr(d.qualname, '.') = 0", ids).fetchall()
         found: dict[str, DefTarget] = {}
-        modules: list[str] = []
         for r in sorted(rows, key=lambda r: (r["source_id"] != self.source_id, r["module"] or "")):
             info = self.infos.get(r["module"] or "")
             if info is not None and info.file_id == r["file_id"]:
                 found.setdefault(r["qualname"], DefTarget(r["module"], r["qualname"]))
-                if not modules or modules[-1] != r["module"]:
-                    modules.append(r["module"])
-        # then the names decorators give (``@MODELS.register_module('deconv')`` on ConvTranspose2d)
+        return found
+
+    @cached_property
+    def aliases(self) -> dict[str, DefTarget]:
+        """Classes a decorator registers under a name of its own (``@MODELS.register_module('deconv')``
+        on ConvTranspose2d), by that name."""
+        found: dict[str, DefTarget] = {}
+        modules = sorted({t.module for t in self.registered.values()},
+                         key=lambda m: (self.infos[m].source_id != self.source_id, m))
         for module in modules:
             for m in _REGISTERED_AS.finditer(self._text(module)):
                 found.setdefault(m.group(1), DefTarget(module, m.group(2)))
@@ -338,6 +343,7 @@ class Extractor:
         # (``MODELS.register_module('Conv2d', module=nn.Conv2d)`` in mmcv, MODELS from mmengine)
         foreign: dict[DefTarget, list[UnitKey]] = {}
         visited: set[str] = set()
+        tops: set[str] = set()  # top-level packages of the statements copied so far
 
         fillers: set[UnitKey] = set()  # statements that only fill a registry, in this module or another
         issue_keys: list[UnitKey] = []  # the statement each issue was found in
@@ -369,18 +375,21 @@ class Extractor:
 
         def by_name() -> bool:
             """Classes a registry builds from a copied string (``dict(type='DropPath')``, or
-            ``'mmdet.CrossEntropyLoss'`` with the registry's scope), which a class decorator
-            registers in the block's source or in a package it imports from another source
-            (mmdet's registry falls back to its parent, which mmcv fills with ``Linear``), not in
-            every source that happens to define the name. True when that adds statements to copy."""
+            ``'mmdet.CrossEntropyLoss'`` with the registry's scope), registered by a decorator or a
+            statement in a package the copied code comes from (not in every source that happens
+            to define the name). True when that adds statements to copy."""
             for text in sorted(strings):
                 name = text.rsplit(".", 1)[-1]
-                key = self.registrations.get(name)  # first: a decorator may register its class under another name
-                t = self.registered.get(name) if key is None else None
-                if t is not None and t not in targets:
+                # the name a decorator gives, then a registering statement, then a class's own name
+                # (mmcv registers its Conv2d class as 'Conv', and nn.Conv2d as 'Conv2d')
+                t = self.aliases.get(name)
+                key = self.registrations.get(name) if t is None else None
+                if t is None and key is None:
+                    t = self.registered.get(name)
+                if t is not None and t not in targets and t.module.split(".")[0] in tops:
                     want(t)
                     named.extend(self.units_for(t))
-                elif key is not None and key not in statements:
+                elif key is not None and key not in statements and key[0].split(".")[0] in tops:
                     statements.add(key)  # the registering statement, with what it needs
                     pending.append(key)
                     named.append(key)
@@ -458,6 +467,7 @@ class Extractor:
                         link(resolved[0], name in names.early)
                 else:
                     link(t, name in names.early)
+            tops.add(key[0].split(".")[0])
             if self.inline:
                 strings.update(names.strings)
             for first, last, indent, pairs in self._nested_imports(mu, key[1]):
