@@ -434,6 +434,26 @@ def test_a_graph_encoder_gets_integer_features_and_a_fresh_batch_each_call() -> 
     assert _backward(AtomTypes(), [batch], {}) is True
 
 
+class ScatterSum(nn.Module):
+    """Sums rows into the groups a required index names, as a graph aggregation does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(int(index.max()) + 1, x.shape[1]).index_add(0, index, self.lin(x))
+
+
+def test_a_required_index_gets_a_valid_index_vector() -> None:
+    from nnrag.validator.probe import _Budget, _forward
+
+    found, error = _forward(ScatterSum(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    (x, index), _, out = found
+    assert index.dtype == torch.long and index.shape == (x.shape[0],) and out.shape == (1, 8)
+
+
 class Rates(nn.Module):
     """Three dilation rates unpacked, and a list of widths that must match the depth."""
 

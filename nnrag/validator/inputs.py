@@ -283,7 +283,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = (side, side)
         elif "mask" in n:
             value = None
-        elif n in ("batch",):
+        elif n in ("batch", "index", "idx"):  # a graph's batch vector or a scatter's target index
             value = torch.zeros(main.shape[0], dtype=torch.long)
         elif n in ("t", "timestep", "timesteps", "time", "noise_level", "sigma"):
             value = torch.rand(main.shape[0])

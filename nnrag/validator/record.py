@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "24"  # 24: harvests build registry configs and stand in for unbuilt extensions; registry types of recorded usage copied
+GATE_VERSION = "25"  # 25: required index arguments get a zero index vector
 
 @dataclass(frozen=True)
 class Limits:
