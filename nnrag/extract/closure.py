@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import ast
 import importlib.machinery
-import re
 import sqlite3
-import zlib
-from functools import cached_property
 from pathlib import Path
 
 from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME, ConfigError
 from ..index.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
 from .order import order_units
+from .registries import RegistryNames
 from .plan import (
     Closure,
     ClosureIssue,
@@ -79,13 +77,7 @@ _SUBMODULE_DEPTH = 4  # submodules read through a lazily imported package, level
 _VALUE_EXPORTS = 64
 
 
-# a registering call as a statement of its own, and a decorator naming the class it registers
-_REGISTERING_STATEMENT = re.compile(r"(?m)^[A-Za-z_][\w.]*\.register_module\(")
-_REGISTERED_AS = re.compile(
-    r"(?m)^@[\w.]*register_module\(\s*(?:name\s*=\s*)?['\"]([\w.]+)['\"][^\n]*\n(?:@[^\n]*\n)*class\s+(\w+)")
-
-
-class Extractor:
+class Extractor(RegistryNames):
     """Computes closures for the blocks of one source, caching parsed modules across blocks.
 
     A package the source imports but does not hold is copied from another indexed source that
@@ -132,9 +124,7 @@ class Extractor:
         mu = self._units.get(module)
         if mu is None:
             info = self.infos[module]
-            (data,) = self.conn.execute("SELECT data FROM blobs WHERE sha1=?", (self._sha1[info.file_id],)).fetchone()
-            text = zlib.decompress(data).decode("utf-8")
-            mu = self._units[module] = ModuleUnits(module, info.path, text, info.is_package)
+            mu = self._units[module] = ModuleUnits(module, info.path, self.text_of(module), info.is_package)
         return mu
 
     def sha1_of(self, module: str) -> str:
@@ -144,65 +134,6 @@ class Extractor:
         """The module's path, prefixed by its source when another source lends it (``mmcv:mmcv/ops/nms.py``)."""
         info = self.infos[module]
         return info.path if info.source_id == self.source_id else f"{self.names[info.source_id]}:{info.path}"
-
-    @cached_property
-    def registered(self) -> dict[str, DefTarget]:
-        """Top-level classes a decorator registers (``@MODELS.register_module()``), by class name:
-        what a registry builds from ``dict(type='DropPath')``, a string no import names. The
-        block's own source first, then by module name."""
-        ids = sorted({m.source_id for m in self.infos.values()})
-        rows = self.conn.execute(
-            "SELECT f.id AS file_id, f.source_id, f.module, d.qualname FROM definitions d JOIN files f ON f.id = d.file_id"
-            f" WHERE f.source_id IN ({','.join('?' * len(ids))}) AND d.kind = 'class'"
-            " AND d.decorators LIKE '%register_module%' AND instr(d.qualname, '.') = 0", ids).fetchall()
-        found: dict[str, DefTarget] = {}
-        for r in sorted(rows, key=lambda r: (r["source_id"] != self.source_id, r["module"] or "")):
-            info = self.infos.get(r["module"] or "")
-            if info is not None and info.file_id == r["file_id"]:
-                found.setdefault(r["qualname"], DefTarget(r["module"], r["qualname"]))
-        return found
-
-    @cached_property
-    def aliases(self) -> dict[str, DefTarget]:
-        """Classes a decorator registers under a name of its own (``@MODELS.register_module('deconv')``
-        on ConvTranspose2d), by that name."""
-        found: dict[str, DefTarget] = {}
-        modules = sorted({t.module for t in self.registered.values()},
-                         key=lambda m: (self.infos[m].source_id != self.source_id, m))
-        for module in modules:
-            for m in _REGISTERED_AS.finditer(self._text(module)):
-                found.setdefault(m.group(1), DefTarget(module, m.group(2)))
-        return found
-
-    def _text(self, module: str) -> str:
-        """A module's text, without parsing it."""
-        sha1 = self._sha1.get(self.infos[module].file_id)
-        row = self.conn.execute("SELECT data FROM blobs WHERE sha1=?", (sha1,)).fetchone() if sha1 else None
-        return zlib.decompress(row["data"]).decode("utf-8", "replace") if row else ""
-
-    @cached_property
-    def registrations(self) -> dict[str, UnitKey]:
-        """Top-level statements that register a class under a name without decorating it
-        (``MODELS.register_module('Linear', module=nn.Linear)``, ``register_module(module=nn.GELU)``),
-        by that name: what a registry builds from ``dict(type='Linear')`` in code that never
-        imports the module holding the statement. The block's own source first."""
-        found: dict[str, UnitKey] = {}
-        for module in sorted(self.infos, key=lambda m: (self.infos[m].source_id != self.source_id, m)):
-            if not _REGISTERING_STATEMENT.search(self._text(module)):
-                continue
-            mu = self.units_of(module)
-            for k, st in enumerate(mu.stmts):
-                call = st.node.value if isinstance(st.node, ast.Expr) else None
-                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "register_module"):
-                    continue
-                keywords = {kw.arg: kw.value for kw in call.keywords}
-                name = keywords.get("name", call.args[0] if call.args else None)
-                if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                    found.setdefault(name.value, (module, k))
-                elif name is None and isinstance(keywords.get("module"), (ast.Name, ast.Attribute)):
-                    value = keywords["module"]
-                    found.setdefault(value.id if isinstance(value, ast.Name) else value.attr, (module, k))
-        return found
 
     def lenders(self, modules: set[str]) -> list[str]:
         """The other sources whose modules are among ``modules``."""
