@@ -434,6 +434,35 @@ def test_a_graph_encoder_gets_integer_features_and_a_fresh_batch_each_call() -> 
     assert _backward(AtomTypes(), [batch], {}) is True
 
 
+class Part(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def reset_parameters(self) -> None:
+        self.lin.reset_parameters()
+
+
+class ResetsParts(nn.Module):
+    """Resets the part it is given, as PyG's ``DeepGraphInfomax`` does: given a class instead of
+    an instance, the unbound call misses ``self``."""
+
+    def __init__(self, encoder: nn.Module) -> None:
+        super().__init__()
+        encoder.reset_parameters()
+        self.encoder = encoder
+
+
+def test_a_missing_self_is_never_repaired_as_an_argument() -> None:
+    from nnrag.validator.repairs import repairs
+
+    error = TypeError("Part.reset_parameters() missing 1 required positional argument: 'self'")
+    changes = list(repairs(ResetsParts, {"encoder": Part}, error, Sizes()))
+    assert all("self" not in change for change in changes)
+    # the class passed where an instance is used is made an instance
+    assert any(isinstance(change.get("encoder"), Part) for change in changes)
+
+
 class ScatterSum(nn.Module):
     """Sums rows into the groups a required index names, as a graph aggregation does."""
 

@@ -26,6 +26,7 @@ from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, 
 
 
 _UNPACKED = re.compile(r"(?:not enough|too many) values to unpack \(expected (\d+), got (\d+)\)")
+_MISSING_SELF = re.compile(r"missing 1 required positional argument: 'self'")
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
 _WANTS_SEQUENCE = ("is not iterable", "is not subscriptable", "has no len()", "cannot unpack non-iterable")
 
@@ -66,7 +67,8 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         if choices and named:
             yield {named[0]: choices[0]}
     if isinstance(error, TypeError) and (missing := _MISSING.search(text)):
-        names = re.findall(r"'(\w+)'", missing.group(1))
+        # 'self' is missing when the constructor calls a method of a class it was given, never an argument
+        names = [n for n in re.findall(r"'(\w+)'", missing.group(1)) if n not in ("self", "cls")]
         if names and not all(n in kwargs for n in names):
             hints = init_hints(cls)
             yield {n: guess_value(n, hints.get(n, inspect.Parameter.empty), sizes, cls) for n in names if n not in kwargs}
@@ -451,9 +453,13 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
 
 
 def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
-    """``ReLU is not a Module subclass``: a layer class passed where an instance is added."""
-    if "is not a Module subclass" in str(error):
-        for k in _named_in_line(_candidate_frames(cls, error), kwargs):
+    """``ReLU is not a Module subclass``: a layer class passed where an instance is added; a
+    method called on a layer class passed where an instance is used (``missing ... 'self'``),
+    the arguments the failing line names first."""
+    text = str(error)
+    if "is not a Module subclass" in text or (isinstance(error, TypeError) and _MISSING_SELF.search(text)):
+        named = _named_in_line(_candidate_frames(cls, error), kwargs)
+        for k in named if "is not a Module subclass" in text else [*named, *(k for k in kwargs if k not in named)]:
             if isinstance(v := kwargs[k], type) and issubclass(v, nn.Module):
                 try:
                     yield {k: v()}
