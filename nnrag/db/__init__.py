@@ -26,6 +26,14 @@ log = logging.getLogger(__name__)
 _BUSY_TIMEOUT_S = 30.0
 
 
+def file_bytes(conn: sqlite3.Connection, sha1: str) -> bytes:
+    """The content of an indexed file, stored once by SHA-1."""
+    row = conn.execute("SELECT data FROM blobs WHERE sha1=?", (sha1,)).fetchone()
+    if row is None:
+        raise IndexStoreError(f"content {sha1} is not in the index; re-run `nnrag index`")
+    return zlib.decompress(row["data"])
+
+
 class Database:
     """A connection to one home's database, of the current schema."""
 
@@ -84,10 +92,7 @@ class Database:
 
     # -- content of indexed files, stored once by SHA-1 --------------------------------------------
     def file_bytes(self, sha1: str) -> bytes:
-        row = self.conn.execute("SELECT data FROM blobs WHERE sha1=?", (sha1,)).fetchone()
-        if row is None:
-            raise IndexStoreError(f"content {sha1} is not in the index; re-run `nnrag index`")
-        return zlib.decompress(row["data"])
+        return file_bytes(self.conn, sha1)
 
     def file_text(self, sha1: str) -> str:
         return self.file_bytes(sha1).decode("utf-8", errors="surrogateescape")

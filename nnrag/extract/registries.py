@@ -8,9 +8,10 @@ from __future__ import annotations
 import ast
 import re
 import sqlite3
-import zlib
 from functools import cached_property
+from typing import Callable
 
+from ..db import file_bytes
 from ..index.resolve import ModuleInfo
 from .plan import DefTarget, UnitKey
 from .units import ModuleUnits
@@ -29,9 +30,7 @@ class RegistryNames:
     source_id: int
     infos: dict[str, ModuleInfo]
     _sha1: dict[int, str]
-
-    def units_of(self, module: str) -> ModuleUnits:
-        raise NotImplementedError
+    units_of: Callable[[str], ModuleUnits]  # the extractor's parsed modules
 
     @cached_property
     def registered(self) -> dict[str, DefTarget]:
@@ -64,9 +63,7 @@ class RegistryNames:
 
     def text_of(self, module: str) -> str:
         """A module's text, without parsing it."""
-        sha1 = self._sha1.get(self.infos[module].file_id)
-        row = self.conn.execute("SELECT data FROM blobs WHERE sha1=?", (sha1,)).fetchone() if sha1 else None
-        return zlib.decompress(row["data"]).decode("utf-8") if row else ""
+        return file_bytes(self.conn, self._sha1[self.infos[module].file_id]).decode("utf-8")
 
     @cached_property
     def registrations(self) -> dict[str, UnitKey]:

@@ -26,7 +26,6 @@ from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, 
 
 
 _UNPACKED = re.compile(r"(?:not enough|too many) values to unpack \(expected (\d+), got (\d+)\)")
-_MISSING_SELF = re.compile(r"missing 1 required positional argument: 'self'")
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
 _WANTS_SEQUENCE = ("is not iterable", "is not subscriptable", "has no len()", "cannot unpack non-iterable")
 
@@ -457,11 +456,15 @@ def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
     method called on a layer class passed where an instance is used (``missing ... 'self'``),
     the arguments the failing line names first."""
     text = str(error)
-    if "is not a Module subclass" in text or (isinstance(error, TypeError) and _MISSING_SELF.search(text)):
-        named = _named_in_line(_candidate_frames(cls, error), kwargs)
-        for k in named if "is not a Module subclass" in text else [*named, *(k for k in kwargs if k not in named)]:
-            if isinstance(v := kwargs[k], type) and issubclass(v, nn.Module):
-                try:
-                    yield {k: v()}
-                except Exception:
-                    continue
+    missing = _MISSING.search(text) if isinstance(error, TypeError) else None
+    unbound = missing is not None and "'self'" in missing.group(1)
+    if not (unbound or "is not a Module subclass" in text):
+        return
+    named = _named_in_line(_candidate_frames(cls, error), kwargs)
+    # an unbound call may fail in a helper whose line names no argument (PyG's ``reset(value)``)
+    for k in [*named, *(k for k in kwargs if k not in named)] if unbound else named:
+        if isinstance(v := kwargs[k], type) and issubclass(v, nn.Module):
+            try:
+                yield {k: v()}
+            except Exception:
+                continue
