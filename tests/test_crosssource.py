@@ -139,3 +139,24 @@ def test_a_bare_folder_named_like_a_corpus_package_is_not_an_installed_distribut
     finally:
         sys.path.remove(str(tmp_path))
     assert "class ConvBN" in result.code and "from baselib" not in result.code
+
+
+@pytest.mark.parametrize(("statement", "expected"), [
+    ("MODELS = Registry('model', parent=ROOT, locations=['pkg.models'])\n",
+     "MODELS = Registry('model', parent=ROOT, locations=['pkg.models'], scope='pkg')\n"),
+    ("TASKS = Registry(\n    'task',\n    parent=ROOT,\n)\n",
+     "TASKS = Registry(\n    'task',\n    parent=ROOT,\n    scope='pkg',\n)\n"),
+    ("def make():\n    return Registry('x')\n", "def make():\n    return Registry('x', scope='pkg')\n"),
+    ("OWN = Registry('model', scope='other')\n", "OWN = Registry('model', scope='other')\n"),  # given: kept
+    ("POS = Registry('model', None, ROOT, 'other')\n", "POS = Registry('model', None, ROOT, 'other')\n"),
+    ("KW = Registry(**options)\n", "KW = Registry(**options)\n"),
+    ("LIST = list('abc')\n", "LIST = list('abc')\n"),
+])
+def test_a_copied_registry_keeps_the_scope_it_infers_from_its_package(statement: str, expected: str) -> None:
+    from nnrag.extract.plan import DefTarget, ExtImport
+    from nnrag.extract.scopes import keep_scopes, self_scoped
+
+    assert self_scoped(DefTarget("mmengine.registry.registry", "Registry"))
+    assert self_scoped(ExtImport("mmengine.registry", "Registry"))
+    assert not self_scoped(DefTarget("pkg.registry", "Registry"))  # a registry of another design
+    assert keep_scopes(statement, frozenset({"Registry"}), "pkg.registry") == expected

@@ -156,7 +156,7 @@ def test_registry_configs_are_chosen_statically(tmp_path: Path) -> None:
 
     root = FIXTURES / "registry_repo"
     assert model_types((root / "regpkg/configs/tiny_detector.py").read_text()) == {
-        "TinyDetector", "StageStack", "ScoreHead", "AbsLoss"}
+        "TinyDetector", "Normalizer", "StageStack", "ScoreHead", "AbsLoss"}
     assert model_types((root / "regpkg/configs/overrides_only.py").read_text()) == set()
     assert model_types("default_scope = 'x'\n") is None
     assert choose(root, 10) == ["regpkg/configs/tiny_detector.py"]  # the override names nothing new
@@ -194,6 +194,14 @@ def test_registry_configs_supply_usage(tmp_path: Path) -> None:
     assert {n for n in blocks if entries[n]["status"] == "validated"} == blocks
     head = (home / str(entries["ScoreHead"]["path"])).read_text()
     assert "class AbsLoss" in head  # copied for the config's loss, though the file never names it
+    # the package's registry keeps the scope it infers in the source, so the root registry finds
+    # it by the config's default scope (the preprocessor) and by scoped keys ('regpkg.AbsLoss')
+    detector = (home / str(entries["TinyDetector"]["path"])).read_text()
+    assert 'locations=["regpkg.models"], scope=\'regpkg\')\n' in detector
+    assert "Registry('model', build_model_from_cfg, scope='mmengine')\n" in detector  # the root, copied
+    with connect(Workspace.resolve(home)) as store:
+        recorded = usage.hints(store.conn, "regpkg", "regpkg.models.TinyDetector")
+    assert [e["scope"] for e in recorded] == ["regpkg"]
     with connect(Workspace.resolve(home)) as store:
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok FROM harvests WHERE factory LIKE '%<config>'")] == [
             ("regpkg/configs/tiny_detector.py:<config>", 1)]

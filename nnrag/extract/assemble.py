@@ -14,6 +14,7 @@ from typing import Iterator, Mapping, Sequence
 from .._version import __version__
 from .plan import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, ModTarget, Namespace, Target, UnitKey, UnitPlan
 from .requirements import Requirement, is_stdlib, modules_in, requirements_of
+from .scopes import keep_scopes, self_scoped
 from .unavailable import defer, guard_imports, helper
 
 
@@ -155,6 +156,7 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
                 renames_done[f"{key[0]}.{name}"] = new
         chains = {c: f"{out_name(t)}{suffix}" for c, (t, suffix) in plan.chains.items() if not isinstance(t, ModTarget)}
         text = _apply_rewrites(plan.text, plan.rewrites, out_name)
+        text = keep_scopes(text, frozenset(n for n, t in plan.refs.items() if self_scoped(t)), key[0])
         if renames or chains:
             from .rename import rename
 

@@ -160,8 +160,9 @@ def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, error
     """Models built as the source's own code built them, each with its recorded call (or None)."""
     for entry in hints:
         try:
-            args, kwargs = call_args(entry["init"], resolve)
-            model = cls(*args, **kwargs)
+            with resolve.scope(entry.get("scope")):
+                args, kwargs = call_args(entry["init"], resolve)
+                model = cls(*args, **kwargs)
         except BaseException as e:
             _guard(e)
             _keep(errors, "instantiate", e)

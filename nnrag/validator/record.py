@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "26"  # 26: a class given where an instance is used becomes an instance; a missing self is never an argument
+GATE_VERSION = "27"  # 27: copied registries keep their scope; recorded usage is replayed in its default scope
 
 @dataclass(frozen=True)
 class Limits:

@@ -130,12 +130,15 @@ class Recorder:
 
         return forward
 
-    def take(self) -> dict[str, list[dict[str, Any]]]:
-        """Entries per block class (``module.Qualname``), those with a recorded call first."""
+    def take(self, scope: str | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Entries per block class (``module.Qualname``), those with a recorded call first;
+        ``scope``: the registry scope they were built in."""
         per_class: dict[str, list[dict[str, Any]]] = {}
         seen: set[str] = set()
         ordered = sorted(self.entries.values(), key=lambda e: not e.get("call"))
         for entry in ordered:
+            if scope:
+                entry["scope"] = scope
             module, qualname = entry["init"]["cls"]
             key = f"{module}.{qualname}"
             bucket = per_class.setdefault(key, [])
@@ -240,10 +243,10 @@ class AbsentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def _load_config(path: str, scope: str) -> tuple[Any, Any]:
-    """The registry that builds a config file's model (mmengine's, in the config's scope) and the
-    model's config; the registry's model modules are imported first, so that the recorder can
-    wrap their classes before the build."""
+def _load_config(path: str, scope: str) -> tuple[Any, Any, str]:
+    """The registry that builds a config file's model (mmengine's, in the config's scope), the
+    model's config and that scope; the registry's model modules are imported first, so that the
+    recorder can wrap their classes before the build."""
     from mmengine.config import Config
     from mmengine.registry import MODELS, init_default_scope
 
@@ -252,7 +255,7 @@ def _load_config(path: str, scope: str) -> tuple[Any, Any]:
     init_default_scope(scope)
     with MODELS.switch_scope_and_registry(scope) as registry:
         registry.import_from_location()
-    return registry, cfg.model
+    return registry, cfg.model, scope
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
@@ -273,10 +276,11 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
         started = time.perf_counter()
         record: dict[str, Any] = {"factory": f"{module_name}.{function}", "ok": False}
         model = None
+        scope = None
         try:
             signal.setitimer(signal.ITIMER_REAL, per_factory_s)
             if function == CONFIG_UNIT:
-                registry, config = _load_config(module_name, packages[0])
+                registry, config, scope = _load_config(module_name, packages[0])
                 recorder.wrap_loaded()
                 model = registry.build(config)
                 error = _exercise(model)
@@ -297,7 +301,7 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
             record["message"] = "".join(traceback.format_exception_only(type(e), e))[-300:].strip()
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        record["usage"] = recorder.take()
+        record["usage"] = recorder.take(scope)
         record["seconds"] = round(time.perf_counter() - started, 3)
         emit(record)
         del model

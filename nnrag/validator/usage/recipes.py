@@ -18,7 +18,8 @@ import importlib
 import math
 import types
 from collections import OrderedDict
-from typing import Any, Callable
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager
 
 import torch
 from torch import nn
@@ -93,6 +94,15 @@ class Resolver:
     def __init__(self, namespace: dict[str, Any], importable: Callable[[str], bool]) -> None:
         self.namespace = namespace
         self.importable = importable
+
+    def scope(self, name: str | None) -> ContextManager[Any]:
+        """The registry scope a recipe was recorded in (a config's ``default_scope='mmdet'``), as
+        the default scope again: mmengine's root registry builds a package's registered types
+        (``data_preprocessor=dict(type='DetDataPreprocessor')``) only under that package's scope.
+        Entered through any registry the candidate holds; nothing to do where it holds none."""
+        registry = next((v for v in self.namespace.values() if not isinstance(v, type)
+                         and callable(getattr(type(v), "switch_scope_and_registry", None))), None)
+        return registry.switch_scope_and_registry(name) if name and registry is not None else nullcontext()
 
     def __call__(self, module: str, qualname: str) -> Any:
         head, *rest = qualname.split(".")
