@@ -519,6 +519,28 @@ def test_a_number_forward_calls_as_the_inner_layer_becomes_a_layer(tmp_path: Pat
     assert result["init_args"] == {"fn": "Passthrough()"} and result["output_shapes"] == result["input_shapes"][0]  # type: ignore[index]
 
 
+def test_a_layer_class_given_for_a_function_forward_calls_becomes_an_instance(tmp_path: Path) -> None:
+    from nnrag.validator.probe import run
+
+    path = tmp_path / "residual.py"
+    path.write_text(textwrap.dedent("""
+        from typing import Callable
+        from torch import nn
+        class ResidualLayer(nn.Module):  # as PyG's DimeNet: act(x) is a function of a tensor
+            def __init__(self, hidden_channels: int, act: Callable):
+                super().__init__()
+                self.act = act
+                self.lin1 = nn.Linear(hidden_channels, hidden_channels)
+                self.lin2 = nn.Linear(hidden_channels, hidden_channels)
+            def forward(self, x):
+                return x + self.act(self.lin2(self.act(self.lin1(x))))
+        """))
+    result: dict[str, object] = {}
+    run(path, "ResidualLayer", result)
+    assert str(result["init_args"]["act"]).endswith("()"), result["init_args"]  # type: ignore[index]
+    assert result["output_shapes"] == result["input_shapes"][0]  # type: ignore[index]
+
+
 class Decoder(nn.Module):
     def __init__(self, dim: int) -> None:
         super().__init__()

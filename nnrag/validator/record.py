@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "27"  # 27: copied registries keep their scope; recorded usage is replayed in its default scope
+GATE_VERSION = "28"  # 28: a layer class given where forward calls a function becomes an instance
 
 @dataclass(frozen=True)
 class Limits:

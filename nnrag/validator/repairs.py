@@ -449,6 +449,24 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
         if named:
             yield {k: Passthrough() for k in named}
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
+    yield from _called_classes(kwargs, error)
+
+
+def _called_classes(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """A layer class given where forward calls a function (``act=ReLU``, then ``self.act(x)``):
+    the call builds a layer, which the error then names as a value (``must be Tensor, not
+    ReLU``, ``'ReLU' and 'Tensor'``); an instance computes the activation."""
+    text = str(error)
+    named = {k: v for k, v in kwargs.items() if isinstance(v, type) and issubclass(v, nn.Module)
+             and re.search(rf"(?:'{re.escape(v.__name__)}'|\bnot {re.escape(v.__name__)}$)", text)}
+    instances: dict[str, Any] = {}
+    for k, v in named.items():
+        try:
+            instances[k] = v()
+        except Exception:
+            continue
+    if instances:
+        yield instances
 
 
 def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
