@@ -434,6 +434,35 @@ def test_a_graph_encoder_gets_integer_features_and_a_fresh_batch_each_call() -> 
     assert _backward(AtomTypes(), [batch], {}) is True
 
 
+class MaskedDetector(nn.Module):
+    """Masks the padding of each image from its data sample, as mmdet's DETR does: called without
+    samples, it fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, inputs, data_samples=None, mode: str = "tensor"):  # type: ignore[no-untyped-def]
+        height, width = data_samples[0].batch_input_shape
+        masks = inputs.new_ones((len(data_samples), height, width))
+        for mask, sample in zip(masks, data_samples):
+            h, w = sample.metainfo["img_shape"]
+            mask[:h, :w] = 0
+        assert sample.get("proposals") is None
+        return self.conv(inputs) * (1 - masks).unsqueeze(1)
+
+
+def test_a_detector_gets_the_meta_information_of_its_images() -> None:
+    from nnrag.validator.probe import _backward, _Budget, _forward
+
+    found, error = _forward(MaskedDetector(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    args, kwargs, out = found
+    assert [s.img_shape for s in kwargs["data_samples"]] == [tuple(args[0].shape[-2:])] * args[0].shape[0]
+    assert out.shape == (args[0].shape[0], 4, *args[0].shape[-2:])
+    assert _backward(MaskedDetector(), args, kwargs) is True
+
+
 class Part(nn.Module):
     def __init__(self) -> None:
         super().__init__()

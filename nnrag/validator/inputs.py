@@ -151,6 +151,44 @@ def make_graph(nodes: int, features: int, categories: int = 0) -> SimpleNamespac
                            num_nodes=nodes, num_graphs=1, ptr=torch.tensor([0, nodes]))
 
 
+_DATA_SAMPLES = ("data_samples", "batch_data_samples")
+_IMAGE_METAS = ("img_metas", "batch_img_metas", "image_metas")
+
+
+class DataSample(SimpleNamespace):
+    """One image's meta information as OpenMMLab's data samples carry it: read as attributes
+    (``sample.img_shape``), through ``metainfo`` (``sample.metainfo['img_shape']``) and ``get``
+    (``sample.get('proposals')`` is None: nothing was predicted before)."""
+
+    @property
+    def metainfo(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)
+
+    def __contains__(self, key: str) -> bool:
+        return hasattr(self, key)
+
+
+def image_metas(main: torch.Tensor) -> list[dict[str, Any]]:
+    """The meta information of each image of a batch that was not resized or padded."""
+    shape = tuple(main.shape[-2:]) if main.dim() == 4 else (64, 64)
+    return [dict(img_shape=shape, ori_shape=shape, pad_shape=shape, batch_input_shape=shape,
+                 scale_factor=(1.0, 1.0), flip=False) for _ in range(main.shape[0] if main.dim() == 4 else 1)]
+
+
+def _annotations(name: str, main: torch.Tensor) -> Any:
+    """Per-image meta information for a ``data_samples`` or ``img_metas`` parameter, else None.
+    Given also where the parameter is optional: a detector called without them fails in its
+    post-processing (image shapes, the mask of padded pixels)."""
+    if name in _DATA_SAMPLES:
+        return [DataSample(**meta) for meta in image_metas(main)]
+    if name in _IMAGE_METAS:
+        return image_metas(main)
+    return None
+
+
 def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
     """The input a candidate (kind, shape) stands for: a tensor, for ``graph`` a graph batch of
     ``shape = (nodes, features)``, for ``images`` a list of ``shape[0]`` images."""
@@ -260,9 +298,15 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             if i == 0 and p.kind == p.VAR_POSITIONAL:
                 args.append(main)
             continue
+        n = p.name.lower()
+        if args and (annotations := _annotations(n, main)) is not None:
+            if p.default is inspect.Parameter.empty and p.kind != p.KEYWORD_ONLY:
+                args.append(annotations)
+            else:
+                kwargs[p.name] = annotations
+            continue
         if p.default is not inspect.Parameter.empty:
             continue
-        n = p.name.lower()
         if not args and p.kind != p.KEYWORD_ONLY:
             args.append(main)
             continue

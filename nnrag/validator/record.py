@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "28"  # 28: a layer class given where forward calls a function becomes an instance
+GATE_VERSION = "29"  # 29: data_samples / img_metas parameters get per-image meta information
 
 @dataclass(frozen=True)
 class Limits:
