@@ -5,6 +5,8 @@ the usage recorded by running their source's own model factories and documented 
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterator
 
@@ -18,6 +20,8 @@ from ..validator.usage import runs as usage
 from ..workspace import Workspace
 from . import records
 from .report import BuildReport
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..validator.gate import Gate
@@ -67,9 +71,11 @@ def _with_named(extractors: Extractors, item: Retry, named: usage.Named) -> Retr
     closure fails."""
     code = item.candidate.assembled.code
     ref = item.candidate.ref
-    classes = frozenset(c for c in named.classes if f"class {c[1].split('.')[0]}" not in code
+    # defined at the top level: a docstring's example (mmengine's ``>>> class ResNet:``) defines nothing
+    defined = set(re.findall(r"^class (\w+)", code, re.M))
+    classes = frozenset(c for c in named.classes if c[1].split(".")[0] not in defined
                         and (c[0], c[1]) != (ref.module, ref.name_in_module))
-    types = frozenset(t for t in named.types if f"class {t}" not in code)
+    types = frozenset(t for t in named.types if t not in defined)
     if not (types or classes):
         return item
     closure, assembled, seconds = extractors.extract(ref, types, classes)
@@ -118,6 +124,8 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             if record.ok:  # stored with the file that passed
                 settle(again, record, requirements)
             else:
+                log.info("%s: recorded usage did not pass either: %s %s", again.candidate.ref.qualname, record.code,
+                         "".join((record.message or "").strip().splitlines()[-1:]))
                 settle(item, item.first, item.requirements)
             rescued += record.ok
             done += 1
