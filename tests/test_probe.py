@@ -452,8 +452,24 @@ class MaskedDetector(nn.Module):
         return self.conv(inputs) * (1 - masks).unsqueeze(1)
 
 
+class StacksLabels(nn.Module):
+    """Takes optional labels named data_samples, as mmengine's ToyModel does: tensors, not samples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, inputs, data_samples=None, mode: str = "tensor"):  # type: ignore[no-untyped-def]
+        if isinstance(data_samples, list):
+            data_samples = torch.stack(data_samples)
+        return self.conv(inputs)
+
+
 def test_a_detector_gets_the_meta_information_of_its_images() -> None:
     from nnrag.validator.probe import _backward, _Budget, _forward
+
+    found, error = _forward(StacksLabels(), {}, Sizes(), _Budget(40, 30.0))  # optional: tried without first
+    assert error is None and found is not None and found[1] == {}
 
     found, error = _forward(MaskedDetector(), {}, Sizes(), _Budget(40, 30.0))
     assert error is None and found is not None

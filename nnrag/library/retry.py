@@ -15,7 +15,7 @@ from ..extract.block import Extractors
 from ..progress import ProgressFn
 from ..sources.fetch import declared_requirements
 from ..validator.envs import distribution_for, environment, to_install
-from ..validator.record import GATE_VERSION, Limits, ValidationRecord
+from ..validator.record import GATE_VERSION, MISSING_DEPENDENCY, Limits, ValidationRecord
 from ..validator.usage import runs as usage
 from ..workspace import Workspace
 from . import records
@@ -93,7 +93,8 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
     waiting blocks needed, so that its package imports as it did for them. With ``install`` (the
     corpus's top-level packages, which are never installed) that environment also gets what the
     whole package imports and the harvest stopped at (mmcv's ``cv2``), for a few rounds. A block
-    keeps its first verdict unless recorded usage makes it pass."""
+    keeps its first verdict unless recorded usage makes it pass or stops at a dependency
+    that is not there (what the real model needs)."""
     by_source: dict[str, list[Retry]] = {}
     for item in retry:
         by_source.setdefault(item.candidate.ref.source, []).append(item)
@@ -121,7 +122,9 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
                 settle(item, item.first, item.requirements)
         retried += len(found)
         for (item, again), record in checker.check_many(found, retry_limits(checker.limits)):
-            if record.ok:  # stored with the file that passed
+            # stored with the file that passed, or that shows what the real model needs (a compiled
+            # extension its recorded configuration builds), which says more than a guess's failure
+            if record.ok or record.code == MISSING_DEPENDENCY:
                 settle(again, record, requirements)
             else:
                 log.info("%s: recorded usage did not pass either: %s %s", again.candidate.ref.qualname, record.code,

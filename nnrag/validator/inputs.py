@@ -180,7 +180,7 @@ def image_metas(main: torch.Tensor) -> list[dict[str, Any]]:
 
 def _annotations(name: str, main: torch.Tensor) -> Any:
     """Per-image meta information for a ``data_samples`` or ``img_metas`` parameter, else None.
-    Given also where the parameter is optional: a detector called without them fails in its
+    Tried also where the parameter is optional: a detector called without them fails in its
     post-processing (image shapes, the mask of padded pixels)."""
     if name in _DATA_SAMPLES:
         return [DataSample(**meta) for meta in image_metas(main)]
@@ -292,6 +292,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     targets: list[tuple[bool, int | str]] = []  # (is keyword, position or name)
+    optional: dict[str, Any] = {}  # meta information for parameters that default to None
     tokens_side = None
     for i, p in enumerate(params):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -300,10 +301,12 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             continue
         n = p.name.lower()
         if args and (annotations := _annotations(n, main)) is not None:
-            if p.default is inspect.Parameter.empty and p.kind != p.KEYWORD_ONLY:
-                args.append(annotations)
-            else:
+            if p.default is not inspect.Parameter.empty:
+                optional[p.name] = annotations
+            elif p.kind == p.KEYWORD_ONLY:
                 kwargs[p.name] = annotations
+            else:
+                args.append(annotations)
             continue
         if p.default is not inspect.Parameter.empty:
             continue
@@ -350,6 +353,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             yield [], {}
         return
     yield args, kwargs
+    if optional:  # a detector that post-processes fails without them; a model that stacks labels, with
+        yield args, {**kwargs, **optional}
     if not targets:
         return
     for target in _target_variants(main):

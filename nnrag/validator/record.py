@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "29"  # 29: data_samples / img_metas parameters get per-image meta information
+GATE_VERSION = "30"  # 30: optional data_samples / img_metas are tried after a call without them
 
 @dataclass(frozen=True)
 class Limits:
