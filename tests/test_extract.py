@@ -138,3 +138,17 @@ def test_ambiguous_and_unknown_names(closure_home: Path, tmp_path: Path) -> None
         assert nnrag.extract("SameModule", source="copy", home=closure_home).block_id == "copy:cpkg.blocks.SameModule"
     finally:
         nnrag.forget("copy", home=closure_home)
+
+
+def test_a_module_in_a_declared_encoding_is_copied_as_its_text(tmp_path: Path) -> None:
+    """A file declaring latin-1 (PEP 263) is indexed in that encoding; its block is copied the same way."""
+    repo = tmp_path / "repo" / "encpkg"
+    repo.mkdir(parents=True)
+    (repo / "__init__.py").write_text("")
+    (repo / "blocks.py").write_bytes(
+        "# -*- coding: latin-1 -*-\nfrom torch import nn\n\nLABEL = 'caf\xe9'\n\n\n"
+        "class Labelled(nn.Module):\n    def forward(self, x):\n        return x if LABEL else -x\n".encode("latin-1"))
+    home = tmp_path / "home"
+    nnrag.index([str(tmp_path / "repo")], home=home)
+    code = nnrag.extract("Labelled", home=home).code
+    assert "LABEL = 'caf\xe9'" in code

@@ -10,8 +10,10 @@ one is refused.
 from __future__ import annotations
 
 import errno
+import io
 import logging
 import sqlite3
+import tokenize
 import zlib
 from pathlib import Path
 from types import TracebackType
@@ -32,6 +34,17 @@ def file_bytes(conn: sqlite3.Connection, sha1: str) -> bytes:
     if row is None:
         raise IndexStoreError(f"content {sha1} is not in the index; re-run `nnrag index`")
     return zlib.decompress(row["data"])
+
+
+def file_text(conn: sqlite3.Connection, sha1: str) -> str:
+    """An indexed file as text, in the encoding it declares (PEP 263; UTF-8 by default), as the
+    indexer read it; bytes that do not decode survive as surrogates."""
+    data = file_bytes(conn, sha1)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return data.decode("utf-8", errors="surrogateescape")
 
 
 class Database:
@@ -95,7 +108,7 @@ class Database:
         return file_bytes(self.conn, sha1)
 
     def file_text(self, sha1: str) -> str:
-        return self.file_bytes(sha1).decode("utf-8", errors="surrogateescape")
+        return file_text(self.conn, sha1)
 
 
 class Transaction:

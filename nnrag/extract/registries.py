@@ -11,7 +11,7 @@ import sqlite3
 from functools import cached_property
 from typing import Callable
 
-from ..db import file_bytes
+from ..db import file_text
 from ..index.resolve import ModuleInfo
 from .plan import DefTarget, UnitKey
 from .units import ModuleUnits
@@ -63,7 +63,7 @@ class RegistryNames:
 
     def text_of(self, module: str) -> str:
         """A module's text, without parsing it."""
-        return file_bytes(self.conn, self._sha1[self.infos[module].file_id]).decode("utf-8")
+        return file_text(self.conn, self._sha1[self.infos[module].file_id])
 
     @cached_property
     def registrations(self) -> dict[str, UnitKey]:
