@@ -21,6 +21,7 @@ EXPECTED_BLOCKS = {
     "pkg.abstract.CheckedNorm2d",  # implements the check its base's forward calls
     "pkg.abstract.OwnForward",  # its own forward does not call the base's stub
     "pkg.abstract.ModeDispatch",  # calls its stub in one branch only
+    "pkg.abstract.HookedFlip",  # implements the hook its bases' forward reaches through two calls
     "pkg.abstract.OptionalHook",  # its stubs are never called, or only where NotImplementedError is caught
     # pkg/base.py, pkg/layers/core.py, pkg/blocks/conv.py
     "pkg.base.WithForward",
@@ -48,6 +49,8 @@ NOT_BLOCKS = {
     "pkg.abstract.NotImplementedForward": "forward only raises NotImplementedError",
     "pkg.abstract.StillAbstract": "an abstract method is left",
     "pkg.abstract.CheckedNorm": "forward calls a method that only raises NotImplementedError",
+    "pkg.abstract.HookBase": "forward reaches a hook bound to a module stub through another method",
+    "pkg.abstract.HookMiddle": "the inherited forward reaches a stub through methods of the subclass",
     "pkg.abstract.ListOnly": "nn.ModuleList has no forward",
     "pkg.abstract.DiamondLeft": "inherits only the abstract forward",
     "pkg.abstract.NotAModule": "not an nn.Module",

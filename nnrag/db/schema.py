@@ -13,7 +13,7 @@ import sqlite3
 from typing import Callable
 
 # Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
@@ -68,7 +68,9 @@ CREATE TABLE IF NOT EXISTS definitions (
     target TEXT,
     forward TEXT,
     methods TEXT,
-    abstract TEXT
+    abstract TEXT,
+    calls TEXT,                      -- class: {method: [names it calls on self on every run]}
+    stubs TEXT                       -- class: methods that only raise NotImplementedError
 );
 CREATE INDEX IF NOT EXISTS definitions_file ON definitions(file_id);
 CREATE TABLE IF NOT EXISTS imports (
@@ -240,5 +242,13 @@ def _v3_to_v4(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS library_stamp ON library(updated_at, gate_version)")
 
 
+def _v4_to_v5(conn: sqlite3.Connection) -> None:
+    """Each class's self-call graph and its stubs (methods that only raise NotImplementedError):
+    a stub the forward reaches through other methods leaves the class abstract. The parser's
+    version changes with it, so every source is parsed again and fills them."""
+    conn.execute("ALTER TABLE definitions ADD COLUMN calls TEXT")
+    conn.execute("ALTER TABLE definitions ADD COLUMN stubs TEXT")
+
+
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}

@@ -6,7 +6,7 @@ The runtime ground truth imports every module of the distribution and keeps each
 there (``cls.__module__`` is the module) that is a subclass of ``torch.nn.Module``, is not
 ``inspect.isabstract`` and whose ``forward`` found along the MRO is not ``nn.Module``'s
 placeholder, not an abstract method, and not a body that only raises ``NotImplementedError``, and
-that leaves no such stub the forward it uses calls (``self._check_input_dim(x)``) unimplemented.
+that reaches no such stub through calls on ``self`` (``self._check_input_dim(x)``).
 Classes nested in functions are left out (they are not importable). The static side is
 ``nnrag index dist:NAME`` into a temporary home. Prints agreement, precision, recall and the
 classes on which the two disagree, so every disagreement can be read and explained.
@@ -31,31 +31,33 @@ from ..sources.globs import PathFilter
 
 
 def _only_raises_not_implemented(fn: object) -> bool:
-    try:
-        src = textwrap.dedent(inspect.getsource(fn))  # type: ignore[arg-type]
-        node = ast.parse(src).body[0]
-    except (OSError, TypeError, SyntaxError, IndexError):
-        return False
     from ..index.parse import _only_raises_not_implemented as check
 
-    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and check(node)
+    node = _method_node(fn)
+    return node is not None and check(node)
+
+
+def _method_node(fn: object) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    try:
+        node = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]  # type: ignore[arg-type]
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return None
+    return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
 def _calls_a_stub(cls: type) -> bool:
-    """A stub the forward of some class of the MRO calls on ``self``, where the class still resolves
-    both the stub and that forward to that class."""
-    from ..index.parse import _unimplemented_called
+    """The forward reaches, through calls on ``self`` resolved along ``__mro__``, a method that only
+    raises NotImplementedError (the index's rule, applied to the imported classes)."""
+    from ..index.parse import _only_raises_not_implemented as stub, reached_stubs, self_calls
 
-    for klass in cls.__mro__:
-        try:
-            node = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
-        except (OSError, TypeError, SyntaxError, IndexError):
-            continue
-        if isinstance(node, ast.ClassDef):
-            for name in _unimplemented_called(node):
-                if all(next((k for k in cls.__mro__ if m in vars(k)), None) is klass for m in (name, "forward")):
-                    return True
-    return False
+    def resolve(name: str) -> tuple[list[str], bool] | None:
+        owner = next((k for k in cls.__mro__ if name in vars(k)), None)
+        node = _method_node(vars(owner)[name]) if owner is not None else None
+        if node is None:
+            return None
+        return self_calls(node), name != "forward" and stub(node)
+
+    return bool(reached_stubs(resolve))
 
 
 def runtime_blocks(package: str, path_filter: PathFilter) -> tuple[set[str], list[str]]:

@@ -3,7 +3,9 @@
 A block is a class that derives from ``torch.nn.Module`` (through bases resolved across files and
 sources, or a well-known external base), is not abstract (no ``abc`` abstract method left
 unimplemented) and has a concrete ``forward`` of its own or inherited along its MRO. A ``forward``
-that is an ``@abstractmethod`` or only raises ``NotImplementedError`` does not count.
+that is an ``@abstractmethod`` or only raises ``NotImplementedError`` does not count, nor does one
+that reaches such a stub through calls on ``self`` resolved along the MRO (a base class whose
+subclasses supply the hook: ``forward`` → ``apply_func`` → ``apply_transform``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from . import known_bases
 from .categories import guess_category
 from ..sources.globs import matches_any
-from .parse import KIND_CLASS
+from .parse import KIND_CLASS, reached_stubs
 from .resolve import DefInfo, ModuleInfo, Ref, Resolver, load_modules
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,8 @@ class ClassNode:
     forward: str | None = None  # "concrete" | "abstract" | None (defines none itself)
     methods: frozenset[str] = frozenset()
     abstract: frozenset[str] = frozenset()
+    calls: dict[str, list[str]] = field(default_factory=dict)
+    stubs: frozenset[str] = frozenset()
     bases: list["ClassNode"] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
     module: ModuleInfo | None = None
@@ -113,6 +117,8 @@ class Discoverer:
             forward=d.forward,
             methods=frozenset(d.methods),
             abstract=frozenset(d.abstract),
+            calls=d.calls,
+            stubs=frozenset(d.stubs),
             module=mod,
             definition=d,
         )
@@ -170,9 +176,16 @@ class Discoverer:
         forward = next((n.forward for n in mro if n.forward is not None), None)
         abstract: set[str] = set()
         for n in reversed(mro):
-            # ``stub@forward``: a stub the forward calls; defining either clears it
-            abstract = {a for a in abstract if not n.methods & set(a.split("@"))}
+            abstract = {a for a in abstract if a not in n.methods}
             abstract |= n.abstract
+
+        def resolve(name: str) -> tuple[list[str], bool] | None:
+            owner = next((n for n in mro if name in n.methods or name in n.abstract), None)
+            return None if owner is None else (owner.calls.get(name, []), name in owner.stubs)
+
+        # a stub forward reaches through calls on self (``self._check_input_dim(x)``, or
+        # forward → apply_func → apply_transform across the MRO) leaves the class abstract
+        abstract |= {f"{stub}@forward" for stub in reached_stubs(resolve)}
         unresolved = tuple(u for n in mro for u in n.unresolved)
         return Verdict(
             is_block=is_module and forward == "concrete" and not abstract,

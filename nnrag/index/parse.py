@@ -16,7 +16,7 @@ import re
 import tokenize
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..sources.spec import (  # reasons a file is recorded but not parsed
     REASON_BINARY,
@@ -30,7 +30,7 @@ from ..sources.spec import (  # reasons a file is recorded but not parsed
 
 # What a parse records changes with this version: a source parsed by another is parsed again in
 # full on its next index, whatever its files' stats say.
-PARSER_VERSION = "4"
+PARSER_VERSION = "5"
 
 _PY2_MESSAGES = (
     "Missing parentheses in call to 'print'",
@@ -73,6 +73,8 @@ class Definition:
     forward: str | None = None  # "concrete" | "abstract" | None (not defined here)
     methods: list[str] = field(default_factory=list)
     abstract: list[str] = field(default_factory=list)
+    calls: dict[str, list[str]] = field(default_factory=dict)  # method -> names it calls on self
+    stubs: list[str] = field(default_factory=list)  # methods that only raise NotImplementedError
 
 
 @dataclass
@@ -150,13 +152,16 @@ def _catches_not_implemented(node: ast.Try) -> bool:
 def _self_calls(node: ast.AST) -> Iterator[str]:
     """Names called as ``self.name(...)`` on every run through ``node``: leaving out calls in a
     ``try`` that catches NotImplementedError (an optional hook) and in the branches of an ``if`` or
-    ``match`` (``elif mode == 'tensor': return self._forward(x)``: other modes run without it)."""
+    ``match`` (``elif mode == 'tensor': return self._forward(x)``: other modes run without it) unless
+    both branches of the ``if`` make the call."""
     if isinstance(node, ast.Try) and _catches_not_implemented(node):
         for part in (*node.handlers, *node.orelse, *node.finalbody):
             yield from _self_calls(part)
         return
     if isinstance(node, (ast.If, ast.Match)):
         yield from _self_calls(node.test if isinstance(node, ast.If) else node.subject)
+        if isinstance(node, ast.If) and node.orelse:  # what both branches call runs either way
+            yield from _calls_of(node.body) & _calls_of(node.orelse)
         return
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
@@ -165,15 +170,37 @@ def _self_calls(node: ast.AST) -> Iterator[str]:
         yield from _self_calls(child)
 
 
-def _unimplemented_called(node: ast.ClassDef) -> list[str]:
-    """Methods of the class that only raise NotImplementedError and that its own ``forward`` calls.
-    (A stub other methods call may be an optional hook: ``inverse``, ``export``.)"""
-    functions = [f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    stubs = {f.name for f in functions if f.name != "forward" and not _is_abstract_function(f) and _only_raises_not_implemented(f)}
-    forward = [f for f in functions if f.name == "forward"][-1:]
-    if not stubs or not forward:
-        return []
-    return sorted(stubs & set(_self_calls(forward[0])))
+def _calls_of(stmts: list[ast.stmt]) -> set[str]:
+    return {name for stmt in stmts for name in _self_calls(stmt)}
+
+
+def self_calls(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The names ``fn`` calls on ``self`` on every run (see :func:`_self_calls`)."""
+    return sorted(set(_self_calls(fn)))
+
+
+def reached_stubs(resolve: Callable[[str], tuple[list[str], bool] | None]) -> list[str]:
+    """The stubs ``forward`` reaches through calls on ``self``: ``resolve(name)`` gives the method
+    the class would run for ``name`` as (names it calls on self, whether it only raises
+    NotImplementedError), or None where the class does not define it. One rule for the index
+    (which resolves along the MRO it computes) and for its runtime check (along ``__mro__``)."""
+    found: set[str] = set()
+    seen = {"forward"}
+    todo = ["forward"]
+    while todo:
+        method = resolve(todo.pop())
+        if method is None:
+            continue
+        for name in method[0]:
+            if name in seen:
+                continue
+            seen.add(name)
+            callee = resolve(name)
+            if callee is not None and callee[1]:
+                found.add(name)
+            else:
+                todo.append(name)
+    return sorted(found)
 
 
 def _docstring(node: ast.AST) -> str | None:
@@ -214,6 +241,9 @@ class _Collector:
         self.definitions: list[Definition] = []
         self.imports: list[Import] = []
         self.all_names: list[str] | None = None
+        # module functions that only raise NotImplementedError: a class attribute bound to one
+        # (``apply_transform = _apply_transform_unimplemented``) is a stub like a method
+        self.stub_functions: set[str] = set()
 
     # -- statements --------------------------------------------------------------------
     def body(self, stmts: list[ast.stmt], prefix: str, cond: str, cls: Definition | None) -> None:
@@ -275,17 +305,23 @@ class _Collector:
         if outer is not None:
             outer.methods.append(node.name)
         self.body(node.body, d.qualname + ".", COND_NONE, d)
-        # A stub that only raises NotImplementedError and that the class's own forward calls
-        # (``self._check_input_dim(x)``) leaves the class abstract until a subclass defines the
-        # stub or a forward of its own: recorded as ``stub@forward``, which either clears.
-        for name in _unimplemented_called(node):
-            d.abstract.append(f"{name}@forward")
+        # What forward reaches through calls on self decides whether a stub leaves the class
+        # abstract (``self._check_input_dim(x)``, or forward → apply_func → apply_transform,
+        # defined across the classes of an MRO): discovery follows these along the MRO.
+        for fn in node.body:
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_abstract_function(fn):
+                if calls := self_calls(fn):
+                    d.calls[fn.name] = calls
+                if fn.name != "forward" and _only_raises_not_implemented(fn):
+                    d.stubs.append(fn.name)
 
     def add_function(
         self, node: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str, cond: str, cls: Definition | None
     ) -> None:
         qualname = prefix + node.name
         if cls is None:
+            if not prefix and _only_raises_not_implemented(node):
+                self.stub_functions.add(node.name)
             self.definitions.append(
                 Definition(
                     qualname=qualname,
@@ -327,10 +363,13 @@ class _Collector:
         if not names:
             return
         if cls is not None:
+            stub = isinstance(value, ast.Name) and value.id in self.stub_functions
             for name in names:
                 cls.methods.append(name)
                 if name == "forward":
-                    cls.forward = "concrete"
+                    cls.forward = "abstract" if stub else "concrete"
+                elif stub:
+                    cls.stubs.append(name)
             return
         if "__all__" in names:
             self._record_all(node)

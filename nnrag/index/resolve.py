@@ -38,6 +38,8 @@ class DefInfo:
     forward: str | None = None
     methods: list[str] = field(default_factory=list)
     abstract: list[str] = field(default_factory=list)
+    calls: dict[str, list[str]] = field(default_factory=dict)
+    stubs: list[str] = field(default_factory=list)
     docstring: str | None = None
 
 
@@ -251,7 +253,7 @@ def load_modules(conn: sqlite3.Connection) -> list[ModuleInfo]:
     # No ORDER BY: the rank tuple ends with the line number, so row order does not matter.
     for row in conn.execute(
         "SELECT file_id, qualname, kind, lineno, end_lineno, cond, bases, keywords, target, forward, methods,"
-        " abstract, docstring FROM definitions"
+        " abstract, calls, stubs, docstring FROM definitions"
     ):
         mod = modules.get(row["file_id"])
         if mod is None:
@@ -268,6 +270,8 @@ def load_modules(conn: sqlite3.Connection) -> list[ModuleInfo]:
                 forward=row["forward"],
                 methods=json.loads(row["methods"]) if row["methods"] else [],
                 abstract=json.loads(row["abstract"]) if row["abstract"] else [],
+                calls=json.loads(row["calls"]) if row["calls"] else {},
+                stubs=json.loads(row["stubs"]) if row["stubs"] else [],
                 docstring=row["docstring"],
             )
         else:

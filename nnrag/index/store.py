@@ -106,7 +106,8 @@ class Store(Database):
             self.conn.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?)", (parsed.sha1, parsed.blob))
         self.conn.executemany(
             "INSERT INTO definitions (file_id, qualname, name, kind, lineno, end_lineno, cond, bases, keywords,"
-            " decorators, docstring, target, forward, methods, abstract) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " decorators, docstring, target, forward, methods, abstract, calls, stubs)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
                     file_id,
@@ -124,6 +125,8 @@ class Store(Database):
                     d.forward,
                     json.dumps(d.methods) if d.kind == "class" else None,
                     json.dumps(d.abstract) if d.abstract else None,
+                    json.dumps(d.calls) if d.calls else None,
+                    json.dumps(d.stubs) if d.stubs else None,
                 )
                 for d in parsed.definitions
             ],
