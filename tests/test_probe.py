@@ -675,3 +675,61 @@ def test_a_block_whose_first_operation_is_in_place_passes_backward(tmp_path: Pat
     result: dict[str, object] = {}
     run(path, "ScaleInPlace", result)
     assert result["backward"] is True
+
+
+class OrientsRegions(nn.Module):
+    """Two inputs of different documented shapes that share a batch (kornia's ``LAFOrienter``)."""
+
+    def forward(self, laf: torch.Tensor, img: torch.Tensor) -> torch.Tensor:
+        """Orient the regions.
+
+        Args:
+            laf: local affine frames of shape :math:`(B, N, 2, 3)`.
+            img: the image, :math:`(B, 1, H, W)`.
+
+        Returns:
+            the frames, scaled.
+        """
+        if laf.dim() != 4 or tuple(laf.shape[-2:]) != (2, 3):
+            raise ValueError(f"laf must be (B, N, 2, 3), got {tuple(laf.shape)}")
+        if img.dim() != 4 or img.shape[1] != 1 or img.shape[0] != laf.shape[0]:
+            raise ValueError(f"img must be (B, 1, H, W), got {tuple(img.shape)}")
+        return laf * img.mean(dim=(1, 2, 3)).view(-1, 1, 1, 1)
+
+
+class ScoresQueries(nn.Module):
+    """Queries beside their reference points, documented as mmdet documents them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, hidden_states: torch.Tensor, reference_points: torch.Tensor) -> torch.Tensor:
+        """Score the queries.
+
+        Args:
+            hidden_states (Tensor): queries from the decoder, has shape
+                (bs, num_queries, dim).
+            reference_points (Tensor): normalized centres, has shape
+                (bs, num_queries, 2).
+        """
+        assert reference_points.shape[-1] == 2 and reference_points.shape[:2] == hidden_states.shape[:2]
+        return self.fc(hidden_states) + reference_points.sum(-1, keepdim=True)
+
+
+def test_inputs_take_the_shapes_their_docstring_states() -> None:
+    from nnrag.validator.documented import Documented, documented_inputs
+    from nnrag.validator.probe import _Budget, _forward
+
+    assert documented_inputs(OrientsRegions()) == {"laf": Documented(("B", "N", "2", "3")),
+                                                   "img": Documented(("B", "1", "H", "W"))}
+    assert documented_inputs(ScoresQueries())["reference_points"] == Documented(("bs", "num_queries", "2"))
+    found, error = _forward(OrientsRegions(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    laf, img = found[0]
+    assert laf.shape[0] == img.shape[0] and tuple(laf.shape[2:]) == (2, 3) and img.shape[1] == 1
+    # the main input found by the search binds the symbols its companions share
+    found, error = _forward(ScoresQueries(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    hidden, reference = found[0]
+    assert hidden.shape[-1] == 8 and reference.shape == (*hidden.shape[:2], 2)

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from .arguments import CHANNEL_NAMES, Sizes
+from .documented import bind, documented_inputs, make_input, shape_of
 
 _LAYER_KINDS = {
     "_ConvNd": "conv", "Embedding": "embedding", "EmbeddingBag": "embedding", "Linear": "linear",
@@ -90,6 +91,11 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
     s = sizes.spatial
     hw = _spatial_hint(kwargs, type(module))
     out: list[tuple[str, tuple[int, ...]]] = []
+    documented = documented_inputs(module)
+    main = next(iter(_required(module)), None)
+    if main in documented and not documented[main].is_list:  # the shape its docstring states, first
+        doc = documented[main]
+        out.append(("long:2" if doc.integer else "float", shape_of(doc, {}, c, s)))
     found = _first_layer(module)
     kind, first = found if found else ("", None)
     if takes_graph(module):  # node features [N, F]: F from the first linear layer, else the channels
@@ -128,6 +134,43 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
     ]
     seen: set[tuple[str, tuple[int, ...]]] = set()
     return [x for x in out if not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
+
+
+def _required(module: nn.Module) -> list[str]:
+    """The names of the arguments ``forward`` cannot do without, in order."""
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def _with_documented(module: nn.Module, main: torch.Tensor, args: list[Any], kwargs: dict[str, Any],
+                     where: dict[str, tuple[bool, int | str]]) -> tuple[list[Any], dict[str, Any]] | None:
+    """The call with each companion of the main input made as the docstring states its shape,
+    the symbols the main input fixes shared (``laf (B, N, 2, 3)`` beside ``img (B, 1, H, W)``)."""
+    documented = documented_inputs(module)
+    companions = [name for name in where if name in documented]
+    if not companions:
+        return None
+    names = _required(module)
+    channels, spatial = 16, 16
+    if names and names[0] in documented:
+        bound = bind(documented[names[0]], tuple(main.shape))
+    else:  # an undocumented main input still tells the channels of a map or of tokens
+        bound = {}
+        channels = main.shape[1] if main.dim() in (4, 5) else main.shape[-1] if main.dim() == 3 else 16
+        spatial = main.shape[-1] if main.dim() in (4, 5) else 16
+    a, kw = list(args), dict(kwargs)
+    for name in companions:
+        doc = documented[name]
+        value = make_input(doc, shape_of(doc, bound, channels, spatial))
+        keyword, at = where[name]
+        if keyword:
+            kw[at] = value  # type: ignore[index]
+        else:
+            a[at] = value  # type: ignore[index]
+    return a, kw
 
 
 def ring_edges(nodes: int) -> torch.Tensor:
@@ -293,6 +336,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     kwargs: dict[str, Any] = {}
     targets: list[tuple[bool, int | str]] = []  # (is keyword, position or name)
     optional: dict[str, Any] = {}  # meta information for parameters that default to None
+    where: dict[str, tuple[bool, int | str]] = {}  # companions of the main input: (is keyword, position or name)
     tokens_side = None
     for i, p in enumerate(params):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -344,6 +388,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = main.clone()
             if n in _TARGET_NAMES:
                 targets.append((p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args)))
+        where[p.name] = (True, p.name) if p.kind == p.KEYWORD_ONLY else (False, len(args))
         if p.kind == p.KEYWORD_ONLY:
             kwargs[p.name] = value
         else:
@@ -353,6 +398,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             yield [], {}
         return
     yield args, kwargs
+    if documented := _with_documented(module, main, args, kwargs, where):
+        yield documented
     if optional:  # a detector that post-processes fails without them; a model that stacks labels, with
         yield args, {**kwargs, **optional}
     if not targets:

@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "30"  # 30: optional data_samples / img_metas are tried after a call without them
+GATE_VERSION = "31"  # 31: companions of the main input take the shapes the forward's docstring states
 
 @dataclass(frozen=True)
 class Limits:

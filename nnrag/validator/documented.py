@@ -1,0 +1,130 @@
+"""Forward inputs as the block's docstring states them.
+
+Libraries document each argument's shape where the signature cannot: kornia's ``laf: :math:`(B,
+N, 2, 3)```, ``img: :math:`(B, 1, H, W)```; mmdet's ``hidden_states (Tensor): ... has shape
+(num_decoder_layers, bs, num_queries, dim)``. A forward that takes several tensors of different
+shapes gets each its own documented shape, a symbol standing for one size wherever it appears:
+the sizes the main input was given bind the symbols of its own documented shape, so that
+``(B, N, 2, 3)`` and ``(B, 1, H, W)`` share ``B``.
+
+Everything here runs inside the sandbox, on the candidate's own class.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+# "shape (N, 4)", "shape of (B, C)", "with shape [B, N]", ":math:`(B, 1, H, W)`", "size (bs, dim)"
+_SHAPE = re.compile(r"(?::math:`|\bshape\b(?:\s+of)?:?|\bsize\b:?)\s*[(\[]([^()\[\]`]{1,80})[)\]]")
+# an argument's entry: ``name (type): text`` (Google) or ``name : type`` (numpy), at the start of a line
+_ENTRY = re.compile(r"^(\s*)\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:(?!:)\s*(.*)$")
+_BATCH = {"b", "bs", "batch", "batch_size", "n_batch", "num_imgs", "num_images", "b1", "b2"}
+_CHANNELS = {"c", "ch", "channels", "dim", "dims", "embed_dims", "embed_dim", "in_channels", "hidden_dim",
+             "d_model", "feat_dim", "num_channels", "features", "f", "d", "hidden_size", "emb_dim", "c_in"}
+_SPATIAL = {"h", "w", "height", "width", "hh", "ww", "h_in", "w_in", "d_in"}
+_INTEGER_WORDS = re.compile(r"\b(?:long|int64|integer|indices|index|labels?)\b", re.IGNORECASE)
+_OTHER = 4  # a size the docstring names but nothing fixes: number of queries, points, keypoints
+
+
+@dataclass(frozen=True)
+class Documented:
+    """One argument's documented input: its shape symbols, whether a list of such tensors, and
+    whether integer-valued."""
+
+    dims: tuple[str, ...]
+    is_list: bool = False
+    integer: bool = False
+
+
+def _entries(doc: str, names: set[str]) -> dict[str, tuple[str, str]]:
+    """Per argument in ``names``: (its type text, its description), from a Google or numpy docstring."""
+    out: dict[str, tuple[str, str]] = {}
+    current: str | None = None
+    indent = 0
+    for line in doc.splitlines():
+        m = _ENTRY.match(line)
+        if m and m.group(2) in names and (current is None or len(m.group(1)) <= indent):
+            current, indent = m.group(2), len(m.group(1))
+            out[current] = (m.group(3) or "", m.group(4))
+            continue
+        if current is not None:
+            if line.strip() and len(line) - len(line.lstrip()) <= indent:
+                current = None  # the next entry or section
+            else:
+                kind, text = out[current]
+                out[current] = (kind, f"{text} {line.strip()}")
+    return out
+
+
+def _dims(spec: str) -> tuple[str, ...] | None:
+    tokens = tuple(t.strip(" '\"") for t in spec.split(","))
+    if not 1 <= len(tokens) <= 6 or any(not t for t in tokens):
+        return None
+    if not all(t.isdigit() or t.isidentifier() or t in ("*", "...") for t in tokens):
+        return None  # an expression (``N + 1``) or prose in brackets
+    return tokens
+
+
+def documented_inputs(module: nn.Module) -> dict[str, Documented]:
+    """The arguments of ``module.forward`` whose shape its docstring states (or the class's)."""
+    forward = type(module).forward
+    try:
+        names = set(inspect.signature(forward).parameters) - {"self"}
+    except (TypeError, ValueError):
+        return {}
+    out: dict[str, Documented] = {}
+    for doc in (inspect.getdoc(forward), inspect.getdoc(type(module))):
+        for name, (kind, text) in _entries(doc or "", names).items():
+            m = _SHAPE.search(text) or _SHAPE.search(kind)
+            dims = _dims(m.group(1)) if m else None
+            if dims is None or name in out:
+                continue
+            listed = kind.lower().startswith(("list", "tuple", "sequence")) or text.lower().startswith("list of")
+            out[name] = Documented(dims, listed, bool(_INTEGER_WORDS.search(f"{kind} {text[:80]}")))
+    return out
+
+
+def _size(symbol: str, bound: dict[str, int], channels: int, spatial: int, dims: tuple[str, ...]) -> int:
+    if symbol.isdigit():
+        return int(symbol)
+    key = symbol.lower()
+    if key not in bound:
+        if key in _BATCH or key in ("*", "..."):
+            bound[key] = 2
+        elif key == "d" and "c" in {d.lower() for d in dims}:  # (B, C, D, H, W): D is a depth
+            bound[key] = 8
+        elif key in _CHANNELS:
+            bound[key] = channels
+        elif key in _SPATIAL:
+            bound[key] = spatial
+        elif key == "n":  # a batch in (N, C, H, W), a count of items elsewhere
+            bound[key] = 2 if len(dims) == 4 else _OTHER
+        else:
+            bound[key] = _OTHER
+    return bound[key]
+
+
+def shape_of(doc: Documented, bound: dict[str, int], channels: int, spatial: int) -> tuple[int, ...]:
+    """The concrete shape a documented input stands for, binding its new symbols in ``bound``."""
+    return tuple(_size(s, bound, channels, spatial, doc.dims) for s in doc.dims)
+
+
+def bind(doc: Documented, shape: tuple[int, ...]) -> dict[str, int]:
+    """The symbols of ``doc`` that a tensor of ``shape`` (the main input) fixes."""
+    if len(doc.dims) != len(shape):
+        return {}
+    return {s.lower(): n for s, n in zip(doc.dims, shape) if not s.isdigit() and s not in ("*", "...")}
+
+
+def make_input(doc: Documented, shape: tuple[int, ...]) -> Any:
+    """A random input of a documented kind: integer values stay small valid indices."""
+    def one() -> torch.Tensor:
+        return torch.randint(0, 2, shape) if doc.integer else torch.randn(shape)
+
+    return [one(), one()] if doc.is_list else one()
