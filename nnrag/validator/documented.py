@@ -20,8 +20,10 @@ from typing import Any
 import torch
 from torch import nn
 
-# "shape (N, 4)", "shape of (B, C)", "with shape [B, N]", ":math:`(B, 1, H, W)`", "size (bs, dim)"
-_SHAPE = re.compile(r"(?::math:`|\bshape\b(?:\s+of)?:?|\bsize\b:?)\s*[(\[]([^()\[\]`]{1,80})[)\]]")
+# "shape (N, 4)", "shape of (B, C)", "with shape [B, N]", ":math:`(B, 1, H, W)`", "size (bs, dim)",
+# "shape ``(B, C)``"; in a type, torchvision's "Tensor[N, 4]"
+_SHAPE = re.compile(r"(?::math:`|\bshape\b(?:\s+of)?:?|\bsize\b:?)\s*`{0,2}[(\[]([^()\[\]`]{1,80})[)\]]")
+_TYPED = re.compile(r"Tensor\[([^()\[\]]{1,80})\]")
 # an argument's entry: ``name (type): text`` (Google) or ``name : type`` (numpy), at the start of a line
 _ENTRY = re.compile(r"^(\s*)\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:(?!:)\s*(.*)$")
 _BATCH = {"b", "bs", "batch", "batch_size", "n_batch", "num_imgs", "num_images", "b1", "b2"}
@@ -81,7 +83,7 @@ def documented_inputs(module: nn.Module) -> dict[str, Documented]:
     out: dict[str, Documented] = {}
     for doc in (inspect.getdoc(forward), inspect.getdoc(type(module))):
         for name, (kind, text) in _entries(doc or "", names).items():
-            m = _SHAPE.search(text) or _SHAPE.search(kind)
+            m = _SHAPE.search(text) or _TYPED.search(kind) or _TYPED.search(text[:40])
             dims = _dims(m.group(1)) if m else None
             if dims is None or name in out:
                 continue
