@@ -733,3 +733,23 @@ def test_inputs_take_the_shapes_their_docstring_states() -> None:
     assert error is None and found is not None
     hidden, reference = found[0]
     assert hidden.shape[-1] == 8 and reference.shape == (*hidden.shape[:2], 2)
+
+
+class ScattersRows(nn.Module):
+    """Adds rows into groups by an index into them, as DimeNet's output blocks do with ``i``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor, rbf: torch.Tensor, i: torch.Tensor, idx_kj: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(x).index_add_(0, i, self.lin(x) * rbf)[idx_kj]
+
+
+def test_an_index_into_the_rows_gets_valid_positions() -> None:
+    from nnrag.validator.probe import _Budget, _forward
+
+    found, error = _forward(ScattersRows(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    x, rbf, i, idx_kj = found[0]
+    assert i.dtype == idx_kj.dtype == torch.long and i.shape == idx_kj.shape == (x.shape[0],)

@@ -245,6 +245,9 @@ def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
     return torch.randn(shape)
 
 
+# an index into the rows of the main input (not ``edge_index``, a pair of rows)
+_INDEX_NAME = re.compile(r"(?:idx|index)_\w+|\w+_idx|(?!edge_)\w+_index")
+
 _TARGET_NAMES = {"target", "targets", "label", "labels", "y", "gt", "y_true", "truth", "ground_truth", "tgt"}
 
 
@@ -374,7 +377,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = (side, side)
         elif "mask" in n:
             value = None
-        elif n in ("batch", "index", "idx"):  # a graph's batch vector or a scatter's target index
+        elif n in ("batch", "index", "idx") or _INDEX_NAME.fullmatch(n) or n in ("i", "j", "k") and "Tensor" in str(p.annotation):
+            # a graph's batch vector, a scatter's target index, DimeNet's ``i``/``idx_kj`` into the rows
             value = torch.zeros(main.shape[0], dtype=torch.long)
         elif n in ("t", "timestep", "timesteps", "time", "noise_level", "sigma"):
             value = torch.rand(main.shape[0])
