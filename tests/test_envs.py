@@ -36,14 +36,15 @@ def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, m
     home = tmp_path / "home"
 
     off = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False)
-    assert (off.passed, off.failures) == (0, {"missing-dependency": 2})
-    assert off.requirements == {"needs_install": {"tinyact": 2}}
+    assert (off.passed, off.failures) == (0, {"missing-dependency": 2, "constructor-args": 1})
+    # OptionalTanh imports without tinyact, then fails on the name the optional import's fallback bound
+    assert off.requirements == {"needs_install": {"tinyact": 3}}
     assert not (home / "envs").exists()  # nothing installed unless asked
 
     on = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False, requirements="install")
-    assert on.passed == 1 and on.requirements == {"environments": 1, "blocks": 2, "rescued": 1, "not_installable": {}}
+    assert on.passed == 2 and on.requirements == {"environments": 1, "blocks": 3, "rescued": 2, "not_installable": {}}
     entries = {e["name"]: e for e in nnrag.library_entries(home=home)}
-    assert entries["ScaledTanh"]["status"] == "validated"
+    assert entries["ScaledTanh"]["status"] == entries["OptionalTanh"]["status"] == "validated"
     assert entries["TanhGate"]["code"] == "constructor-args"  # imports there, but no guess builds it
     (env,) = [p for p in (home / "envs").iterdir() if p.is_dir()]
     assert (env / "lib").exists() and not list(env.rglob("torch/__init__.py"))  # torch comes from here, not pip
@@ -51,13 +52,13 @@ def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, m
         __import__("tinyact")  # installed in the environment, never here
 
     again = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False, requirements="install")
-    assert (again.passed, again.cached) == (1, 2)
+    assert (again.passed, again.cached) == (2, 3)
 
     # its documented example runs where its package imports: the block's environment, widened by
     # what the package itself imports (tinyplot), which the harvest stopped at once
     harvested = nnrag.build([str(repo)], home=tmp_path / "harvested", limits=search_limits(), search=False,
                             requirements="install")
-    assert harvested.passed == 2
+    assert harvested.passed == 3
     assert harvested.harvest["examples"] == 2 and harvested.harvest["rescued"] == 1  # type: ignore[index]
     gate_entry = {e["name"]: e for e in nnrag.library_entries(home=tmp_path / "harvested")}["TanhGate"]
     assert gate_entry["status"] == "validated"
@@ -73,7 +74,7 @@ def test_a_requirement_pip_cannot_install_is_a_recorded_reason(tmp_path: Path, m
     shutil.copytree(FIXTURES / "needs_repo", repo)
     report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
                          requirements="install")
-    assert report.failures == {"missing-dependency": 2}
+    assert report.failures == {"missing-dependency": 2, "constructor-args": 1}
     assert "tinyact" in report.requirements["not_installable"]  # type: ignore[operator]
     for entry in nnrag.library_entries(home=tmp_path / "home"):
         assert "pip cannot install tinyact" in str(entry["message"])

@@ -69,7 +69,8 @@ def build_library(
         selected = [r for r in rows if (wanted is None or r["source"] in wanted) and (names is None or r["name"] in names)]
         if limit is not None:
             selected = selected[:limit]
-        known = {r["block_id"]: r for r in conn.execute("SELECT block_id, code_sha1, gate_version, status, code FROM library")}
+        known = {r["block_id"]: r for r in conn.execute(
+            "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for FROM library")}
         extractors = Extractors(conn, prefer)
         pending: list[tuple[records.Candidate, str, str]] = []
         extract_times: list[float] = []
@@ -97,7 +98,7 @@ def build_library(
             prev = known.get(ref.block_id)
             if (prev and prev["code_sha1"] == records.code_sha1(assembled.code) and prev["gate_version"] == GATE_VERSION
                     and records.file_for(workspace, ref.block_id).exists()
-                    and not (requirements == "install" and prev["code"] == MISSING_DEPENDENCY)):
+                    and not (requirements == "install" and (prev["code"] == MISSING_DEPENDENCY or prev["waits_for"]))):
                 report.cached += 1
                 report.count(ref.source, prev["status"] == "validated", prev["code"])
                 continue
@@ -115,15 +116,19 @@ def build_library(
         try:
             with _gc_frozen():
                 for candidate, record in gate.check_many(pending):
-                    if harvest and not record.ok and record.code in RETRY_CODES:
+                    # a failure that ran into an optional import's fallback waits for that import first
+                    needs = missing_distribution(record, corpus, candidate.assembled.code)
+                    if harvest and not record.ok and record.code in RETRY_CODES and not (needs and requirements == "install"):
                         records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))
                         retry.append(Retry(candidate, record))
-                    elif missing_distribution(record, corpus):
+                    elif needs:
                         waiting.append((candidate, record))
                         if requirements == "install":  # counted after its second chance
                             records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))
-                        else:
-                            records.save(conn, workspace, candidate.verdict(record))
+                        else:  # redone when a build may install what it waits for
+                            verdict = candidate.verdict(record)
+                            verdict.record["waits_for"] = needs
+                            records.save(conn, workspace, verdict)
                             report.count(candidate.ref.source, record.ok, record.code)
                     else:
                         record = explain_corpus_import(record, corpus)

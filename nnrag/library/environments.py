@@ -4,12 +4,15 @@
 
 The requirement is the module the block's import stopped at (``No module named 'addict'``), not
 every import of the file: optional imports under ``try``/``except ImportError`` of other
-platforms (``torch_npu``, ``parrots``) must not be installed, and could not be. A block that
+platforms (``torch_npu``, ``parrots``) must not be installed, and could not be, unless the
+failure ran into the name the import's fallback bound (``cfg = None`` without yacs). A block that
 then stops at a further missing module gets that one too, for a few rounds.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import replace
 
 from ..db import Database
@@ -32,11 +35,58 @@ def _stopped_at(record: ValidationRecord) -> str | None:
     return None if top is None or installed(top) else top
 
 
-def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = frozenset()) -> str | None:
-    """The distribution a failed import stopped at, when it is not installed here. A package of
-    the corpus (``corpus``: its top-level modules) is a closure the block could not complete,
-    never something to install."""
-    top = _stopped_at(record)
+_FRAME = re.compile(r'File "[^"]*candidate\.py", line (\d+)')
+
+
+def _fallbacks(code: str) -> dict[str, str]:
+    """Names a module-level ``except ImportError`` binds in place of an optional import, with the
+    top-level module that import wanted (``try: from yacs.config import CfgNode`` ... ``except
+    ImportError: cfg = None`` gives ``{'cfg': 'yacs'}``)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {}
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.Try):
+            continue
+        wanted = [(n.module if isinstance(n, ast.ImportFrom) else n.names[0].name) for n in stmt.body
+                  if isinstance(n, (ast.Import, ast.ImportFrom)) and not getattr(n, "level", 0)]
+        if not wanted or not wanted[0]:
+            continue
+        for handler in stmt.handlers:
+            if handler.type is None or "ImportError" in ast.unparse(handler.type):
+                for node in handler.body:
+                    for target in getattr(node, "targets", []):
+                        if isinstance(target, ast.Name):
+                            out[target.id] = wanted[0].split(".")[0]
+    return out
+
+
+def _fallback_met(code: str, record: ValidationRecord) -> str | None:
+    """The top-level module of an optional import, not installed here, whose fallback the failure
+    ran into: a line of the block's file in its traceback reads a name the fallback bound (graphgym
+    reads ``cfg.gnn`` where ``cfg = None`` stands for yacs's config). Unlike every optional import
+    of the file (other platforms' ``torch_npu``), that one is what the block needs."""
+    if record.ok or not record.traceback:
+        return None
+    fallbacks = _fallbacks(code)
+    lines = code.splitlines()
+    for m in _FRAME.finditer(record.traceback):
+        number = int(m.group(1))
+        line = lines[number - 1] if 0 < number <= len(lines) else ""
+        for name, top in fallbacks.items():
+            if re.search(rf"\b{re.escape(name)}\b", line) and not installed(top):
+                return top
+    return None
+
+
+def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = frozenset(), code: str = "") -> str | None:
+    """The distribution a failed import stopped at, or (given the block's ``code``) an optional
+    import whose fallback the failure ran into, when it is not installed here. A package of the
+    corpus (``corpus``: its top-level modules) is a closure the block could not complete, never
+    something to install."""
+    top = _stopped_at(record) or (_fallback_met(code, record) if code else None)
     return distribution_for(top) if top and top not in corpus else None
 
 
@@ -55,8 +105,8 @@ def explain_corpus_import(record: ValidationRecord, corpus: frozenset[str]) -> V
 def needs_install(waiting: list[tuple[records.Candidate, ValidationRecord]], corpus: frozenset[str]) -> dict[str, int]:
     """Blocks per missing distribution, most wanted first (what ``--requirements install`` would add)."""
     counts: dict[str, int] = {}
-    for _, record in waiting:
-        dist = missing_distribution(record, corpus)
+    for candidate, record in waiting:
+        dist = missing_distribution(record, corpus, candidate.assembled.code)
         if dist:
             counts[dist] = counts.get(dist, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -76,7 +126,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
     but fails on guessed arguments or inputs joins ``retry`` (when given) instead of being settled."""
     queue: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
     for candidate, first in waiting:
-        dist = missing_distribution(first, corpus)
+        dist = missing_distribution(first, corpus, candidate.assembled.code)
         if dist:  # the build waits only blocks that miss one
             queue.setdefault((dist,), []).append((candidate, first))
     made, rescued, done = 0, 0, 0
@@ -99,7 +149,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
             made += 1
             with Gate(workers, limits, python=env.python) as gate:
                 for candidate, record in gate.check_many((c, c.assembled.code, c.assembled.class_name) for c, _ in items):
-                    more = missing_distribution(record, corpus)
+                    more = missing_distribution(record, corpus, candidate.assembled.code)
                     if more and more not in requirements and round_ + 1 < _ROUNDS:
                         later.setdefault(tuple(sorted({*requirements, more})), []).append((candidate, record))
                         continue
