@@ -21,7 +21,7 @@ from nnrag.validator.record import Limits
 from nnrag.workspace import Workspace
 
 LIMITS = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)
-RECORDED = {"ConvStage", "BoxPool", "TinyNet", "BandMix"}  # BandMix: from its docstring example
+RECORDED = {"ConvStage", "BoxPool", "TinyNet", "BandMix", "Masked"}  # BandMix: its docstring's example; Masked: the README's
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,19 @@ def test_documented_examples_are_found_statically() -> None:
         "T([\n    a,\n])\n", "for i in x:\n    f(i)\n    g(i)\n", "y\n"]
 
 
+def test_readme_code_blocks_are_found_statically() -> None:
+    from nnrag.validator.usage.readme import blocks_using, code_blocks, imported_modules
+
+    text = (FIXTURES / "usage_repo" / "README.md").read_text()
+    (block,) = code_blocks(text)  # the bash block is not Python
+    assert block.startswith("import torch\nfrom upkg.models import Encoder")
+    assert imported_modules(block, ["upkg"]) == ["upkg.models", "upkg.blocks"]
+    assert blocks_using(text, ["upkg"], {"Masked"}) == [0] and blocks_using(text, ["upkg"], {"TinyNet"}) == []
+    assert blocks_using(text, ["other"], set()) == []
+    doc = "Use it:\n\n    ```py\n    >>> from upkg import x\n    >>> x(1)\n    ```\n\n```python\nnot python(\n```\n"
+    assert code_blocks(doc) == ["from upkg import x\nx(1)"]  # indented, with prompts; one that does not parse is left
+
+
 def test_factories_are_found_statically() -> None:
     text = (FIXTURES / "usage_repo" / "upkg" / "models.py").read_text()
     assert factory_functions(text) == ["tiny_net"]
@@ -84,8 +97,10 @@ def test_recorded_usage_validates_them(homes: dict[str, object]) -> None:
     assert entries["BandMix"]["record"]["input_shapes"] == [[2, 8, 8, 6]]  # as the example called it
     assert entries["BandMix"]["record"]["output_shapes"] == [2, 8, 8, 1]
     harvest = homes["report"].harvest  # type: ignore[attr-defined]
-    assert harvest["rescued"] == 4 and harvest["factories"] == 1 and harvest["examples"] == 1
-    assert homes["report"].passed == homes["guess_report"].passed + 4  # type: ignore[attr-defined]
+    assert harvest["rescued"] == 5 and harvest["factories"] == 1 and harvest["examples"] == 2
+    assert homes["report"].passed == homes["guess_report"].passed + 5
+    masked = entries["Masked"]["record"]
+    assert masked["init_args"]["encoder"].startswith("Encoder(") and masked["input_shapes"] == [[2, 12]]  # type: ignore[index]  # type: ignore[attr-defined]
 
 
 def test_harvest_is_stored_and_not_rerun(homes: dict[str, object]) -> None:
@@ -94,7 +109,7 @@ def test_harvest_is_stored_and_not_rerun(homes: dict[str, object]) -> None:
     with connect(Workspace.resolve(homes["with"])) as store:  # type: ignore[arg-type]
         assert usage.plan(store, "usage_repo", {"upkg.models", "upkg.blocks"}) == []  # ran against this very text
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok FROM harvests ORDER BY factory")] == [
-            ("upkg.blocks:BandMix.__doc__", 1), ("upkg.models:tiny_net", 1)]
+            ("README.md#0:<readme>", 1), ("upkg.blocks:BandMix.__doc__", 1), ("upkg.models:tiny_net", 1)]
 
 
 _RUNNER = """
@@ -142,13 +157,16 @@ def test_usage_is_harvested_from_a_wheel_source(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel, "w") as zf:
         for path in sorted((FIXTURES / "usage_repo" / "upkg").glob("*.py")):
             zf.write(path, f"upkg/{path.name}")
-        zf.writestr("upkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: upkg\nVersion: 1.0\n")
+        # the README travels as the long description of the metadata
+        readme = (FIXTURES / "usage_repo" / "README.md").read_text()
+        zf.writestr("upkg-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: upkg\nVersion: 1.0\n\n{readme}")
     home = tmp_path / "home"
     report = nnrag.build([str(wheel)], home=home, limits=LIMITS)
-    assert report.harvest["rescued"] == 4, report.harvest
+    assert report.harvest["rescued"] == 5, report.harvest
     with connect(Workspace.resolve(home)) as store:
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok, message FROM harvests ORDER BY factory")] == [
-            ("upkg.blocks:BandMix.__doc__", 1, None), ("upkg.models:tiny_net", 1, None)]
+            ("upkg-1.0.dist-info/METADATA#0:<readme>", 1, None), ("upkg.blocks:BandMix.__doc__", 1, None),
+            ("upkg.models:tiny_net", 1, None)]
 
 
 def test_registry_configs_are_chosen_statically(tmp_path: Path) -> None:

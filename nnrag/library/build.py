@@ -70,7 +70,8 @@ def build_library(
         if limit is not None:
             selected = selected[:limit]
         known = {r["block_id"]: r for r in conn.execute(
-            "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for FROM library")}
+            "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for,"
+            " json_extract(record, '$.extracted_as') AS extracted_as FROM library")}
         extractors = Extractors(conn, prefer)
         pending: list[tuple[records.Candidate, str, str]] = []
         extract_times: list[float] = []
@@ -96,7 +97,8 @@ def build_library(
                 report.count(ref.source, False, issues[0].code)
                 continue
             prev = known.get(ref.block_id)
-            if (prev and prev["code_sha1"] == records.code_sha1(assembled.code) and prev["gate_version"] == GATE_VERSION
+            if (prev and records.code_sha1(assembled.code) in (prev["code_sha1"], prev["extracted_as"])
+                    and prev["gate_version"] == GATE_VERSION
                     and records.file_for(workspace, ref.block_id).exists()
                     and not (requirements == "install" and (prev["code"] == MISSING_DEPENDENCY or prev["waits_for"]))):
                 report.cached += 1

@@ -103,10 +103,13 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
 
     extractors = Extractors(db.conn, prefer)
 
-    def settle(item: Retry, record: ValidationRecord, requirements: tuple[str, ...]) -> None:
+    def settle(item: Retry, record: ValidationRecord, requirements: tuple[str, ...], first: Retry | None = None) -> None:
         verdict = item.candidate.verdict(record)
         if requirements:
             verdict.record["environment"] = list(requirements)
+        if first is not None and first is not item:  # re-extracted with what its usage names: the
+            # next build extracts the block as before and keeps this verdict while that is unchanged
+            verdict.record["extracted_as"] = records.code_sha1(first.candidate.assembled.code)
         records.save(db.conn, workspace, verdict)
         report.count(item.candidate.ref.source, record.ok, record.code)
 
@@ -125,7 +128,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             # stored with the file that passed, or that shows what the real model needs (a compiled
             # extension its recorded configuration builds), which says more than a guess's failure
             if record.ok or record.code == MISSING_DEPENDENCY:
-                settle(again, record, requirements)
+                settle(again, record, requirements, item)
             else:
                 log.info("%s: recorded usage did not pass either: %s %s", again.candidate.ref.qualname, record.code,
                          "".join((record.message or "").strip().splitlines()[-1:]))
@@ -141,13 +144,14 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             declared = [name for root in usage.roots(db, src) for name in declared_requirements(root)]
             requirements = tuple(sorted({*requirements, *to_install(declared, install)}))
         focus = {item.candidate.ref.module for item in items}
+        names = frozenset(item.candidate.ref.name_in_module.split(".")[-1] for item in items)
         usable: tuple[str, ...] | None = None  # the widest environment made so far
         checked = False
         for round_ in range(_ROUNDS):
             with _gate_for(workspace, gate, requirements) as checker:
                 if checker is None:  # pip could not install this set
                     break
-                one = usage.run(db, checker, src, usage.plan(db, src, focus, requirements),
+                one = usage.run(db, checker, src, usage.plan(db, src, focus, requirements, classes=names),
                                 (lambda d, t: progress("harvest", d, t)) if progress else None)
                 ran.add(one)
                 usable = requirements

@@ -33,6 +33,7 @@ from torch import nn
 
 from .configs import CONFIG_UNIT
 from .examples import EXAMPLE_SUFFIX, example_sources
+from .readme import README_UNIT, code_blocks, imported_modules
 from .recipes import Unrecordable, dump, ref
 
 _ENTRIES_PER_CLASS = 3
@@ -204,6 +205,28 @@ def _run_examples(module: Any, qualname: str) -> str | None:
     return None
 
 
+def _run_readme(unit: str, packages: list[str], recorder: "Recorder") -> str | None:
+    """Run code block N of the README at ``PATH#N`` in a fresh namespace, the modules of the
+    source it imports loaded and wrapped first; its first error ends it."""
+    path, _, index = unit.rpartition("#")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        blocks = code_blocks(f.read())
+    if not index.isdigit() or int(index) >= len(blocks):
+        return "no such code block"
+    block = blocks[int(index)]
+    for name in imported_modules(block, packages):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the block's own import reports it
+            pass
+    recorder.wrap_loaded()
+    try:
+        exec(compile(block, f"<README block {index}>", "exec"), {"__name__": "__readme__"})
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"[:300]
+    return None
+
+
 class _Absent(types.ModuleType):
     """A module of a package of the corpus that no file provides: its attributes are functions
     that raise the ImportError when called."""
@@ -266,7 +289,8 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
             per_factory_s: float = 30.0) -> None:
     """Run ``[module, function]`` factories in turn, emitting one record per factory. A function
     named ``Class.__doc__`` stands for the examples in that class's docstrings; one named
-    ``<config>`` builds the model of the config file at the path given as its module."""
+    ``<config>`` builds the model of the config file at the path given as its module; one named
+    ``<readme>`` runs code block N of the README at the ``PATH#N`` given as its module."""
     sys.path[:0] = [p for p in paths if p not in sys.path]
     sys.meta_path.append(AbsentModules(paths))
     recorder = Recorder(packages)
@@ -284,6 +308,8 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
                 recorder.wrap_loaded()
                 model = registry.build(config)
                 error = _exercise(model)
+            elif function == README_UNIT:
+                error = _run_readme(module_name, packages, recorder)
             elif function.endswith(EXAMPLE_SUFFIX):
                 module = importlib.import_module(module_name)
                 recorder.wrap_loaded()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import configs
 from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
+from .readme import README_UNIT, blocks_using, code_blocks, readme_files
 from ...db import Database
 from ...extract.closure import lenders
 from ..envs import missing_module
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _FACTORIES_PER_JOB = 40
+_README_BLOCKS = 60  # README code blocks run per source, those naming still failing classes
 _CONFIGS = 100  # registry configs run per source: enough to name every model type in most packages
 _JOB_TIMEOUT_S = 900.0
 
@@ -53,11 +55,16 @@ class Factory:
 
     @property
     def is_example(self) -> bool:
-        return self.function.endswith(EXAMPLE_SUFFIX)
+        return self.function.endswith(EXAMPLE_SUFFIX) or self.function == README_UNIT
 
     @property
     def is_config(self) -> bool:
         return self.function == configs.CONFIG_UNIT
+
+    @property
+    def is_file(self) -> bool:
+        """A unit named by a file of the source (a config, a README's code block), not a module."""
+        return self.is_config or self.function == README_UNIT
 
 
 @dataclass
@@ -79,10 +86,11 @@ class HarvestStats:
 
 
 def plan(store: Database, source: str, focus: set[str], requirements: tuple[str, ...] = (),
-         per_focus_module: int = 2) -> list[Factory]:
+         per_focus_module: int = 2, classes: frozenset[str] = frozenset()) -> list[Factory]:
     """What to run for ``source``: the documented examples and up to ``per_focus_module``
     factories of the modules in ``focus`` (those holding blocks that still fail), then registry
-    config files that together name every model type, then the examples and the smallest factory
+    config files that together name every model type and the README's code blocks that name a
+    class in ``classes`` (the blocks that still fail), then the examples and the smallest factory
     of every other module, since a block of a shared layers module is built by the models and
     examples of other modules. Units already run against the same module text, by the same gate,
     in the same requirement environment (``requirements``), are left out."""
@@ -116,6 +124,15 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
             unit = Factory(source, rel, configs.CONFIG_UNIT, stamp(hashlib.sha1((root / rel).read_bytes()).hexdigest()))
             if done.get(unit.key) != unit.stamp:
                 first.append(unit)
+        packages = _packages(store, source)[0]
+        for path in readme_files(root):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            blocks = code_blocks(text)
+            for i in blocks_using(text, packages, set(classes))[:_README_BLOCKS]:
+                unit = Factory(source, f"{path.relative_to(root)}#{i}", README_UNIT,
+                               stamp(hashlib.sha1(blocks[i].encode()).hexdigest()))
+                if done.get(unit.key) != unit.stamp:
+                    first.append(unit)
     return first + rest
 
 
@@ -159,8 +176,8 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
     row = store.conn.execute("SELECT root FROM sources WHERE name=?", (source,)).fetchone()
     root = Path(row["root"] or "") if row else Path()
 
-    def sent(f: Factory) -> tuple[str, str]:  # a config runs from its absolute path
-        return (str(root / f.module) if f.is_config else f.module, f.function)
+    def sent(f: Factory) -> tuple[str, str]:  # a config or a README block runs from its absolute path
+        return (str(root / f.module) if f.is_file else f.module, f.function)
 
     # interleaved, so that every worker starts on the focus modules
     count = max(gate.workers, -(-len(factories) // _FACTORIES_PER_JOB))
