@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "31"  # 31: companions of the main input take the shapes the forward's docstring states
+GATE_VERSION = "32"  # 32: indices into the rows of the main input (idx_kj, a tensor i) get valid positions
 
 @dataclass(frozen=True)
 class Limits:
