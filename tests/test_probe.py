@@ -53,6 +53,10 @@ def test_inputs_are_read_off_shape_errors() -> None:
     }
     for message, shape in stated.items():
         assert input_repairs(ValueError(message), "float", (2, 16, 16, 16), sizes, 16) == [("float", shape)], message
+    embed = AssertionError("was expecting embedding dimension of 256, but got 16")
+    assert input_repairs(embed, "float", (2, 9, 16), sizes, 16)[0] == ("float", (2, 9, 256))
+    one = AssertionError("Bytetrack inference only support 1 batch size per gpu for now.")
+    assert input_repairs(one, "float", (2, 3, 32, 32), sizes, 16) == [("float", (1, 3, 32, 32))]
 
 
 class Loss(nn.modules.loss._Loss):

@@ -458,6 +458,8 @@ _NORMALIZED = re.compile(r"normalized_shape=\[([\d, ]+)\]")
 _MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _UNPACK = re.compile(r"(?:too many|not enough) values to unpack \(expected (\d)")
 _RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
+_EMBED = re.compile(r"expecting embedding dimension of (\d+)")  # torch's multi-head attention
+_ONE_SAMPLE = re.compile(r"\b(?:1|one) batch size|batch size (?:of |must be |should be )?(?:1|one)\b", re.IGNORECASE)
 _GRAPH_ATTRIBUTE = re.compile(r"'Tensor' object has no attribute '(?:x|edge_index|edge_attr|batch|num_nodes|num_graphs)'")
 _MODEL_SIDE = re.compile(r"doesn't match model \((\d+)")
 # Shapes a block's own checks state: "Expected shape: ['B', '1', 'H', 'W']", "a shape of (*, 3, H, W)",
@@ -549,6 +551,11 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         out += {2: [("float", (2, last))], 3: [("float", (2, t, last)), ("float", (2, t, ch))],
                 4: [("float", (2, ch, s, s)), ("float", (2, last, s, s)), ("float", (2, s, s, last))],
                 5: [("float", (2, ch, 8, 8, 8))]}.get(rank, [])
+    if (m := _EMBED.search(text)) and shape:
+        n = int(m.group(1))
+        out += [(kind, shape[:-1] + (n,)), ("float", (2, t, n))]
+    if _ONE_SAMPLE.search(text) and shape and shape[0] != 1:  # "inference only supports 1 batch size"
+        out.append((kind, (1,) + shape[1:]))
     for pattern in _SHAPE_SPECS:
         if (m := pattern.search(text)) and (stated := _spec_shape(m.group(1), ch, s)):
             out.append(("float", stated))
