@@ -86,6 +86,20 @@ def test_integers_become_the_pairs_their_annotations_ask_for() -> None:
     assert guess_value("bias", List[int], sizes) is True  # not an integer guess
 
 
+def test_a_layer_named_by_a_string_gets_a_common_name() -> None:
+    import inspect
+    from typing import Tuple, Union
+
+    from nnrag.validator.arguments import guess_value
+
+    sizes, empty = Sizes(), inspect.Parameter.empty
+    assert guess_value("norm_name", Union[Tuple, str], sizes) == "batch"  # MONAI's layer specifiers
+    assert guess_value("act_name", empty, sizes) == "relu"
+    assert guess_value("norm", tuple | str, sizes) == "batch"
+    assert guess_value("act", empty, sizes) is nn.ReLU  # without a str annotation: a layer class, as before
+    assert guess_value("norm_layer", empty, sizes) is nn.BatchNorm2d
+
+
 class RoIPool(nn.Module):
     def forward(self, input: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
         return torch.stack([input[int(r[0]), :, int(r[2]):int(r[4]) + 1, int(r[1]):int(r[3]) + 1].amax((-2, -1)) for r in rois])

@@ -225,6 +225,15 @@ def _as_annotated(value: Any, annotation: Any) -> Any:
     return value
 
 
+def _admits_str(annotation: Any) -> bool:
+    """An annotation a string satisfies (``str``, ``tuple | str``, ``Union[Tuple, str]``), or none."""
+    if annotation is inspect.Parameter.empty or annotation is str:
+        return True
+    if isinstance(annotation, str):
+        return "str" in annotation
+    return str in typing.get_args(annotation)
+
+
 def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int) -> Any:
     n = name.lower()
     w = _words(name)
@@ -246,6 +255,10 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return typing.get_args(annotation)[0]  # ``mode: Literal["bilinear", "nearest"]``
     if annotation in (str, "str") and ("act" in w or "activation" in w):
         return "relu"
+    if ("norm" in w or "act" in w) and (n.endswith("_name") and _admits_str(annotation)
+                                        or n in ("norm", "act") and annotation is not inspect.Parameter.empty and _admits_str(annotation)):
+        # a layer named by a string (MONAI's ``norm_name="batch"``, ``act=("relu", {...})``)
+        return "batch" if "norm" in w else "relu"
     if n in ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp"):
         return AutoConfig(s)
     if {"head", "heads"} & set(w) and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) or n in ("heads", "nhead", "num_head"):

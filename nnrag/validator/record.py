@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "32"  # 32: indices into the rows of the main input (idx_kj, a tensor i) get valid positions
+GATE_VERSION = "33"  # 33: a layer named by a string (norm_name) gets "batch" or "relu"
 
 @dataclass(frozen=True)
 class Limits:
