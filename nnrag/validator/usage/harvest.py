@@ -205,6 +205,10 @@ def _run_examples(module: Any, qualname: str) -> str | None:
     return None
 
 
+def _on_the_cpu(self: Any, *args: Any, **kwargs: Any) -> Any:
+    return self
+
+
 def _run_readme(unit: str, packages: list[str], recorder: "Recorder") -> str | None:
     """Run code block N of the README at ``PATH#N`` in a fresh namespace, the modules of the
     source it imports loaded and wrapped first; its first error ends it."""
@@ -220,6 +224,8 @@ def _run_readme(unit: str, packages: list[str], recorder: "Recorder") -> str | N
         except Exception:  # noqa: BLE001 - the block's own import reports it
             pass
     recorder.wrap_loaded()
+    # READMEs move models and data to a GPU (``model.cuda()``): here they stay on the CPU
+    torch.Tensor.cuda = nn.Module.cuda = _on_the_cpu  # type: ignore[method-assign,assignment]
     try:
         exec(compile(block, f"<README block {index}>", "exec"), {"__name__": "__readme__"})
     except Exception as e:
