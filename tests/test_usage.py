@@ -68,6 +68,22 @@ def test_readme_code_blocks_are_found_statically() -> None:
     assert code_blocks(doc) == ["from upkg import x\nx(1)"]  # indented, with prompts; one that does not parse is left
 
 
+def test_a_readme_is_the_sources_own(tmp_path: Path) -> None:
+    from nnrag.validator.usage.readme import readme_files
+
+    site = tmp_path / "site-packages"  # an installed distribution's root holds every other one's metadata
+    for info, top in (("aaa-1.0.dist-info", None), ("upkg-1.0.dist-info", None), ("open_clip_torch-3.0.dist-info", "open_clip")):
+        (site / info).mkdir(parents=True)
+        (site / info / "METADATA").write_text("Name: x\n")
+        if top:
+            (site / info / "top_level.txt").write_text(top + "\n")
+    assert readme_files(site, ["upkg"]) == [site / "upkg-1.0.dist-info" / "METADATA"]
+    assert readme_files(site, ["open_clip"]) == [site / "open_clip_torch-3.0.dist-info" / "METADATA"]
+    assert readme_files(site, ["other"]) == []
+    (site / "README.md").write_text("# a root README comes first\n")
+    assert readme_files(site, ["upkg"]) == [site / "README.md"]
+
+
 def test_factories_are_found_statically() -> None:
     text = (FIXTURES / "usage_repo" / "upkg" / "models.py").read_text()
     assert factory_functions(text) == ["tiny_net"]

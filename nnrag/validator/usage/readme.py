@@ -20,13 +20,29 @@ _PYTHON = {"python", "py", "python3", "pycon", ""}
 _MAX_BLOCKS = 200
 
 
-def readme_files(root: Path) -> list[Path]:
-    """The README at a source's root, else the long description of its distribution's metadata."""
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def readme_files(root: Path, packages: list[str]) -> list[Path]:
+    """The README at a source's root, else the long description in the metadata of the
+    distribution of ``packages`` there: the one folder's, or in a ``site-packages`` the one named
+    after a package or listing it in ``top_level.txt``."""
     found = [root / n for n in _NAMES if (root / n).is_file()]
     if found:
         return found[:1]
-    return sorted(p for pattern in ("*.dist-info/METADATA", "*.egg-info/PKG-INFO", "PKG-INFO")
-                  for p in root.glob(pattern) if p.is_file())[:1]
+    if (root / "PKG-INFO").is_file():
+        return [root / "PKG-INFO"]
+    infos = sorted(p for p in root.glob("*.dist-info") if (p / "METADATA").is_file())
+    wanted = {_normal(p) for p in packages}
+
+    def ours(info: Path) -> bool:
+        top = info / "top_level.txt"
+        listed = top.read_text(errors="replace").split() if top.is_file() else []
+        return _normal(info.name.split("-")[0]) in wanted or bool(wanted & {_normal(t) for t in listed})
+
+    chosen = infos if len(infos) == 1 else [i for i in infos if ours(i)]
+    return [i / "METADATA" for i in chosen[:1]]
 
 
 def code_blocks(text: str) -> list[str]:

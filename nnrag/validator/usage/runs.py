@@ -125,7 +125,7 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
             if done.get(unit.key) != unit.stamp:
                 first.append(unit)
         packages = _packages(store, source)[0]
-        for path in readme_files(root):
+        for path in readme_files(root, packages):
             text = path.read_text(encoding="utf-8", errors="replace")
             blocks = code_blocks(text)
             for i in blocks_using(text, packages, set(classes))[:_README_BLOCKS]:
