@@ -12,6 +12,7 @@ Everything here runs inside the sandbox, on the candidate's own class.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from dataclasses import dataclass
@@ -75,13 +76,18 @@ def _dims(spec: str) -> tuple[str, ...] | None:
 
 def documented_inputs(module: nn.Module) -> dict[str, Documented]:
     """The arguments of ``module.forward`` whose shape its docstring states (or the class's)."""
-    forward = type(module).forward
+    return _documented(type(module))
+
+
+@functools.lru_cache(maxsize=64)  # read once per class, not once per tried input
+def _documented(cls: type) -> dict[str, Documented]:
+    forward = cls.forward
     try:
         names = set(inspect.signature(forward).parameters) - {"self"}
     except (TypeError, ValueError):
         return {}
     out: dict[str, Documented] = {}
-    for doc in (inspect.getdoc(forward), inspect.getdoc(type(module))):
+    for doc in (inspect.getdoc(forward), inspect.getdoc(cls)):
         for name, (kind, text) in _entries(doc or "", names).items():
             m = _SHAPE.search(text) or _TYPED.search(kind) or _TYPED.search(text[:40])
             dims = _dims(m.group(1)) if m else None
