@@ -167,6 +167,24 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return self.fc(x)
         """}, "Decorated", ["REGISTRY", "register", "DIM", "Decorated"], {"import torch.nn as nn"}),
+    "global_filled_by_a_function": ({"m.py": """
+        import torch.nn as nn
+        class Settings(dict):
+            __getattr__ = dict.__getitem__
+        cfg = Settings()
+        def set_cfg(c):
+            c["width"] = 4
+        def unrelated(x):
+            return x
+        set_cfg(cfg)
+        unrelated(3)
+        class ReadsSettings(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(cfg.width, cfg.width)
+            def forward(self, x):
+                return self.fc(x)
+        """}, "ReadsSettings", ["Settings", "cfg", "set_cfg", "", "ReadsSettings"], {"import torch.nn as nn"}),
     "star_with_all": ({"base.py": """
         import torch.nn as nn
         __all__ = ["Norm"]

@@ -114,7 +114,8 @@ _COMPOUND = (ast.For, ast.If, ast.Try, ast.With)
 
 
 def _mutated(stmt: ast.stmt) -> str | None:
-    """The module-level name a statement mutates in place (``REG[k] = v``, ``REG.update(...)``),
+    """The module-level name a statement mutates in place (``REG[k] = v``, ``REG.update(...)``,
+    ``fill(REG)``),
     also from inside a loop or a condition (``for m in (nn.ReLU, nn.GELU): MODELS.register_module(module=m)``)
     when that is the one name mutated there and not one the statement binds itself."""
     if isinstance(stmt, _COMPOUND):
@@ -130,6 +131,10 @@ def _mutated(stmt: ast.stmt) -> str | None:
         return _root_name(stmt.target)
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
         return _root_name(stmt.value.func.value)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name) \
+            and stmt.value.args and isinstance(stmt.value.args[0], ast.Name):
+        # a global filled by the function it is handed (graphgym's ``cfg = CN()`` ... ``set_cfg(cfg)``)
+        return stmt.value.args[0].id
     return None
 
 
