@@ -38,28 +38,34 @@ def _stopped_at(record: ValidationRecord) -> str | None:
 _FRAME = re.compile(r'File "[^"]*candidate\.py", line (\d+)')
 
 
+# a module-level ``try`` with its handlers: the lines up to the next statement at column 0
+_TOP_TRY = re.compile(r"^try:.*\n(?:(?:[ \t#].*|except.*|else:.*|finally:.*|)\n)*", re.M)
+
+
 def _fallbacks(code: str) -> dict[str, str]:
     """Names a module-level ``except ImportError`` binds in place of an optional import, with the
     top-level module that import wanted (``try: from yacs.config import CfgNode`` ... ``except
-    ImportError: cfg = None`` gives ``{'cfg': 'yacs'}``)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return {}
+    ImportError: cfg = None`` gives ``{'cfg': 'yacs'}``). Only those ``try`` statements are parsed:
+    a block's file can hold thousands of lines, and this runs for every failed block."""
     out: dict[str, str] = {}
-    for stmt in tree.body:
-        if not isinstance(stmt, ast.Try):
+    for m in _TOP_TRY.finditer(code) if "ImportError" in code else ():
+        try:
+            tree = ast.parse(m.group(0))
+        except SyntaxError:
             continue
-        wanted = [(n.module if isinstance(n, ast.ImportFrom) else n.names[0].name) for n in stmt.body
-                  if isinstance(n, (ast.Import, ast.ImportFrom)) and not getattr(n, "level", 0)]
-        if not wanted or not wanted[0]:
-            continue
-        for handler in stmt.handlers:
-            if handler.type is None or "ImportError" in ast.unparse(handler.type):
-                for node in handler.body:
-                    for target in getattr(node, "targets", []):
-                        if isinstance(target, ast.Name):
-                            out[target.id] = wanted[0].split(".")[0]
+        for stmt in tree.body:
+            if not isinstance(stmt, ast.Try):
+                continue
+            wanted = [(n.module if isinstance(n, ast.ImportFrom) else n.names[0].name) for n in stmt.body
+                      if isinstance(n, (ast.Import, ast.ImportFrom)) and not getattr(n, "level", 0)]
+            if not wanted or not wanted[0]:
+                continue
+            for handler in stmt.handlers:
+                if handler.type is None or "ImportError" in ast.unparse(handler.type):
+                    for node in handler.body:
+                        for target in getattr(node, "targets", []):
+                            if isinstance(target, ast.Name):
+                                out[target.id] = wanted[0].split(".")[0]
     return out
 
 
@@ -70,11 +76,10 @@ def _fallback_met(code: str, record: ValidationRecord) -> str | None:
     of the file (other platforms' ``torch_npu``), that one is what the block needs."""
     if record.ok or not record.traceback:
         return None
-    fallbacks = _fallbacks(code)
     lines = code.splitlines()
-    for m in _FRAME.finditer(record.traceback):
-        number = int(m.group(1))
-        line = lines[number - 1] if 0 < number <= len(lines) else ""
+    failing = [lines[n - 1] for n in map(int, _FRAME.findall(record.traceback)) if 0 < n <= len(lines)]
+    fallbacks = _fallbacks(code) if failing else {}
+    for line in failing:
         for name, top in fallbacks.items():
             if re.search(rf"\b{re.escape(name)}\b", line) and not installed(top):
                 return top
