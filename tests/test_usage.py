@@ -62,8 +62,9 @@ def test_readme_code_blocks_are_found_statically() -> None:
     (block,) = code_blocks(text)  # the bash block is not Python
     assert block.startswith("import torch\nfrom upkg.models import Encoder")
     assert imported_modules(block, ["upkg"]) == ["upkg.models", "upkg.blocks"]
-    assert blocks_using(text, ["upkg"], {"Masked"}) == [0] and blocks_using(text, ["upkg"], {"TinyNet"}) == []
-    assert blocks_using(text, ["other"], set()) == []
+    blocks = code_blocks(text)
+    assert blocks_using(blocks, ["upkg"], {"Masked"}) == [0] and blocks_using(blocks, ["upkg"], {"TinyNet"}) == []
+    assert blocks_using(blocks, ["other"], set()) == []
     doc = "Use it:\n\n    ```py\n    >>> from upkg import x\n    >>> x(1)\n    ```\n\n```python\nnot python(\n```\n"
     assert code_blocks(doc) == ["from upkg import x\nx(1)"]  # indented, with prompts; one that does not parse is left
 

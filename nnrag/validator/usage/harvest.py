@@ -209,12 +209,17 @@ def _on_the_cpu(self: Any, *args: Any, **kwargs: Any) -> Any:
     return self
 
 
+@functools.lru_cache(maxsize=4)  # a job runs many blocks of one README
+def _readme_blocks(path: str) -> list[str]:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return code_blocks(f.read())
+
+
 def _run_readme(unit: str, packages: list[str], recorder: "Recorder") -> str | None:
     """Run code block N of the README at ``PATH#N`` in a fresh namespace, the modules of the
     source it imports loaded and wrapped first; its first error ends it."""
     path, _, index = unit.rpartition("#")
-    with open(path, encoding="utf-8", errors="replace") as f:
-        blocks = code_blocks(f.read())
+    blocks = _readme_blocks(path)
     if not index.isdigit() or int(index) >= len(blocks):
         return "no such code block"
     block = blocks[int(index)]
@@ -224,8 +229,6 @@ def _run_readme(unit: str, packages: list[str], recorder: "Recorder") -> str | N
         except Exception:  # noqa: BLE001 - the block's own import reports it
             pass
     recorder.wrap_loaded()
-    # READMEs move models and data to a GPU (``model.cuda()``): here they stay on the CPU
-    torch.Tensor.cuda = nn.Module.cuda = _on_the_cpu  # type: ignore[method-assign,assignment]
     try:
         exec(compile(block, f"<README block {index}>", "exec"), {"__name__": "__readme__"})
     except Exception as e:
@@ -299,6 +302,8 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
     ``<readme>`` runs code block N of the README at the ``PATH#N`` given as its module."""
     sys.path[:0] = [p for p in paths if p not in sys.path]
     sys.meta_path.append(AbsentModules(paths))
+    # examples move models and data to a GPU (``model.cuda()``): here they stay on the CPU
+    torch.Tensor.cuda = nn.Module.cuda = _on_the_cpu  # type: ignore[method-assign,assignment]
     recorder = Recorder(packages)
     recorder.wrap_loaded()
     signal.signal(signal.SIGALRM, _on_alarm)

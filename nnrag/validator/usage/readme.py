@@ -75,11 +75,11 @@ def imported_modules(block: str, packages: list[str]) -> list[str]:
     return out
 
 
-def blocks_using(text: str, packages: list[str], names: set[str]) -> list[int]:
+def blocks_using(blocks: list[str], packages: list[str], names: set[str]) -> list[int]:
     """The indices of the code blocks that import one of ``packages`` and name one of ``names``
     (the classes still waiting for usage; every such block when ``names`` is empty)."""
     out = []
-    for i, block in enumerate(code_blocks(text)):
+    for i, block in enumerate(blocks):
         if imported_modules(block, packages) and (not names or any(re.search(rf"\b{re.escape(n)}\b", block) for n in names)):
             out.append(i)
     return out

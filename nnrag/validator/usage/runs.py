@@ -126,9 +126,8 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
                 first.append(unit)
         packages = _packages(store, source)[0]
         for path in readme_files(root, packages):
-            text = path.read_text(encoding="utf-8", errors="replace")
-            blocks = code_blocks(text)
-            for i in blocks_using(text, packages, set(classes))[:_README_BLOCKS]:
+            blocks = code_blocks(path.read_text(encoding="utf-8", errors="replace"))
+            for i in blocks_using(blocks, packages, set(classes))[:_README_BLOCKS]:
                 unit = Factory(source, f"{path.relative_to(root)}#{i}", README_UNIT,
                                stamp(hashlib.sha1(blocks[i].encode()).hexdigest()))
                 if done.get(unit.key) != unit.stamp:
