@@ -129,12 +129,12 @@ def _mutated(stmt: ast.stmt) -> str | None:
         return roots.pop() if len(roots) == 1 and None not in roots else None
     if isinstance(stmt, ast.AugAssign):
         return _root_name(stmt.target)
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
-        return _root_name(stmt.value.func.value)
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name) \
-            and stmt.value.args and isinstance(stmt.value.args[0], ast.Name):
-        # a global filled by the function it is handed (graphgym's ``cfg = CN()`` ... ``set_cfg(cfg)``)
-        return stmt.value.args[0].id
+    if isinstance(stmt, ast.Expr) and isinstance(call := stmt.value, ast.Call):
+        if isinstance(call.func, ast.Attribute):
+            return _root_name(call.func.value)
+        if isinstance(call.func, ast.Name) and call.args and isinstance(call.args[0], ast.Name):
+            # a global filled by the function it is handed (graphgym's ``cfg = CN()`` ... ``set_cfg(cfg)``)
+            return call.args[0].id
     return None
 
 
