@@ -48,7 +48,8 @@ def test_inputs_are_read_off_shape_errors() -> None:
     stated = {
         "Shape mismatch at dimension 1: expected 3, got 16.\n  Expected shape: ['*', '3', 'H', 'W']": (2, 3, 16, 16),
         "Input size must have a shape of (*, 1, H, W). Got torch.Size([2, 16, 16, 16])": (2, 1, 16, 16),
-        "Invalid input shape, we expect BxNxCxHxW. Got: torch.Size([2, 16, 16, 16])": (2, 2, 16, 16, 16),
+        "Invalid input shape, we expect BxNxCxHxW. Got: torch.Size([2, 16, 16, 16])": (2, 4, 16, 16, 16),
+        "Shape dimension mismatch: expected 2 dimensions, got 4.\n  Expected shape: ['B', 'DIM']": (2, 16),
         "Expected shape: ['B', '1', '41', '41']": (2, 1, 41, 41),
     }
     for message, shape in stated.items():

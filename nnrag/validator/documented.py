@@ -16,10 +16,9 @@ import functools
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Any
-
-import torch
 from torch import nn
+
+from .arguments import CHANNEL_NAMES
 
 # "shape (N, 4)", "shape of (B, C)", "with shape [B, N]", ":math:`(B, 1, H, W)`", "size (bs, dim)",
 # "shape ``(B, C)``"; in a type, torchvision's "Tensor[N, 4]"
@@ -28,8 +27,8 @@ _TYPED = re.compile(r"Tensor\[([^()\[\]]{1,80})\]")
 # an argument's entry: ``name (type): text`` (Google) or ``name : type`` (numpy), at the start of a line
 _ENTRY = re.compile(r"^(\s*)\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:(?!:)\s*(.*)$")
 _BATCH = {"b", "bs", "batch", "batch_size", "n_batch", "num_imgs", "num_images", "b1", "b2"}
-_CHANNELS = {"c", "ch", "channels", "dim", "dims", "embed_dims", "embed_dim", "in_channels", "hidden_dim",
-             "d_model", "feat_dim", "num_channels", "features", "f", "d", "hidden_size", "emb_dim", "c_in"}
+# the constructor's width names, and the symbols shapes write for them
+_CHANNELS = CHANNEL_NAMES | {"c", "ch", "d", "f", "dims", "embed_dims", "feat_dim", "emb_dim"}
 _SPATIAL = {"h", "w", "height", "width", "hh", "ww", "h_in", "w_in", "d_in"}
 _INTEGER_WORDS = re.compile(r"\b(?:long|int64|integer|indices|index|labels?)\b", re.IGNORECASE)
 _OTHER = 4  # a size the docstring names but nothing fixes: number of queries, points, keypoints
@@ -43,6 +42,11 @@ class Documented:
     dims: tuple[str, ...]
     is_list: bool = False
     integer: bool = False
+
+    @property
+    def kind(self) -> str:
+        """The input kind :func:`nnrag.validator.inputs.make_tensor` makes for it."""
+        return "long:2" if self.integer else "float"
 
 
 def _entries(doc: str, names: set[str]) -> dict[str, tuple[str, str]]:
@@ -65,13 +69,14 @@ def _entries(doc: str, names: set[str]) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _dims(spec: str) -> tuple[str, ...] | None:
-    tokens = tuple(t.strip(" '\"") for t in spec.split(","))
-    if not 1 <= len(tokens) <= 6 or any(not t for t in tokens):
+def dims_of(tokens: list[str], least: int = 1) -> tuple[str, ...] | None:
+    """The symbols of a written shape (``['B', '1', 'H', 'W']``, ``(*, 3, H, W)``), or None for an
+    expression (``N + 1``) or prose in brackets."""
+    tokens = [t.strip(" '\"") for t in tokens]
+    if not least <= len(tokens) <= 6 or not all(t.isdigit() or t.isidentifier() or t[:1] == "*" or t == "..."
+                                                 for t in tokens):
         return None
-    if not all(t.isdigit() or t.isidentifier() or t in ("*", "...") for t in tokens):
-        return None  # an expression (``N + 1``) or prose in brackets
-    return tokens
+    return tuple(tokens)
 
 
 def documented_inputs(module: nn.Module) -> dict[str, Documented]:
@@ -90,7 +95,7 @@ def _documented(cls: type) -> dict[str, Documented]:
     for doc in (inspect.getdoc(forward), inspect.getdoc(cls)):
         for name, (kind, text) in _entries(doc or "", names).items():
             m = _SHAPE.search(text) or _TYPED.search(kind) or _TYPED.search(text[:40])
-            dims = _dims(m.group(1)) if m else None
+            dims = dims_of(m.group(1).split(",")) if m else None
             if dims is None or name in out:
                 continue
             listed = kind.lower().startswith(("list", "tuple", "sequence")) or text.lower().startswith("list of")
@@ -103,14 +108,14 @@ def _size(symbol: str, bound: dict[str, int], channels: int, spatial: int, dims:
         return int(symbol)
     key = symbol.lower()
     if key not in bound:
-        if key in _BATCH or key in ("*", "..."):
+        if key in _BATCH or key[:1] == "*" or key == "...":
             bound[key] = 2
         elif key == "d" and "c" in {d.lower() for d in dims}:  # (B, C, D, H, W): D is a depth
             bound[key] = 8
+        elif key in _SPATIAL:  # before the widths: ``width`` is a side here
+            bound[key] = spatial
         elif key in _CHANNELS:
             bound[key] = channels
-        elif key in _SPATIAL:
-            bound[key] = spatial
         elif key == "n":  # a batch in (N, C, H, W), a count of items elsewhere
             bound[key] = 2 if len(dims) == 4 else _OTHER
         else:
@@ -127,12 +132,4 @@ def bind(doc: Documented, shape: tuple[int, ...]) -> dict[str, int]:
     """The symbols of ``doc`` that a tensor of ``shape`` (the main input) fixes."""
     if len(doc.dims) != len(shape):
         return {}
-    return {s.lower(): n for s, n in zip(doc.dims, shape) if not s.isdigit() and s not in ("*", "...")}
-
-
-def make_input(doc: Documented, shape: tuple[int, ...]) -> Any:
-    """A random input of a documented kind: integer values stay small valid indices."""
-    def one() -> torch.Tensor:
-        return torch.randint(0, 2, shape) if doc.integer else torch.randn(shape)
-
-    return [one(), one()] if doc.is_list else one()
+    return {s.lower(): n for s, n in zip(doc.dims, shape) if not s.isdigit() and s[:1] != "*" and s != "..."}

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from .arguments import CHANNEL_NAMES, Sizes
-from .documented import bind, documented_inputs, make_input, shape_of
+from .documented import Documented, bind, dims_of, documented_inputs, shape_of
 
 _LAYER_KINDS = {
     "_ConvNd": "conv", "Embedding": "embedding", "EmbeddingBag": "embedding", "Linear": "linear",
@@ -92,10 +92,9 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
     hw = _spatial_hint(kwargs, type(module))
     out: list[tuple[str, tuple[int, ...]]] = []
     documented = documented_inputs(module)
-    main = next(iter(_required(module)), None)
+    main = _main_argument(module)
     if main in documented and not documented[main].is_list:  # the shape its docstring states, first
-        doc = documented[main]
-        out.append(("long:2" if doc.integer else "float", shape_of(doc, {}, c, s)))
+        out.append((documented[main].kind, shape_of(documented[main], {}, c, s)))
     found = _first_layer(module)
     kind, first = found if found else ("", None)
     if takes_graph(module):  # node features [N, F]: F from the first linear layer, else the channels
@@ -136,27 +135,28 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
     return [x for x in out if not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
 
 
-def _required(module: nn.Module) -> list[str]:
-    """The names of the arguments ``forward`` cannot do without, in order."""
+def _main_argument(module: nn.Module) -> str | None:
+    """The argument of ``forward`` the main input is given as: the first positional one without a
+    default, as :func:`forward_calls` fills it."""
     try:
         params = inspect.signature(module.forward).parameters.values()
     except (TypeError, ValueError):
-        return []
-    return [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        return None
+    return next((p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)), None)
 
 
-def _with_documented(module: nn.Module, main: torch.Tensor, args: list[Any], kwargs: dict[str, Any],
-                     where: dict[str, tuple[bool, int | str]]) -> tuple[list[Any], dict[str, Any]] | None:
+def _with_documented(module: nn.Module, main: torch.Tensor, main_name: str | None, args: list[Any],
+                     kwargs: dict[str, Any], where: dict[str, tuple[bool, int | str]]) -> tuple[list[Any], dict[str, Any]] | None:
     """The call with each companion of the main input made as the docstring states its shape,
-    the symbols the main input fixes shared (``laf (B, N, 2, 3)`` beside ``img (B, 1, H, W)``)."""
+    the symbols the main input (argument ``main_name``) fixes shared (``laf (B, N, 2, 3)`` beside
+    ``img (B, 1, H, W)``)."""
     documented = documented_inputs(module)
     companions = [name for name in where if name in documented]
     if not companions:
         return None
-    names = _required(module)
     channels, spatial = 16, 16
-    if names and names[0] in documented:
-        bound = bind(documented[names[0]], tuple(main.shape))
+    if main_name in documented:
+        bound = bind(documented[main_name], tuple(main.shape))
     else:  # an undocumented main input still tells the channels of a map or of tokens
         bound = {}
         channels = main.shape[1] if main.dim() in (4, 5) else main.shape[-1] if main.dim() == 3 else 16
@@ -164,7 +164,8 @@ def _with_documented(module: nn.Module, main: torch.Tensor, args: list[Any], kwa
     a, kw = list(args), dict(kwargs)
     for name in companions:
         doc = documented[name]
-        value = make_input(doc, shape_of(doc, bound, channels, spatial))
+        shape = shape_of(doc, bound, channels, spatial)
+        value = [make_tensor(doc.kind, shape) for _ in range(2)] if doc.is_list else make_tensor(doc.kind, shape)
         keyword, at = where[name]
         if keyword:
             kw[at] = value  # type: ignore[index]
@@ -340,6 +341,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     targets: list[tuple[bool, int | str]] = []  # (is keyword, position or name)
     optional: dict[str, Any] = {}  # meta information for parameters that default to None
     where: dict[str, tuple[bool, int | str]] = {}  # companions of the main input: (is keyword, position or name)
+    main_name: str | None = None  # the argument the main input is given as
     tokens_side = None
     for i, p in enumerate(params):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -359,6 +361,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             continue
         if not args and p.kind != p.KEYWORD_ONLY:
             args.append(main)
+            main_name = p.name
             continue
         if n in ("edge_index", "edges"):
             value: Any = ring_edges(main.shape[0])
@@ -402,7 +405,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             yield [], {}
         return
     yield args, kwargs
-    if documented := _with_documented(module, main, args, kwargs, where):
+    if documented := _with_documented(module, main, main_name, args, kwargs, where):
         yield documented
     if optional:  # a detector that post-processes fails without them; a model that stacks labels, with
         yield args, {**kwargs, **optional}
@@ -469,26 +472,10 @@ _SHAPE_SPECS = (re.compile(r"[Ee]xpected shape: \[([^\]]*)\]"), re.compile(r"sha
 
 
 def _spec_shape(spec: str, ch: int, s: int) -> tuple[int, ...] | None:
-    """A concrete shape for a stated one: numbers as they are, ``*``/``B``/``N`` a batch of 2,
-    ``C`` the current channels, ``D`` a small depth, other letters the spatial side."""
-    tokens = [t.strip(" '\"") for t in re.split(r"[,x]", spec) if t.strip(" '\"")]
-    if not 2 <= len(tokens) <= 6:
-        return None
-    dims = []
-    for t in tokens:
-        if t.isdigit():
-            dims.append(int(t))
-        elif t in ("*", "B", "N", "...") or t.startswith("*"):
-            dims.append(2)
-        elif t == "C":
-            dims.append(ch)
-        elif t == "D":
-            dims.append(8)
-        elif t.isidentifier():
-            dims.append(s)
-        else:
-            return None
-    return tuple(dims)
+    """A concrete shape for a stated one (``['B', '1', 'H', 'W']``, ``BxNxCxHxW``), its symbols
+    sized as a docstring's are (:func:`nnrag.validator.documented.shape_of`)."""
+    dims = dims_of([t for t in re.split(r"[,x]", spec) if t.strip(" '\"")], least=2)
+    return shape_of(Documented(dims), {}, ch, s) if dims else None
 
 
 _IMAGE_LIST = re.compile(r"list of (?:\w+ )?tensors", re.IGNORECASE)

@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "33"  # 33: a layer named by a string (norm_name) gets "batch" or "relu"
+GATE_VERSION = "34"  # 34: shapes stated in errors are sized as docstring shapes are (one rule)
 
 @dataclass(frozen=True)
 class Limits:
