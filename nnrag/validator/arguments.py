@@ -255,9 +255,10 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return typing.get_args(annotation)[0]  # ``mode: Literal["bilinear", "nearest"]``
     if annotation in (str, "str") and ("act" in w or "activation" in w):
         return "relu"
-    if ("norm" in w or "act" in w) and (n.endswith("_name") and _admits_str(annotation)
-                                        or n in ("norm", "act") and annotation is not inspect.Parameter.empty and _admits_str(annotation)):
-        # a layer named by a string (MONAI's ``norm_name="batch"``, ``act=("relu", {...})``)
+    # a layer named by a string (MONAI's ``norm_name="batch"``, ``act=("relu", {...})``); a bare
+    # ``norm``/``act`` only where annotated so, else it is a layer class
+    named = n.endswith("_name") or n in ("norm", "act") and annotation is not inspect.Parameter.empty
+    if ("norm" in w or "act" in w) and named and _admits_str(annotation):
         return "batch" if "norm" in w else "relu"
     if n in ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp"):
         return AutoConfig(s)
