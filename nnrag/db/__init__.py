@@ -36,13 +36,19 @@ def file_bytes(conn: sqlite3.Connection, sha1: str) -> bytes:
     return zlib.decompress(row["data"])
 
 
+def decode_source(data: bytes) -> str:
+    """Python source as text, in the encoding it declares (PEP 263; UTF-8 by default). Raises
+    SyntaxError, UnicodeDecodeError or LookupError where it does not decode."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
+
+
 def file_text(conn: sqlite3.Connection, sha1: str) -> str:
-    """An indexed file as text, in the encoding it declares (PEP 263; UTF-8 by default), as the
-    indexer read it; bytes that do not decode survive as surrogates."""
+    """An indexed file as text, as the indexer read it; bytes that do not decode survive as
+    surrogates."""
     data = file_bytes(conn, sha1)
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding)
+        return decode_source(data)
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return data.decode("utf-8", errors="surrogateescape")
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import io
 import re
-import tokenize
 import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from ..db import decode_source
 from ..sources.spec import (  # reasons a file is recorded but not parsed
     REASON_BINARY,
     REASON_ENCODING,
@@ -416,8 +415,7 @@ def parse_bytes(path: str, data: bytes, known_sha1: str | None = None) -> Parsed
         result.reason, result.message = REASON_BINARY, "file contains NUL bytes: not Python source"
         return result
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        text = data.decode(encoding)
+        text = decode_source(data)
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
         result.reason, result.message = REASON_ENCODING, f"cannot decode source: {exc}"
         return result
