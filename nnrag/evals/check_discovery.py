@@ -31,10 +31,10 @@ from ..sources.globs import PathFilter
 
 
 def _only_raises_not_implemented(fn: object) -> bool:
-    from ..index.parse import _only_raises_not_implemented as check
+    from ..index.parse import only_raises_not_implemented
 
     node = _method_node(fn)
-    return node is not None and check(node)
+    return node is not None and only_raises_not_implemented(node)
 
 
 def _method_node(fn: object) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -48,7 +48,7 @@ def _method_node(fn: object) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
 def _calls_a_stub(cls: type) -> bool:
     """The forward reaches, through calls on ``self`` resolved along ``__mro__``, a method that only
     raises NotImplementedError (the index's rule, applied to the imported classes)."""
-    from ..index.parse import _only_raises_not_implemented as stub, reached_stubs, self_calls
+    from ..index.parse import only_raises_not_implemented as stub, reached_stubs, self_calls
 
     def resolve(name: str) -> tuple[list[str], bool] | None:
         owner = next((k for k in cls.__mro__ if name in vars(k)), None)

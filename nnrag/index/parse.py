@@ -132,7 +132,7 @@ def _is_abstract_function(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
-def _only_raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def only_raises_not_implemented(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     body = fn.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # docstring
@@ -311,7 +311,7 @@ class _Collector:
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_abstract_function(fn):
                 if calls := self_calls(fn):
                     d.calls[fn.name] = calls
-                if fn.name != "forward" and _only_raises_not_implemented(fn):
+                if fn.name != "forward" and only_raises_not_implemented(fn):
                     d.stubs.append(fn.name)
 
     def add_function(
@@ -319,7 +319,7 @@ class _Collector:
     ) -> None:
         qualname = prefix + node.name
         if cls is None:
-            if not prefix and _only_raises_not_implemented(node):
+            if not prefix and only_raises_not_implemented(node):
                 self.stub_functions.add(node.name)
             self.definitions.append(
                 Definition(
@@ -340,7 +340,7 @@ class _Collector:
                 cls.methods.append(node.name)
             if node.name == "forward":
                 # A later definition (e.g. after ``@overload`` stubs) wins, as at run time.
-                cls.forward = "abstract" if abstract or _only_raises_not_implemented(node) else "concrete"
+                cls.forward = "abstract" if abstract or only_raises_not_implemented(node) else "concrete"
         # Lazy imports at the top of a function body (``def forward(...): import x``).
         for stmt in node.body:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
