@@ -21,7 +21,8 @@ from nnrag.validator.record import Limits
 from nnrag.workspace import Workspace
 
 LIMITS = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)
-RECORDED = {"ConvStage", "BoxPool", "TinyNet", "BandMix", "Masked"}  # BandMix: its docstring's example; Masked: the README's
+# BandMix: its docstring's example; Masked: the README's; PlanBlock: PlanNet's, which passes on guesses
+RECORDED = {"ConvStage", "BoxPool", "TinyNet", "BandMix", "Masked", "PlanBlock"}
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +115,12 @@ def test_recorded_usage_validates_them(homes: dict[str, object]) -> None:
     assert entries["BandMix"]["record"]["input_shapes"] == [[2, 8, 8, 6]]  # as the example called it
     assert entries["BandMix"]["record"]["output_shapes"] == [2, 8, 8, 1]
     harvest = homes["report"].harvest  # type: ignore[attr-defined]
-    assert harvest["rescued"] == 5 and harvest["factories"] == 1 and harvest["examples"] == 2
-    assert homes["report"].passed == homes["guess_report"].passed + 5
+    assert harvest["rescued"] == 6 and harvest["factories"] == 1 and harvest["examples"] == 2 and harvest["passed"] == 1
+    assert homes["report"].passed == homes["guess_report"].passed + 6
+    # built as the passing network built it; its network's record holds how the gate ran it
+    assert entries["PlanBlock"]["record"]["init_args"]["plan"] == "(('conv', 8), ('pool', 2), ('conv', 16))"  # type: ignore[index]
+    assert entries["PlanBlock"]["record"]["input_shapes"][0][1] == 3  # type: ignore[index]
+    assert entries["PlanNet"]["record"]["arguments"] == "guessed" and entries["PlanNet"]["record"]["recipe"]["call"]  # type: ignore[index]
     masked = entries["Masked"]["record"]
     assert masked["init_args"]["encoder"].startswith("Encoder(") and masked["input_shapes"] == [[2, 12]]  # type: ignore[index]  # type: ignore[attr-defined]
 
@@ -126,7 +131,8 @@ def test_harvest_is_stored_and_not_rerun(homes: dict[str, object]) -> None:
     with connect(Workspace.resolve(homes["with"])) as store:  # type: ignore[arg-type]
         assert usage.plan(store, "usage_repo", {"upkg.models", "upkg.blocks"}) == []  # ran against this very text
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok FROM harvests ORDER BY factory")] == [
-            ("README.md#0:<readme>", 1), ("upkg.blocks:BandMix.__doc__", 1), ("upkg.models:tiny_net", 1)]
+            ("README.md#0:<readme>", 1), ("upkg.blocks:BandMix.__doc__", 1), ("upkg.models:PlanNet.<passed>", 1),
+            ("upkg.models:tiny_net", 1)]
 
 
 _RUNNER = """
@@ -179,11 +185,11 @@ def test_usage_is_harvested_from_a_wheel_source(tmp_path: Path) -> None:
         zf.writestr("upkg-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: upkg\nVersion: 1.0\n\n{readme}")
     home = tmp_path / "home"
     report = nnrag.build([str(wheel)], home=home, limits=LIMITS)
-    assert report.harvest["rescued"] == 5, report.harvest
+    assert report.harvest["rescued"] == 6, report.harvest
     with connect(Workspace.resolve(home)) as store:
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok, message FROM harvests ORDER BY factory")] == [
             ("upkg-1.0.dist-info/METADATA#0:<readme>", 1, None), ("upkg.blocks:BandMix.__doc__", 1, None),
-            ("upkg.models:tiny_net", 1, None)]
+            ("upkg.models:PlanNet.<passed>", 1, None), ("upkg.models:tiny_net", 1, None)]
 
 
 def test_registry_configs_are_chosen_statically(tmp_path: Path) -> None:

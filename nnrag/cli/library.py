@@ -300,7 +300,8 @@ def _print_build(report: Any, title: str) -> None:
     if report.harvest.get("retried"):
         h = report.harvest
         timing.append(f"{h['rescued']} of {h['retried']} failed blocks pass with usage recorded from "
-                      f"{h['factories']} model factories, {h['examples']} documented examples and {h.get('configs', 0)} registry configs ({h['seconds']:.0f} s)")
+                      f"{h['factories']} model factories, {h['examples']} documented examples, {h.get('configs', 0)} registry configs "
+                      f"and {h.get('passed', 0)} passing blocks that build them ({h['seconds']:.0f} s)")
     if report.seconds:
         timing.append(f"total {report.seconds:.1f} s")
     if report.search:

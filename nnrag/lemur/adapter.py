@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from .._version import __version__
 from ..errors import NotAdaptable
 from ..specs.model import BlockSpec
+from ..validator.record import CANDIDATE_MODULE
 
 HYPERPARAMETERS = ("lr", "momentum")
 _CLASS_PARAMS = ("num_classes", "n_classes", "classes", "num_labels", "nb_classes", "class_num")
 _IN_PARAMS = ("in_chans", "in_channels", "in_ch", "in_chs", "num_channels", "input_channels", "inp_channels", "in_dim")
 _RESERVED = {"Net", "supported_hyperparameters"}
-_PROBED_MODULE = "nnrag_candidate."  # the module name the gate's probe imports a block file as
+_PROBED_MODULE = CANDIDATE_MODULE + "."
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from ..validator.record import GATE_VERSION, MISSING_DEPENDENCY, Limits, Validat
 from ..validator.usage import runs as usage
 from ..workspace import Workspace
 from . import records
+from .parents import passing_parents
 from .report import BuildReport
 
 log = logging.getLogger(__name__)
@@ -145,13 +146,14 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             requirements = tuple(sorted({*requirements, *to_install(declared, install)}))
         focus = {item.candidate.ref.module for item in items}
         names = frozenset(item.candidate.ref.name_in_module.split(".")[-1] for item in items)
+        parents = passing_parents(db.conn, src, [item.candidate.ref for item in items])
         usable: tuple[str, ...] | None = None  # the widest environment made so far
         checked = False
         for round_ in range(_ROUNDS):
             with _gate_for(workspace, gate, requirements) as checker:
                 if checker is None:  # pip could not install this set
                     break
-                one = usage.run(db, checker, src, usage.plan(db, src, focus, requirements, classes=names),
+                one = usage.run(db, checker, src, usage.plan(db, src, focus, requirements, classes=names, passed=parents),
                                 (lambda d, t: progress("harvest", d, t)) if progress else None)
                 ran.add(one)
                 usable = requirements
@@ -170,5 +172,6 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
         with _gate_for(workspace, gate, usable) as checker:
             assert checker is not None  # made once already, and cached
             check(src, items, checker, usable)
-    return {"factories": ran.factories, "examples": ran.examples, "configs": ran.configs, "ok": ran.ok, "seconds": round(ran.seconds, 2),
+    return {"factories": ran.factories, "examples": ran.examples, "configs": ran.configs, "passed": ran.passed, "ok": ran.ok,
+            "seconds": round(ran.seconds, 2),
             "retried": retried, "rescued": rescued}

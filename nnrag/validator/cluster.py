@@ -142,7 +142,7 @@ class ClusterGate(Gate):
         except KilledWorker as e:  # the Dask worker died under it: a crash, like a local worker's
             raise WorkerDied(str(e)) from e
 
-    def harvest(self, factories: Sequence[tuple[str, str]], packages: Sequence[str], paths: Sequence[str] = (),
+    def harvest(self, factories: Sequence[Sequence[str]], packages: Sequence[str], paths: Sequence[str] = (),
                 timeout_s: float = 300.0) -> dict[str, Any]:
         if self._local is None:
             self._local = Gate(1, self.limits)

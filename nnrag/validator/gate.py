@@ -184,9 +184,10 @@ class Gate:
         except WorkerDied as e:
             return ValidationRecord(False, "import", R.CRASH, f"validation worker died: {e}", seconds=time.perf_counter() - started)
 
-    def harvest(self, factories: Sequence[tuple[str, str]], packages: Sequence[str], paths: Sequence[str] = (),
+    def harvest(self, factories: Sequence[Sequence[str]], packages: Sequence[str], paths: Sequence[str] = (),
                 timeout_s: float = 300.0) -> dict[str, Any]:
-        """Run ``(module, function)`` factories of a source in one sandboxed child, recording usage.
+        """Run ``(module, function)`` factories of a source in one sandboxed child, recording usage
+        (a third item: the recipe a ``Class.<passed>`` unit runs by, see usage/harvest.py).
 
         Returns ``{"factories": [record, ...], "killed": code or None}``; records arrive factory by
         factory, so a run cut short by its time limit keeps what it recorded."""

@@ -21,7 +21,7 @@ from . import record as R
 from .arguments import Sizes, constructor_attempts, is_depth
 from .repairs import forward_repairs, repairs
 from .inputs import forward_calls, input_repairs, input_shapes, make_tensor, shapes, short_repr, tensors
-from .usage.recipes import Resolver, call_args
+from .usage.recipes import Resolver, Unrecordable, call_args, dump
 from .sandbox import SandboxViolation
 
 _MAX_FORWARD_TRIES = 40  # forward calls per candidate, over all constructor attempts
@@ -156,8 +156,9 @@ def _display(cls: type, args: list[Any], kwargs: dict[str, Any]) -> dict[str, st
     return {k: short_repr(v) for k, v in bound.items()}
 
 
-def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, errors: dict[str, BaseException]) -> Iterator[tuple[nn.Module, dict[str, str], Any]]:
-    """Models built as the source's own code built them, each with its recorded call (or None)."""
+def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, errors: dict[str, BaseException]) -> Iterator[tuple[nn.Module, dict[str, str], Any, dict[str, Any]]]:
+    """Models built as the source's own code built them, each with its recorded call (or None)
+    and the recipe of its construction."""
     for entry in hints:
         try:
             with resolve.scope(entry.get("scope")):
@@ -173,7 +174,18 @@ def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, error
                 call = call_args(entry["call"], resolve)
             except BaseException as e:
                 _guard(e)
-        yield model, _display(cls, args, kwargs), call
+        yield model, _display(cls, args, kwargs), call, entry["init"]
+
+
+def _recipe(init: dict[str, Any] | None, kwargs: dict[str, Any], args: list[Any], kw: dict[str, Any]) -> dict[str, Any]:
+    """How the block was built and called, as recipes another process rebuilds (see
+    usage.recipes): the harvest runs a passing block so, to record how it builds and calls the
+    blocks inside it. Empty when a value has no recipe (a layer instance the probe built)."""
+    try:
+        made = init or {"args": [], "kwargs": {k: dump(v, {}) for k, v in kwargs.items()}}
+        return {"init": made, "call": {"args": [dump(a, {}) for a in args], "kwargs": {k: dump(v, {}) for k, v in kw.items()}}}
+    except (Unrecordable, RuntimeError, TypeError, ValueError):  # a tensor whose range cannot be read
+        return {}
 
 
 def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Callable[[str], None] = lambda s: None,
@@ -188,10 +200,10 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     torch.default_generator.manual_seed(0)
     result["stage"] = "import"
     progress("import")
-    spec = importlib.util.spec_from_file_location("nnrag_candidate", path)
+    spec = importlib.util.spec_from_file_location(R.CANDIDATE_MODULE, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["nnrag_candidate"] = module
+    sys.modules[R.CANDIDATE_MODULE] = module
     try:
         if compiled is not None:
             exec(compiled, module.__dict__)  # what exec_module does, without compiling again
@@ -207,12 +219,12 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     errors: dict[str, BaseException] = {}  # the first error of each stage: the likeliest attempt's
     budget = _Budget(_MAX_FORWARD_TRIES, _SEARCH_S)
 
-    def attempts() -> Iterator[tuple[nn.Module, dict[str, str], Any, dict[str, Any], Sizes]]:
+    def attempts() -> Iterator[tuple[nn.Module, dict[str, str], Any, dict[str, Any], Sizes, dict[str, Any] | None]]:
         if hints:
             resolve = Resolver(vars(module), _importable(path))
-            for model, shown, call in _from_usage(cls, hints, resolve, errors):
+            for model, shown, call, init in _from_usage(cls, hints, resolve, errors):
                 result["arguments"] = "recorded"
-                yield model, shown, call, {}, Sizes()
+                yield model, shown, call, {}, Sizes(), init
             result["arguments"] = "guessed"
             budget.deadline = time.perf_counter() + _SEARCH_S
         for sizes, kwargs in constructor_attempts(cls):
@@ -222,9 +234,9 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
             if model is None:
                 _keep(errors, "instantiate", error)  # type: ignore[arg-type]
                 continue
-            yield model, {k: short_repr(v) for k, v in kwargs.items()}, None, kwargs, sizes
+            yield model, {k: short_repr(v) for k, v in kwargs.items()}, None, kwargs, sizes, None
 
-    for model, shown, call, kwargs, sizes in attempts():
+    for model, shown, call, kwargs, sizes, init in attempts():
         result["init_args"] = shown
         result["stage"] = "forward"
         progress("forward")
@@ -260,6 +272,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                                   for a in args]
         result["input_dtypes"] = [str(a.dtype).removeprefix("torch.") if isinstance(a, torch.Tensor) else None for a in args]
         result["output_shapes"] = shapes(out)
+        result["recipe"] = _recipe(init, kwargs, args, kw)
         result["stage"] = "backward"
         progress("backward")
         result["backward"] = _backward(model, args, kw)

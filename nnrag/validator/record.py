@@ -32,7 +32,8 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "34"  # 34: shapes stated in errors are sized as docstring shapes are (one rule)
+GATE_VERSION = "35"  # 35: a passing block's record holds the recipe of its construction and call
+CANDIDATE_MODULE = "nnrag_candidate"  # the module name the probe imports a block file as
 
 @dataclass(frozen=True)
 class Limits:
@@ -63,6 +64,8 @@ class ValidationRecord:
     input_shapes: list[Any] = field(default_factory=list)
     input_dtypes: list[str | None] = field(default_factory=list)  # per input: "float32", "int64", ... or None
     output_shapes: list[Any] = field(default_factory=list)
+    # how the block was built and called, as recipes (see usage/recipes.py); empty when not recordable
+    recipe: dict[str, Any] = field(default_factory=dict)
     params: int | None = None
     submodules: dict[str, int] = field(default_factory=dict)  # submodule type -> count, from the built block
     backward: bool | None = None  # None: outputs not differentiable
@@ -87,4 +90,4 @@ class ValidationRecord:
         return f"{self.code} at {self.stage}: {self.message}"
 
 
-__all__ = ["STAGES", "GATE_VERSION", "Limits", "ValidationRecord", "SYNTAX_ERROR", "COMPILE_ERROR", "NATIVE_EXTENSION", "MISSING_DEPENDENCY", "UNRESOLVED_NAME", "DYNAMIC_REGISTRY", "IMPORT_ERROR", "CLASS_NOT_FOUND", "CONSTRUCTOR_ARGS", "INPUT_INFERENCE", "RUNTIME_ERROR", "BACKWARD_ERROR", "TIMEOUT", "MEMORY", "SANDBOX_VIOLATION", "CRASH", "PROBE_ERROR", "TOO_LARGE", "CODES", "CODE_HELP"]
+__all__ = ["STAGES", "GATE_VERSION", "CANDIDATE_MODULE", "Limits", "ValidationRecord", "SYNTAX_ERROR", "COMPILE_ERROR", "NATIVE_EXTENSION", "MISSING_DEPENDENCY", "UNRESOLVED_NAME", "DYNAMIC_REGISTRY", "IMPORT_ERROR", "CLASS_NOT_FOUND", "CONSTRUCTOR_ARGS", "INPUT_INFERENCE", "RUNTIME_ERROR", "BACKWARD_ERROR", "TIMEOUT", "MEMORY", "SANDBOX_VIOLATION", "CRASH", "PROBE_ERROR", "TOO_LARGE", "CODES", "CODE_HELP"]

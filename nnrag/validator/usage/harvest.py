@@ -31,10 +31,12 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from . import PASSED_SUFFIX
 from .configs import CONFIG_UNIT
 from .examples import EXAMPLE_SUFFIX, example_sources
 from .readme import README_UNIT, code_blocks, imported_modules
-from .recipes import Unrecordable, dump, ref
+from ..record import CANDIDATE_MODULE
+from .recipes import Resolver, Unrecordable, call_args, dump, ref
 
 _ENTRIES_PER_CLASS = 3
 _INPUTS = ((1, 3, 64, 64), (1, 3, 224, 224), "list", (1, 3, 8, 64, 64), (1, 3, 16, 112, 112), "pair")
@@ -205,6 +207,29 @@ def _run_examples(module: Any, qualname: str) -> str | None:
     return None
 
 
+def _run_passed(module_name: str, qualname: str, recipe: dict[str, Any], recorder: "Recorder") -> str | None:
+    """Build a block that passed the gate as the gate built it and call it as the gate did, in
+    its package: the blocks it builds inside record how they are built and called, which serves
+    those of them that fail on their own (a U-Net's up block needs the skip connections its
+    model passes it). Names the gate's copy defined are looked up in the block's module."""
+    module = importlib.import_module(module_name)
+    recorder.wrap_loaded()
+    cls: Any = module
+    for part in qualname.split("."):
+        cls = getattr(cls, part)
+    resolve = Resolver(vars(module), lambda name: name != CANDIDATE_MODULE)
+    args, kwargs = call_args(recipe["init"], resolve)
+    model = cls(*args, **kwargs)
+    model.eval()
+    args, kwargs = call_args(recipe["call"], resolve)
+    try:
+        with torch.no_grad():
+            model(*args, **kwargs)
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"[:300]
+    return None
+
+
 def _on_the_cpu(self: Any, *args: Any, **kwargs: Any) -> Any:
     return self
 
@@ -299,7 +324,8 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
     """Run ``[module, function]`` factories in turn, emitting one record per factory. A function
     named ``Class.__doc__`` stands for the examples in that class's docstrings; one named
     ``<config>`` builds the model of the config file at the path given as its module; one named
-    ``<readme>`` runs code block N of the README at the ``PATH#N`` given as its module."""
+    ``<readme>`` runs code block N of the README at the ``PATH#N`` given as its module; one named
+    ``Class.<passed>`` runs a block that passed the gate, by the recipe (JSON) given third."""
     sys.path[:0] = [p for p in paths if p not in sys.path]
     sys.meta_path.append(AbsentModules(paths))
     # examples move models and data to a GPU (``model.cuda()``): here they stay on the CPU
@@ -307,7 +333,7 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
     recorder = Recorder(packages)
     recorder.wrap_loaded()
     signal.signal(signal.SIGALRM, _on_alarm)
-    for module_name, function in factories:
+    for module_name, function, *given in factories:
         started = time.perf_counter()
         record: dict[str, Any] = {"factory": f"{module_name}.{function}", "ok": False}
         model = None
@@ -321,6 +347,8 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
                 error = _exercise(model)
             elif function == README_UNIT:
                 error = _run_readme(module_name, packages, recorder)
+            elif function.endswith(PASSED_SUFFIX) and given:
+                error = _run_passed(module_name, function.removesuffix(PASSED_SUFFIX), json.loads(given[0]), recorder)
             elif function.endswith(EXAMPLE_SUFFIX):
                 module = importlib.import_module(module_name)
                 recorder.wrap_loaded()

@@ -17,9 +17,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from . import configs
+from . import PASSED_SUFFIX, configs
 from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
 from .readme import README_UNIT, blocks_using, code_blocks, readme_files
@@ -48,6 +48,7 @@ class Factory:
     module: str
     function: str
     stamp: str
+    recipe: str = ""  # JSON: how the gate built and called a passing block (``Class.<passed>``)
 
     @property
     def key(self) -> str:
@@ -62,9 +63,23 @@ class Factory:
         return self.function == configs.CONFIG_UNIT
 
     @property
+    def is_passed(self) -> bool:
+        return self.function.endswith(PASSED_SUFFIX)
+
+    @property
     def is_file(self) -> bool:
         """A unit named by a file of the source (a config, a README's code block), not a module."""
         return self.is_config or self.function == README_UNIT
+
+
+@dataclass(frozen=True)
+class Passed:
+    """A block that passed the gate and built failing blocks inside it; the harvest runs it as the
+    gate did (``recipe``, JSON) to record how it builds and calls them."""
+
+    module: str
+    qualname: str  # within the module
+    recipe: str
 
 
 @dataclass
@@ -72,6 +87,7 @@ class HarvestStats:
     factories: int = 0
     examples: int = 0
     configs: int = 0
+    passed: int = 0
     ok: int = 0
     seconds: float = 0.0
     missing: set[str] = field(default_factory=set)  # top-level modules units stopped at, not importable there
@@ -80,20 +96,22 @@ class HarvestStats:
         self.factories += other.factories
         self.examples += other.examples
         self.configs += other.configs
+        self.passed += other.passed
         self.ok += other.ok
         self.seconds += other.seconds
         self.missing |= other.missing
 
 
 def plan(store: Database, source: str, focus: set[str], requirements: tuple[str, ...] = (),
-         per_focus_module: int = 2, classes: frozenset[str] = frozenset()) -> list[Factory]:
-    """What to run for ``source``: the documented examples and up to ``per_focus_module``
-    factories of the modules in ``focus`` (those holding blocks that still fail), then registry
-    config files that together name every model type and the README's code blocks that name a
-    class in ``classes`` (the blocks that still fail), then the examples and the smallest factory
-    of every other module, since a block of a shared layers module is built by the models and
-    examples of other modules. Units already run against the same module text, by the same gate,
-    in the same requirement environment (``requirements``), are left out."""
+         per_focus_module: int = 2, classes: frozenset[str] = frozenset(), passed: Sequence[Passed] = ()) -> list[Factory]:
+    """What to run for ``source``: the blocks in ``passed`` as the gate ran them, the documented
+    examples and up to ``per_focus_module`` factories of the modules in ``focus`` (those holding
+    blocks that still fail), then registry config files that together name every model type and
+    the README's code blocks that name a class in ``classes`` (the blocks that still fail), then
+    the examples and the smallest factory of every other module, since a block of a shared layers
+    module is built by the models and examples of other modules. Units already run against the
+    same module text, by the same gate, in the same requirement environment (``requirements``),
+    are left out."""
     conn = store.conn
     row = conn.execute("SELECT id, version, git_commit, root FROM sources WHERE name=?", (source,)).fetchone()
     if row is None:
@@ -110,6 +128,13 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
     ).fetchall()
     first: list[Factory] = []
     rest: list[Factory] = []
+    texts = {module: sha1 for module, sha1 in files}
+    for p in passed:
+        if p.module in texts:
+            unit = Factory(source, p.module, p.qualname + PASSED_SUFFIX,
+                           stamp(texts[p.module] + hashlib.sha1(p.recipe.encode()).hexdigest()), p.recipe)
+            if done.get(unit.key) != unit.stamp:
+                first.append(unit)
     for module, sha1 in files:
         if not sha1 or "def " not in (text := store.file_text(sha1)):
             continue
@@ -184,7 +209,7 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
     done = 0
 
     def work(job: list[Factory]) -> dict[str, Any]:
-        return gate.harvest([sent(f) for f in job], packages, paths,
+        return gate.harvest([(*sent(f), f.recipe) if f.recipe else sent(f) for f in job], packages, paths,
                             timeout_s=min(_JOB_TIMEOUT_S, 60.0 + 30.0 * len(job)))
 
     # workers only talk to the gate; this thread alone writes the database
@@ -202,7 +227,8 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
                 _save(store.conn, factory, record)
                 stats.examples += factory.is_example
                 stats.configs += factory.is_config
-                stats.factories += not (factory.is_example or factory.is_config)
+                stats.passed += factory.is_passed
+                stats.factories += not (factory.is_example or factory.is_config or factory.is_passed)
                 stats.ok += bool(record.get("ok"))
                 if top := missing_module(record.get("message") or ""):
                     stats.missing.add(top)
