@@ -165,3 +165,20 @@ def test_registries_that_infer_their_scope_are_mmengines_copied_or_imported() ->
     assert self_scoped(DefTarget("mmengine.registry.registry", "Registry"))
     assert self_scoped(ExtImport("mmengine.registry", "Registry"))
     assert not self_scoped(DefTarget("pkg.registry", "Registry"))  # a registry of another design
+
+
+def test_a_module_that_loads_a_compiled_library_from_its_folder_stays_an_import(tmp_path: Path) -> None:
+    """A copy of torchvision's ``extension`` loads no ``_C`` (it is not beside the block file) and
+    every op fails; where the package is installed, the module stays an import of it. A package
+    that ships no compiled file has nothing to load: its module is copied as any other."""
+    repo = tmp_path / "native_repo"
+    shutil.copytree(FIXTURES / "native_repo", repo)
+    home = tmp_path / "home"
+    report = nnrag.build([str(repo)], home=home, harvest=False, search=False)
+    assert report.passed == report.tried == 1, report.failures
+    code = nnrag.extract("NmsKeep", home=home).code
+    assert "from torchvision.extension import _assert_has_ops" in code and "def _has_ops" not in code
+    (repo / "torchvision" / "_C.so").unlink()
+    nnrag.index([str(repo)], home=home)
+    code = nnrag.extract("NmsKeep", home=home).code
+    assert "def _has_ops" in code and "from torchvision.extension" not in code

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import importlib.machinery
+import re
 import sqlite3
 from pathlib import Path
 
@@ -42,6 +43,9 @@ MODULE_DUNDERS = frozenset(
      "__annotations__", "__dict__", "__debug__", "__cached__"}
 )
 _NATIVE_SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES) + (".so", ".pyd")
+# Loading a compiled library by its path (``torch.ops.load_library(path)``, ``ctypes.CDLL``, a
+# finder of extension files): the path is the module's own folder, which a copy does not have.
+_LOADS_BY_PATH = re.compile(r"\b(?:load_library|CDLL|ExtensionFileLoader)\b")
 
 
 PREFER = ("installed", "corpus")  # where a package another source of the corpus provides comes from
@@ -118,6 +122,7 @@ class Extractor(RegistryNames):
         # of torch instead of copying it (a copied Conv3d would carry 3,700 lines of torch.nn).
         self.inline = not all(m.module == "torch" or m.module.startswith("torch.") for m in own)
         self._home = ""
+        self._native: dict[str, bool] = {}
 
     # -- modules ------------------------------------------------------------------------
     def units_of(self, module: str) -> ModuleUnits:
@@ -171,9 +176,24 @@ class Extractor(RegistryNames):
         self._bind_cache[key] = target
         return target
 
+    def loads_native(self, module: str) -> bool:
+        """Whether ``module`` loads a compiled library its package ships (torchvision's
+        ``extension`` loads ``_C_stable.so`` from its own folder, and ``torchvision.ops`` asks it
+        whether that worked). A copy, away from that folder, finds no library and every op fails;
+        so where an installed distribution provides the package, the module stays an import of it."""
+        known = self._native.get(module)
+        if known is None:
+            info = self.infos.get(module)
+            root = self.roots.get(info.source_id) if info else None
+            known = bool(info and root and _LOADS_BY_PATH.search(self.text_of(module)) and installed(module.split(".")[0])
+                          and any(p.name.endswith(_NATIVE_SUFFIXES) for p in (root / info.path).parent.rglob("*.*")))
+            self._native[module] = known
+        return known
+
     def _keep_import(self, target: Target | None, local: str) -> Target | None:
-        """Without inlining, only the block's own module is copied; the rest stays imported."""
-        if self.inline:
+        """Without inlining, only the block's own module is copied; the rest stays imported. A
+        module that loads a compiled library from its folder stays imported too (``loads_native``)."""
+        if not isinstance(target, (DefTarget, ModTarget)) or (self.inline and not self.loads_native(target.module)):
             return target
         if isinstance(target, DefTarget) and target.module != self._home:
             return ExtImport(target.module, target.name, local if local != target.name else None)
