@@ -772,3 +772,51 @@ def test_an_index_into_the_rows_gets_valid_positions() -> None:
     assert error is None and found is not None
     x, rbf, i, idx_kj = found[0]
     assert i.dtype == idx_kj.dtype == torch.long and i.shape == idx_kj.shape == (x.shape[0],)
+
+
+class Related(nn.Module):
+    """Constraints between arguments stated only in the messages that enforce them."""
+
+    def __init__(self, in_channels: int, out_channels: int, groups: int = 1, order: int = 16, window: int = 16) -> None:
+        super().__init__()
+        if in_channels != 2 * out_channels:
+            raise ValueError(f"expecting in_channels == 2 * out_channels, got in_channels={in_channels}, out_channels={out_channels}")
+        if not groups == out_channels:
+            raise ValueError(f"only depthwise (groups == out_channels); got groups={groups}")
+        if order >= window:
+            raise ValueError("order must be less than window.")
+        self.conv = nn.Conv1d(in_channels, out_channels, order, groups=groups)
+
+
+def test_arguments_take_the_relations_the_messages_state() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    _, kwargs, error = _instantiate(Related, {"in_channels": 16, "out_channels": 16}, Sizes())
+    assert error is None and kwargs == {"in_channels": 32, "out_channels": 16, "groups": 16, "order": 8}
+
+
+def test_a_map_flattened_into_a_linear_layer_gets_the_side_it_was_designed_for() -> None:
+    flat = RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x16384 and 12544x1024)")
+    assert input_repairs(flat, "float", (2, 256, 8, 8), Sizes(), 256)[0] == ("float", (2, 256, 7, 7))
+
+
+class DetrLayer(nn.Module):
+    """A DETR-style decoder layer: its optional arguments are tensors it cannot do without."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.q = nn.Linear(dim, dim)
+        self.k = nn.Linear(dim, dim)
+
+    def forward(self, query, key=None, query_pos=None, key_pos=None, attn_mask=None, position_ids=None):
+        scores = self.q(query + query_pos) @ self.k(key + key_pos).transpose(1, 2)
+        return scores.softmax(-1) @ key + position_ids[..., None]
+
+
+def test_optional_tensors_a_layer_needs_are_filled_like_the_main_input() -> None:
+    main = torch.rand(2, 4, 16)
+    calls = list(forward_calls(DetrLayer(16), main))
+    args, kwargs = calls[-1]
+    assert args == [main] and sorted(kwargs) == ["key", "key_pos", "position_ids", "query_pos"]
+    assert kwargs["position_ids"].tolist() == [[0, 1, 2, 3]] * 2
+    DetrLayer(16)(*args, **kwargs)

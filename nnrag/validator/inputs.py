@@ -250,6 +250,25 @@ def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
 _INDEX_NAME = re.compile(r"(?:idx|index)_\w+|\w+_idx|(?!edge_)\w+_index")
 
 _TARGET_NAMES = {"target", "targets", "label", "labels", "y", "gt", "y_true", "truth", "ground_truth", "tgt"}
+# Optional arguments (default None) that a transformer layer's forward uses as tensors like its
+# main input: DETR-style decoder layers take ``key``, ``query_pos``, ``key_pos``, ``ref_sine_embed``
+_TENSOR_WORDS = re.compile(r"pos|embed|emb$|key|value|query|memory|context|ref|cond|feat|hidden|skip|enc|src|state")
+_POSITION_IDS = re.compile(r"pos(?:ition)?_ids")
+
+
+def _none_filled(params: list[inspect.Parameter], main: torch.Tensor, taken: set[str]) -> dict[str, Any]:
+    """Values for the optional parameters named like tensors of the main input's kind: a copy of
+    the main input, and positions along its second axis for ``position_ids``. Masks stay None."""
+    filled: dict[str, Any] = {}
+    for p in params:
+        n = p.name.lower()
+        if p.default is not None or p.name in taken or "mask" in n or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if _POSITION_IDS.fullmatch(n) and main.dim() >= 2:
+            filled[p.name] = torch.arange(main.shape[1]).expand(main.shape[0], -1)
+        elif _TENSOR_WORDS.search(n) and main.is_floating_point():
+            filled[p.name] = main.clone()
+    return filled
 
 
 def _target_variants(main: torch.Tensor) -> list[torch.Tensor]:
@@ -409,6 +428,9 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         yield documented
     if optional:  # a detector that post-processes fails without them; a model that stacks labels, with
         yield args, {**kwargs, **optional}
+    bound = {p.name for p in params[:len(args)]} | set(kwargs) | set(optional)
+    if filled := _none_filled(params, main, bound):
+        yield args, {**kwargs, **optional, **filled}
     if not targets:
         return
     for target in _target_variants(main):
@@ -529,6 +551,9 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     if m := _MATMUL.search(text):
         k = int(m.group(3))
         out += [(kind, shape[:-1] + (k,)), ("float", (2, t, k)), ("float", (2, k)), ("float", (2, k, s, s))]
+        side = math.isqrt(k // shape[1]) if len(shape) == 4 and k % shape[1] == 0 else 0
+        if side and side * side * shape[1] == k:  # a map flattened into a linear layer: RoI features of 256x7x7
+            out.insert(0, (kind, shape[:2] + (side, side)))
     if m := _RANK.search(text):
         rank = int(m.group(2))
         out.append(("float", (2, ch) + (s if rank < 5 else 8,) * (rank - 2)))

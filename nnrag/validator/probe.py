@@ -148,17 +148,17 @@ def _importable(path: Path) -> Callable[[str], bool]:
     return lambda module: module.split(".")[0] in tops
 
 
-def _display(cls: type, args: list[Any], kwargs: dict[str, Any]) -> dict[str, str]:
+def _bound(cls: type, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a construction by parameter name (``argN`` where none binds)."""
     try:
-        bound = inspect.signature(cls).bind_partial(*args, **kwargs).arguments
+        return dict(inspect.signature(cls).bind_partial(*args, **kwargs).arguments)
     except (TypeError, ValueError):
-        bound = {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
-    return {k: short_repr(v) for k, v in bound.items()}
+        return {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
 
 
-def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, errors: dict[str, BaseException]) -> Iterator[tuple[nn.Module, dict[str, str], Any, dict[str, Any]]]:
-    """Models built as the source's own code built them, each with its recorded call (or None)
-    and the recipe of its construction."""
+def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, errors: dict[str, BaseException]) -> Iterator[tuple[nn.Module, dict[str, Any], Any, dict[str, Any]]]:
+    """Models built as the source's own code built them, each with its arguments by name, its
+    recorded call (or None) and the recipe of its construction."""
     for entry in hints:
         try:
             with resolve.scope(entry.get("scope")):
@@ -174,7 +174,7 @@ def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, error
                 call = call_args(entry["call"], resolve)
             except BaseException as e:
                 _guard(e)
-        yield model, _display(cls, args, kwargs), call, entry["init"]
+        yield model, _bound(cls, args, kwargs), call, entry["init"]
 
 
 def _recipe(init: dict[str, Any] | None, kwargs: dict[str, Any], args: list[Any], kw: dict[str, Any]) -> dict[str, Any]:
@@ -222,9 +222,10 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     def attempts() -> Iterator[tuple[nn.Module, dict[str, str], Any, dict[str, Any], Sizes, dict[str, Any] | None]]:
         if hints:
             resolve = Resolver(vars(module), _importable(path))
-            for model, shown, call, init in _from_usage(cls, hints, resolve, errors):
+            for model, bound, call, init in _from_usage(cls, hints, resolve, errors):
                 result["arguments"] = "recorded"
-                yield model, shown, call, {}, Sizes(), init
+                # a recorded construction without a recorded call: its widths size the guessed inputs
+                yield model, {k: short_repr(v) for k, v in bound.items()}, call, bound, Sizes(), init
             result["arguments"] = "guessed"
             budget.deadline = time.perf_counter() + _SEARCH_S
         for sizes, kwargs in constructor_attempts(cls):

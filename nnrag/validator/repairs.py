@@ -73,6 +73,8 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
             yield {n: guess_value(n, hints.get(n, inspect.Parameter.empty), sizes, cls) for n in names if n not in kwargs}
     if isinstance(error, (AssertionError, ValueError, RuntimeError)):
         yield from _named_unset(cls, kwargs, text, sizes)
+    if isinstance(error, (AssertionError, ValueError)):
+        yield from _relations(cls, kwargs, text)
     if any(w in text for w in _WANTS_SEQUENCE) or isinstance(error, AssertionError):
         yield from _sequences(cls, kwargs, error)
     if any(w in text for w in _WANTS_SEQUENCE):
@@ -132,6 +134,36 @@ def _named_unset(cls: type, kwargs: dict[str, Any], text: str, sizes: Sizes) -> 
               if p.name in words and p.name not in kwargs and _unset(p.default)}
     if change:
         yield change
+
+
+# "in_channels == 2 * out_channels", "(groups == in_channels == out_channels)", "order must be less
+# than window_length", "dim_pe_out must be smaller than ... dim_emb"
+_RELATION = re.compile(r"(?P<op>==|<=?|>=?|(?:less|smaller|lower|fewer)\b(?: than)?|(?:greater|larger|bigger|higher|more)\b(?: than)?)"
+                       r"\s*(?:(?P<times>\d+)\s*\*\s*)?")
+
+
+def _relations(cls: type, kwargs: dict[str, Any], text: str) -> Iterator[dict[str, Any]]:
+    """Integer arguments the message relates, the one named first set so that the relation holds
+    with the one named next (its value times the factor stated, half of it, twice it). Arguments
+    left at an integer default count too."""
+    try:
+        defaults = {p.name: p.default for p in inspect.signature(cls).parameters.values()}
+    except (TypeError, ValueError):
+        defaults = {}
+    ints = _ints({**defaults, **kwargs})
+    named = [(m.start(), m.end(), m.group()) for m in _IDENTIFIER.finditer(text) if m.group() in ints]
+    for m in _RELATION.finditer(text):
+        left = next((n for start, end, n in reversed(named) if end <= m.start()), None)
+        right = next((n for start, end, n in named if start >= m.end()), None)
+        if left is None or right is None or left == right:
+            continue
+        op, times, value = m.group("op"), int(m.group("times") or 1), ints[right]
+        if op == "==":
+            yield {left: value * times}
+        elif op.startswith(("<", "less", "smaller", "lower", "fewer")):
+            yield {left: max(1, value // 2)}
+        else:
+            yield {left: max(2, value * 2)}
 
 
 # --- what the candidate's code compares a parameter with ------------------------------------
