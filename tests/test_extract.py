@@ -117,10 +117,14 @@ def test_unresolved_name_and_native_extension_are_structured_errors(tmp_path: Pa
     shutil.copytree(FIXTURES / "failing_repo", repo)
     home = tmp_path / "home"
     nnrag.index([str(repo)], home=home)
+    # a name bound nowhere that only forward uses is left free, as the original leaves it, and reported
     unresolved = nnrag.extract("UnresolvedName", home=home)
-    assert not unresolved.ok
-    (issue,) = unresolved.issues
+    assert unresolved.ok and "return undefined_thing(x)" in unresolved.code
+    (issue,) = unresolved.free
     assert (issue.code, issue.name, issue.path, issue.line) == ("unresolved-name", "undefined_thing", "fpkg/missing.py", 12)
+    # one the module needs when it is imported is an error
+    (issue,) = nnrag.extract("ImportTimeName", home=home).issues
+    assert (issue.code, issue.name, issue.path, issue.line) == ("unresolved-name", "undefined_at_import", "fpkg/missing.py", 16)
     native = nnrag.extract("NativeBlock", home=home)
     assert [i.code for i in native.issues] == ["native-extension"]
     assert "fpkg._native" in native.issues[0].message

@@ -185,6 +185,16 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return self.fc(x)
         """}, "ReadsSettings", ["Settings", "cfg", "set_cfg", "", "ReadsSettings"], {"import torch.nn as nn"}),
+    "free_name_in_a_branch_not_taken": ({"m.py": """
+        import torch
+        import torch.nn as nn
+        class FreeName(nn.Module):
+            flash = True
+            def forward(self, q, k):
+                if self.flash:
+                    return torch.nn.functional.scaled_dot_product_attention(q, k, k)
+                return einsum("b i d, b j d -> b i j", q, k)
+        """}, "FreeName", ["FreeName"], {"import torch", "import torch.nn as nn"}),
     "star_with_all": ({"base.py": """
         import torch.nn as nn
         __all__ = ["Norm"]
@@ -662,9 +672,9 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
         @Conv.factory_function("conv")
         def conv_factory(dim):
             return (nn.Conv1d, nn.Conv2d)[dim - 1]
-        @Conv.factory_function("broken")
-        def broken_factory(dim):  # cannot be copied: left out, the registry lacks it
-            return defined_nowhere[dim]
+        @Conv.factory_function(defined_nowhere)
+        def broken_factory(dim):  # its decorator needs a name bound nowhere when it runs: left out, the registry lacks it
+            return dim
         """, "m.py": """
         import torch.nn as nn
         from .factories import Conv

@@ -23,7 +23,8 @@ LIMITS = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)
 
 FAILING = {
     "NativeBlock": ("extract", "native-extension"),
-    "UnresolvedName": ("extract", "unresolved-name"),
+    "UnresolvedName": ("forward", "unresolved-name"),  # left free as the original leaves it: NameError when forward runs
+    "ImportTimeName": ("extract", "unresolved-name"),
     "MissingDependency": ("import", "missing-dependency"),
     "RegistryBlock": ("instantiate", "dynamic-registry"),
     "InfiniteInit": ("instantiate", "timeout"),

@@ -191,6 +191,10 @@ def extract(
         err.print(f"wrote {output} ({result.class_name}; requires {', '.join(result.requirements) or 'nothing'})", highlight=False)
     else:
         sys.stdout.write(result.code)
+    if result.ok and not as_json:
+        for free in result.free:  # left as the original has them
+            err.print(styled(("warning:", "bold yellow"), f" {free.path}:{free.line}: {free.name} is bound nowhere; "
+                             "the code using it raises NameError if it runs"), highlight=False)
     if not result.ok:
         raise typer.Exit(1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from ..db import connect
 from ..index.lookup import BlockRef, resolve_block
@@ -26,6 +26,9 @@ class Extraction:
     files: dict[str, str]
     issues: list[ClosureIssue]
     seconds: float
+    # names bound nowhere that the copied code uses only when it runs, left free as the original
+    # leaves them: NameError there if that code runs (a branch not taken: vit-pytorch's ``einsum``)
+    free: list[ClosureIssue] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -34,6 +37,7 @@ class Extraction:
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["issues"] = [asdict(i) for i in self.issues]
+        d["free"] = [asdict(i) for i in self.free]
         return d
 
 
@@ -87,4 +91,5 @@ def extract_block(workspace: Workspace, name: str, source: str | None = None, pr
         files=closure.files,
         issues=closure.issues,
         seconds=seconds,
+        free=closure.free,
     )

@@ -14,6 +14,7 @@ import ast
 import importlib.machinery
 import re
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME, ConfigError
@@ -218,7 +219,8 @@ class Extractor(RegistryNames):
         ref = self.resolver.resolve_name(self.infos[mu.module], name)
         if ref.kind == "external" and ref.target == f"builtins.{name}":
             return None
-        return self.from_ref(ref, name)
+        target = self.from_ref(ref, name)
+        return replace(target, unbound=True) if isinstance(target, Missing) and ref.kind == "unresolved" else target
 
     def import_target(self, mu: ModuleUnits, node: ast.Import | ast.ImportFrom, local: str) -> Target:
         """What the ``local`` name bound by one import statement of ``mu`` means."""
@@ -298,6 +300,7 @@ class Extractor(RegistryNames):
 
         fillers: set[UnitKey] = set()  # statements that only fill a registry, in this module or another
         issue_keys: list[UnitKey] = []  # the statement each issue was found in
+        free: list[tuple[UnitKey, ClosureIssue]] = []  # names bound nowhere that only run-time code uses
 
         def want(t: DefTarget) -> list[UnitKey]:
             if t not in targets:
@@ -362,9 +365,14 @@ class Extractor(RegistryNames):
             plan = UnitPlan(key, mu.text_of(key[1]), st.binds)
             units[key] = plan
 
-            def issue(name: str, missing: Missing, _mu: ModuleUnits = mu, _plan: UnitPlan = plan) -> None:
+            def issue(name: str, missing: Missing, _mu: ModuleUnits = mu, _plan: UnitPlan = plan,
+                      _early: frozenset[str] = frozenset(names.early)) -> None:
                 line = _mu.stmts[_plan.key[1]].start + _first_use(_plan.text, name) - 1
-                issues.append(ClosureIssue(missing.code, name, _mu.path, line, missing.message))
+                found = ClosureIssue(missing.code, name, _mu.path, line, missing.message)
+                if missing.unbound and name not in _early:  # left free, as the original leaves it
+                    free.append((_plan.key, found))
+                    return
+                issues.append(found)
                 issue_keys.append(_plan.key)
 
             def link(t: Target, early: bool, _key: UnitKey = key, _plan: UnitPlan = plan) -> None:
@@ -461,7 +469,8 @@ class Extractor(RegistryNames):
         files = {self.file_of(m): self.sha1_of(m) for m in sorted(used)}
         future = set().union(*(self.units_of(m).future for m in {k[0] for k in units}))
         return Closure(self.source, module, qualname, units, order, targets, issues, files, future, cyclic,
-                       self.lenders(used), {m: self.names[self.infos[m].source_id] for m in sorted(used)}, functions)
+                       self.lenders(used), {m: self.names[self.infos[m].source_id] for m in sorted(used)}, functions,
+                       [found for k, found in free if k in units])
 
     def _defer_computed_loads(self, units: dict[UnitKey, UnitPlan]) -> None:
         """Mark as ``deferred`` the module-level assignments that load a module by a name computed at

@@ -75,6 +75,9 @@ class Missing:
     # no file of the source provides the module at all: an import of it inside a function fails
     # there in the original too, so the copy keeps that failure for when (if ever) it runs
     absent: bool = False
+    # the module binds the name nowhere (``einsum`` used without an import, in a branch the code
+    # does not take): Python raises NameError only when that code runs, and so does the copy
+    unbound: bool = False
 
 
 Target = Union[DefTarget, ExtImport, ModTarget, Namespace, Missing]
@@ -135,3 +138,4 @@ class Closure:
     lenders: list[str] = field(default_factory=list)  # other sources whose code was copied
     module_sources: dict[str, str] = field(default_factory=dict)  # copied module -> its source
     functions: set[UnitKey] = field(default_factory=set)  # the statements that define a function
+    free: list[ClosureIssue] = field(default_factory=list)  # names bound nowhere, left free where only run-time code uses them
