@@ -820,3 +820,18 @@ def test_optional_tensors_a_layer_needs_are_filled_like_the_main_input() -> None
     assert args == [main] and sorted(kwargs) == ["key", "key_pos", "position_ids", "query_pos"]
     assert kwargs["position_ids"].tolist() == [[0, 1, 2, 3]] * 2
     DetrLayer(16)(*args, **kwargs)
+
+
+class DropsPatches(nn.Module):
+    def __init__(self, prob, keep_prob) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        assert 0 <= prob < 1 and 0 < keep_prob <= 1
+        self.prob = prob
+
+
+def test_a_probability_is_guessed_as_one() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    sizes, kwargs = next(constructor_attempts(DropsPatches))
+    _, kwargs, error = _instantiate(DropsPatches, kwargs, sizes)
+    assert error is None and kwargs == {"prob": 0.5, "keep_prob": 1.0}

@@ -288,6 +288,8 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return 2
     if "drop" in n or n in ("p", "dropout", "attn_drop", "proj_drop"):
         return 0.0
+    if "prob" in w or "probability" in w:  # ``assert 0 <= prob < 1``: a probability, never a width
+        return 1.0 if "keep" in w else 0.5
     if n in ("eps", "epsilon") or "eps" in w:
         return 1e-5
     if "momentum" in n:
