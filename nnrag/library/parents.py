@@ -6,6 +6,7 @@ its transformer). The harvest runs such a block as the gate ran it (see
 
 Chosen from the gate's records alone: a passing block whose built submodules include the failing
 block's class name, among passing blocks whose standalone file includes the failing class's file.
+Passing here means that its forward pass ran; a failed backward pass does not matter.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ def passing_parents(conn: sqlite3.Connection, source: str, failing: Iterable[Blo
         "SELECT f.module, f.path FROM files f JOIN sources s ON s.id = f.source_id WHERE s.name=? AND f.module IS NOT NULL",
         (source,))}
     passing = []
-    for row in conn.execute("SELECT qualname, files, record FROM library WHERE source=? AND status='validated'", (source,)):
+    # a block whose forward passed serves, also where its backward failed (FlexAttention on the CPU)
+    for row in conn.execute("SELECT qualname, files, record FROM library WHERE source=? AND (status='validated' OR stage='backward')",
+                            (source,)):
         record = json.loads(row["record"] or "{}")
         if record.get("recipe") and record.get("submodules"):
             passing.append((record.get("params") or 0, row["qualname"], set(json.loads(row["files"] or "{}")),
