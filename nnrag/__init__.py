@@ -153,7 +153,7 @@ def vendor(
     through the gate imported from the package."""
     from pathlib import Path
 
-    from .extract.closure import check_prefer
+    from .extract.lending import check_prefer
     from .library.vendor import vendor_blocks
 
     return vendor_blocks(Workspace.resolve(home), names, Path(into), package=package, source=source,
@@ -208,7 +208,7 @@ def build(
     from .library.build import build_library
     from .validator.envs import check_requirements
 
-    from .extract.closure import check_prefer
+    from .extract.lending import check_prefer
 
     check_prefer(prefer)  # before any indexing
     check_requirements(requirements)

@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from nnrag.validator.arguments import Sizes, constructor_attempts
-from nnrag.validator.inputs import forward_calls, input_repairs, input_shapes
+from nnrag.validator.inputs import forward_calls, input_shapes
+from nnrag.validator.shape_errors import input_repairs
 
 
 class Deep(nn.Module):

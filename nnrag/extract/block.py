@@ -11,7 +11,8 @@ from ..index.lookup import BlockRef, resolve_block
 from ..sources.spec import origin
 from ..workspace import Workspace
 from .assemble import Assembled, Provenance, assemble
-from .closure import Extractor, check_prefer
+from .closure import Extractor
+from .lending import check_prefer
 from .plan import Closure, ClosureIssue
 
 

@@ -11,14 +11,14 @@ a name from another source, indexed or not, is an external import.
 from __future__ import annotations
 
 import ast
-import importlib.machinery
-import re
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME, ConfigError
+from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME
 from ..index.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
+from .lending import lenders
+from .native import is_extension, loads_library_by_path
 from .order import order_units
 from .registries import RegistryNames
 from .plan import (
@@ -43,36 +43,8 @@ MODULE_DUNDERS = frozenset(
     {"__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__", "__path__",
      "__annotations__", "__dict__", "__debug__", "__cached__"}
 )
-_NATIVE_SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES) + (".so", ".pyd")
-# Loading a compiled library by its path (``torch.ops.load_library(path)``, ``ctypes.CDLL``, a
-# finder of extension files): the path is the module's own folder, which a copy does not have.
-_LOADS_BY_PATH = re.compile(r"\b(?:load_library|CDLL|ExtensionFileLoader)\b")
 
 
-PREFER = ("installed", "corpus")  # where a package another source of the corpus provides comes from
-
-
-def check_prefer(prefer: str) -> str:
-    if prefer not in PREFER:
-        raise ConfigError(f"prefer must be one of {', '.join(PREFER)}, not {prefer!r}")
-    return prefer
-
-
-def lenders(conn: sqlite3.Connection, source_id: int, prefer: str = "installed") -> dict[str, int]:
-    """Top-level packages a source imports from other indexed sources: package -> the source it
-    comes from, the lowest ``priority`` first; with ``prefer="installed"`` a package an installed
-    distribution provides stays that distribution's, and is left out."""
-    offered: dict[int, set[str]] = {}  # source -> its top-level packages
-    for row in conn.execute("SELECT DISTINCT source_id, substr(module, 1, instr(module || '.', '.') - 1) AS top"
-                            " FROM files WHERE status='ok' AND module IS NOT NULL"):
-        offered.setdefault(row["source_id"], set()).add(row["top"])
-    own = offered.get(source_id, set())
-    lent: dict[str, int] = {}
-    for other in conn.execute("SELECT id FROM sources WHERE id != ? ORDER BY priority, name", (source_id,)):
-        for top in sorted(offered.get(other["id"], set()) - own - set(lent)):
-            if prefer == "corpus" or not installed(top):
-                lent[top] = other["id"]
-    return lent
 
 
 _SUBMODULE_DEPTH = 4  # submodules read through a lazily imported package, levels down
@@ -162,7 +134,7 @@ class Extractor(RegistryNames):
         root = self.roots.get(owner_info.source_id)
         if root is not None:
             folder = (root / owner_info.path).parent
-            if any(p.name.endswith(_NATIVE_SUFFIXES) for p in folder.glob(f"{tail}.*")):
+            if is_extension(folder, tail):
                 return Missing(NATIVE_EXTENSION, f"{missing} is a compiled extension module, not Python source")
         return Missing(UNRESOLVED_NAME, f"{missing} is not a Python module of source {self.source}", absent=True)
 
@@ -186,8 +158,8 @@ class Extractor(RegistryNames):
         if known is None:
             info = self.infos.get(module)
             root = self.roots.get(info.source_id) if info else None
-            known = bool(info and root and _LOADS_BY_PATH.search(self.text_of(module)) and installed(module.split(".")[0])
-                          and any(p.name.endswith(_NATIVE_SUFFIXES) for p in (root / info.path).parent.rglob("*.*")))
+            known = bool(info and root and installed(module.split(".")[0])
+                          and loads_library_by_path(self.text_of(module), (root / info.path).parent))
             self._native[module] = known
         return known
 

@@ -20,7 +20,8 @@ from torch import nn
 from . import record as R
 from .arguments import Sizes, constructor_attempts, is_depth
 from .repairs import forward_repairs, repairs
-from .inputs import forward_calls, input_repairs, input_shapes, make_tensor, shapes, short_repr, tensors
+from .inputs import forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
+from .shape_errors import input_repairs
 from .usage.recipes import Resolver, Unrecordable, call_args, dump
 from .sandbox import SandboxViolation
 
@@ -403,7 +404,8 @@ def _backward(model: nn.Module, args: list[Any], kw: dict[str, Any]) -> bool | N
 
 # The gate's own guessing code: an exception raised in these files (not in the candidate, nor in
 # torch called with a guessed input) is a bug of the gate, never the block's failure.
-_PROBE_FILES = frozenset(str(Path(__file__).with_name(n)) for n in ("probe.py", "arguments.py", "inputs.py", "repairs.py")) | {
+_PROBE_FILES = frozenset(str(Path(__file__).with_name(n)) for n in ("probe.py", "arguments.py", "inputs.py", "shape_errors.py",
+                                                                   "repairs.py")) | {
     str(Path(__file__).parent / "usage" / "recipes.py")}
 
 

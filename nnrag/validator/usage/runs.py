@@ -24,7 +24,7 @@ from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
 from .readme import README_UNIT, blocks_using, code_blocks, readme_files
 from ...db import Database
-from ...extract.closure import lenders
+from ...extract.lending import lenders
 from ..envs import missing_module
 from ..record import GATE_VERSION
 

@@ -1,0 +1,143 @@
+"""New inputs read off a failed forward's error: torch's shape errors say what they expected ("to
+have 64 channels", "normalized_shape=[96]", "expected 4D input"), and so do a block's own checks
+("Expected shape: ['B', '1', 'H', 'W']"); retrying with that shape finds the input in one step
+instead of a search.
+
+Runs inside the sandbox, with torch already imported by the warm worker.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .arguments import Sizes
+from .documented import Documented, dims_of, shape_of
+from .inputs import GRAPH_NODES
+
+
+_CHANNELS_WANTED = re.compile(r"to have (\d+) channels")
+_NORMALIZED = re.compile(r"normalized_shape=\[([\d, ]+)\]")
+_MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+_UNPACK = re.compile(r"(?:too many|not enough) values to unpack \(expected (\d)")
+_RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
+_EMBED = re.compile(r"expecting embedding dimension of (\d+)")  # torch's multi-head attention
+_ONE_SAMPLE = re.compile(r"\b(?:1|one) batch size|batch size (?:of |must be |should be )?(?:1|one)\b", re.IGNORECASE)
+_GRAPH_ATTRIBUTE = re.compile(r"'Tensor' object has no attribute '(?:x|edge_index|edge_attr|batch|num_nodes|num_graphs)'")
+_MODEL_SIDE = re.compile(r"doesn't match model \((\d+)")
+# Shapes a block's own checks state: "Expected shape: ['B', '1', 'H', 'W']", "a shape of (*, 3, H, W)",
+# "we expect BxCxHxW"
+_SHAPE_SPECS = (re.compile(r"[Ee]xpected shape: \[([^\]]*)\]"), re.compile(r"shape of \(([^)]*)\)"),
+                re.compile(r"expect(?:ed|s)? (?:input of shape )?((?:[A-Z*\d]+x){2,}[A-Z*\d]+)\b"))
+
+
+def _spec_shape(spec: str, ch: int, s: int) -> tuple[int, ...] | None:
+    """A concrete shape for a stated one (``['B', '1', 'H', 'W']``, ``BxNxCxHxW``), its symbols
+    sized as a docstring's are (:func:`nnrag.validator.documented.shape_of`)."""
+    dims = dims_of([t for t in re.split(r"[,x]", spec) if t.strip(" '\"")], least=2)
+    return shape_of(Documented(dims), {}, ch, s) if dims else None
+
+
+_IMAGE_LIST = re.compile(r"list of (?:\w+ )?tensors", re.IGNORECASE)
+_SIZE_MATCH = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+_VIEW = re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)")
+
+
+def _resized(shape: tuple[int, ...], old: int, new: int) -> list[tuple[int, ...]]:
+    """The shape with one dimension (past the batch) that equals ``old`` set to ``new``, each such
+    dimension in turn, then all of them: a size the block's own weights or tables fix (a patch of
+    19 pixels, an attention bias over 196 tokens) that the input must match."""
+    where = [i for i, d in enumerate(shape) if i > 0 and d == old]
+    out = [shape[:i] + (new,) + shape[i + 1:] for i in where]
+    if len(where) > 1:
+        out.append(tuple(new if i in where else d for i, d in enumerate(shape)))
+    return out
+
+
+def _rescaled(shape: tuple[int, ...], wanted: int) -> list[tuple[int, ...]]:
+    """Shapes with ``wanted`` elements, reached by scaling the token axis or both spatial axes of
+    ``shape``: what a ``view`` to a fixed resolution needs (``x.view(B, H, W, C)``)."""
+    have = math.prod(shape)
+    out: list[tuple[int, ...]] = []
+    if len(shape) == 3 and (shape[1] * wanted) % have == 0:
+        out.append((shape[0], shape[1] * wanted // have, shape[2]))
+    if len(shape) == 4 and (shape[2] * shape[3] * wanted) % have == 0:
+        side = math.isqrt(shape[2] * shape[3] * wanted // have)
+        if side * side * have == shape[2] * shape[3] * wanted:
+            out.append(shape[:2] + (side, side))
+    return [s for s in out if all(d > 0 for d in s)]
+
+
+def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes: Sizes, c: int) -> list[tuple[str, tuple[int, ...]]]:
+    """New input candidates read off a failed forward's error message.
+
+    torch's shape errors say what they expected ("to have 64 channels", "normalized_shape=[96]",
+    "expected 4D input"); retrying with that shape finds the input in one step instead of a search.
+    """
+    text = str(error)
+    s, t = sizes.spatial, sizes.tokens
+    ch = shape[1] if len(shape) >= 2 else c
+    out: list[tuple[str, tuple[int, ...]]] = []
+    if m := _CHANNELS_WANTED.search(text):
+        n = int(m.group(1))
+        out.append((kind, (shape[0], n) + shape[2:] if len(shape) >= 3 else (2, n, s, s)))
+    if m := _NORMALIZED.search(text):
+        ns = tuple(int(x) for x in m.group(1).split(",") if x.strip())
+        out += [("float", (2, t) + ns), ("float", (2, s, s) + ns)]
+        if len(ns) == 1:
+            out.append(("float", (2, ns[0], s, s)))
+    if m := _MATMUL.search(text):
+        k = int(m.group(3))
+        out += [(kind, shape[:-1] + (k,)), ("float", (2, t, k)), ("float", (2, k)), ("float", (2, k, s, s))]
+        side = math.isqrt(k // shape[1]) if len(shape) == 4 and k % shape[1] == 0 else 0
+        if side and side * side * shape[1] == k:  # a map flattened into a linear layer: RoI features of 256x7x7
+            out.insert(0, (kind, shape[:2] + (side, side)))
+    if m := _RANK.search(text):
+        rank = int(m.group(2))
+        out.append(("float", (2, ch) + (s if rank < 5 else 8,) * (rank - 2)))
+    if m := _UNPACK.search(text):
+        rank = int(m.group(1))
+        last = shape[-1] if shape else c
+        out += {2: [("float", (2, last))], 3: [("float", (2, t, last)), ("float", (2, t, ch))],
+                4: [("float", (2, ch, s, s)), ("float", (2, last, s, s)), ("float", (2, s, s, last))],
+                5: [("float", (2, ch, 8, 8, 8))]}.get(rank, [])
+    if (m := _EMBED.search(text)) and shape:
+        n = int(m.group(1))
+        out += [(kind, shape[:-1] + (n,)), ("float", (2, t, n))]
+    if _ONE_SAMPLE.search(text) and shape and shape[0] != 1:  # "inference only supports 1 batch size"
+        out.append((kind, (1,) + shape[1:]))
+    for pattern in _SHAPE_SPECS:
+        if (m := pattern.search(text)) and (stated := _spec_shape(m.group(1), ch, s)):
+            out.append(("float", stated))
+    if m := _MODEL_SIDE.search(text):
+        side = int(m.group(1))
+        out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
+    if "Output size is too small" in text or "can't be greater than actual input size" in text:
+        # pooled away by a deep stack: the sizes the architecture was designed for
+        if len(shape) == 4:
+            out.append((kind, shape[:2] + (224, 224)))
+        elif len(shape) == 5:
+            out += [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
+    if "divisible" in text and len(shape) == 4:
+        out += [("float", shape[:2] + (64, 64)), ("float", shape[:2] + (224, 224))]
+    if m := _SIZE_MATCH.search(text):
+        a, b = int(m.group(1)), int(m.group(2))
+        # sizes a border or a stride apart come from the input itself (an unpadded convolution):
+        # changing the input moves both
+        if abs(a - b) > 2 and 2 * min(a, b) != max(a, b):
+            out += [(kind, r) for r in _resized(shape, a, b) + _resized(shape, b, a)][:4]
+    if (m := _VIEW.search(text)) and int(m.group(2)) == math.prod(shape):
+        dims = [int(d) for d in m.group(1).split(",")]
+        if -1 not in dims:
+            out += [(kind, r) for r in _rescaled(shape, math.prod(dims))]
+        elif (fixed := -math.prod(dims)) > 1 and shape:  # ``x.view(-1, 17)``: the last axis holds the fixed part
+            out.append((kind, shape[:-1] + (fixed,)))
+    if _IMAGE_LIST.search(text):  # "images is expected to be a list of 3d tensors of shape [C, H, W]"
+        out.append(("images", (2, 3, 4 * s, 4 * s)))
+    if _GRAPH_ATTRIBUTE.search(text):  # the forward reads a graph batch: node features of the current width
+        out.append(("graph", (GRAPH_NODES, shape[-1] if len(shape) == 2 else ch)))
+    if kind == "graph" and ("Long" in text or "indices" in text or "Embedding" in text):
+        out.append(("graph:long:2", shape))
+    elif not kind.startswith(("long", "graph")) and ("Long" in text or "indices" in text or "Embedding" in text):
+        out.append(("long:4", shape[:2] if len(shape) > 2 else shape))
+    return out
