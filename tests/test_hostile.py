@@ -6,6 +6,7 @@ repeated in each rather than imported."""
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -19,9 +20,9 @@ HOSTILE = Path(__file__).parent / "hostile"
 
 
 def _left_behind() -> list[int]:
-    """Live forks of a validation worker: a candidate's processes run the worker's program, and
-    their parent is a worker (or init, once the worker is gone), where a worker's own parent is
-    the process that started it (this test, or another build running on the machine)."""
+    """Live forks of this process's validation workers: a candidate's processes run the worker's
+    program and descend from a worker (or were left to init once it was gone). A worker's own
+    parent is the process that started it; forks of another build's workers are that build's."""
     def read(pid: str) -> tuple[bytes, str, str] | None:
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -30,15 +31,20 @@ def _left_behind() -> list[int]:
             return None
         return cmdline, state, ppid
 
-    found = []
-    for entry in Path("/proc").iterdir():
-        me = read(entry.name) if entry.name.isdigit() else None
-        if me is None or b"nnrag.validator.server" not in me[0] or me[1] == "Z":
-            continue
-        parent = read(me[2])
-        if me[2] == "1" or (parent is not None and b"nnrag.validator.server" in parent[0]):
-            found.append(int(entry.name))
-    return found
+    procs = {e.name: info for e in Path("/proc").iterdir() if e.name.isdigit() and (info := read(e.name)) is not None}
+    workers = {pid for pid, (cmd, _, ppid) in procs.items() if b"nnrag.validator.server" in cmd and ppid == str(os.getpid())}
+
+    def of_ours(pid: str) -> bool:
+        for _ in range(16):
+            pid = procs[pid][2] if pid in procs else "0"
+            if pid in workers or pid == "1":
+                return True
+            if pid not in procs or b"nnrag.validator.server" not in procs[pid][0]:
+                return False
+        return False
+
+    return [int(pid) for pid, (cmd, state, _) in procs.items()
+            if b"nnrag.validator.server" in cmd and state != "Z" and pid not in workers and of_ours(pid)]
 
 
 @pytest.fixture(scope="module")
