@@ -830,7 +830,7 @@ class DropsPatches(nn.Module):
         self.prob = prob
 
 
-def test_a_probability_is_guessed_as_one() -> None:
+def test_a_probability_is_guessed_as_a_probability() -> None:
     from nnrag.validator.probe import _instantiate
 
     sizes, kwargs = next(constructor_attempts(DropsPatches))

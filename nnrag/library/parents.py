@@ -28,12 +28,14 @@ def passing_parents(conn: sqlite3.Connection, source: str, failing: Iterable[Blo
         "SELECT f.module, f.path FROM files f JOIN sources s ON s.id = f.source_id WHERE s.name=? AND f.module IS NOT NULL",
         (source,))}
     passing = []
-    # a block whose forward passed serves, also where its backward failed (FlexAttention on the CPU)
-    for row in conn.execute("SELECT qualname, files, record FROM library WHERE source=? AND (status='validated' OR stage='backward')",
-                            (source,)):
+    # the forward ran: validated, or failed at the backward pass only (FlexAttention on the CPU)
+    for row in conn.execute(
+            "SELECT l.qualname, l.files, l.record, f.module FROM library l JOIN sources s ON s.name = l.source"
+            " JOIN blocks b ON b.source_id = s.id AND b.qualname = l.qualname JOIN files f ON f.id = b.file_id"
+            " WHERE l.source=? AND l.stage='backward'", (source,)):
         record = json.loads(row["record"] or "{}")
         if record.get("recipe") and record.get("submodules"):
-            passing.append((record.get("params") or 0, row["qualname"], set(json.loads(row["files"] or "{}")),
+            passing.append((record.get("params") or 0, row["qualname"], row["module"], set(json.loads(row["files"] or "{}")),
                             set(record["submodules"]), record["recipe"]))
     passing.sort(key=lambda p: (p[0], p[1]))
     chosen: dict[str, Passed] = {}
@@ -41,18 +43,11 @@ def passing_parents(conn: sqlite3.Connection, source: str, failing: Iterable[Blo
         path = paths.get(ref.module)
         name = ref.name_in_module.split(".")[-1]
         taken = 0
-        for _, qualname, files, built, recipe in passing:
+        for _, qualname, module, files, built, recipe in passing:
             if taken == _PER_BLOCK or len(chosen) == _PER_SOURCE:
                 break
             if name not in built or path not in files or qualname == ref.qualname:
                 continue
             taken += 1
-            if qualname not in chosen and (module := _module_of(qualname, paths)):
-                chosen[qualname] = Passed(module, qualname[len(module) + 1:], json.dumps(recipe, sort_keys=True))
+            chosen.setdefault(qualname, Passed(module, qualname[len(module) + 1:], json.dumps(recipe, sort_keys=True)))
     return list(chosen.values())
-
-
-def _module_of(qualname: str, modules: dict[str, str]) -> str | None:
-    """The module part of ``module.Class`` (or ``module.Outer.Inner``), among the source's modules."""
-    parts = qualname.split(".")
-    return next((m for i in range(len(parts) - 1, 0, -1) if (m := ".".join(parts[:i])) in modules), None)

@@ -128,11 +128,11 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
     ).fetchall()
     first: list[Factory] = []
     rest: list[Factory] = []
-    texts = {module: sha1 for module, sha1 in files}
+    sha1s = dict(files)  # module -> the sha1 of its text
     for p in passed:
-        if p.module in texts:
+        if p.module in sha1s:
             unit = Factory(source, p.module, p.qualname + PASSED_SUFFIX,
-                           stamp(texts[p.module] + hashlib.sha1(p.recipe.encode()).hexdigest()), p.recipe)
+                           stamp(sha1s[p.module] + hashlib.sha1(p.recipe.encode()).hexdigest()), p.recipe)
             if done.get(unit.key) != unit.stamp:
                 first.append(unit)
     for module, sha1 in files:
