@@ -836,3 +836,85 @@ def test_a_probability_is_guessed_as_a_probability() -> None:
     sizes, kwargs = next(constructor_attempts(DropsPatches))
     _, kwargs, error = _instantiate(DropsPatches, kwargs, sizes)
     assert error is None and kwargs == {"prob": 0.5, "keep_prob": 1.0}
+
+
+def test_inputs_take_the_ranks_channels_and_kinds_checks_state() -> None:
+    from nnrag.validator.inputs import make_tensor
+
+    sizes = Sizes()
+
+    def first(message: str, shape: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+        return input_repairs(ValueError(message), "float", shape, sizes, 16)[0]
+
+    assert input_repairs(ValueError("Expecting 3-d, 4-d or 5-d pred, instead got pred of shape torch.Size([2, 16])"),
+                         "float", (2, 16), sizes, 16) == [("float", (2, 16, 16)), ("float", (2, 16, 16, 16)), ("float", (2, 16, 8, 8, 8))]
+    assert first("expecting pred with 3 spatial dimensions, got pred of shape torch.Size([2, 16])", (2, 16)) == ("float", (2, 16, 8, 8, 8))
+    assert first("Currently channel dimensions >1 (16) are not supported.", (2, 16, 16, 16)) == ("float", (2, 1, 16, 16))
+    assert first("Input should have 1 channel for binary classification, got 16", (2, 16, 8, 8)) == ("float", (2, 1, 8, 8))
+    ddf = "number of channels of the input DDF, 3, does not match number of spatial dimensions, 2"
+    assert ("float", (2, 2, 16, 16)) in input_repairs(ValueError(ddf), "float", (2, 3, 16, 16), sizes, 16)
+    # a stack of downsamplings flattened into a linear layer built for a larger image
+    flat = RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x64 and 1024x512)")
+    assert input_repairs(flat, "float", (2, 16, 16, 16), sizes, 16)[0] == ("float", (2, 16, 64, 64))
+    kind, shape = first("we support only boxes with shape [N,4] or [N,6], got boxes with shape torch.Size([2, 16]).", (2, 16))
+    boxes = make_tensor(kind, shape)
+    assert (kind, shape) == ("boxes", (4, 4)) and bool((boxes[:, 2:] > boxes[:, :2]).all()) and boxes.min() >= 0 and boxes.max() <= 1
+    kind, shape = first("image must have dtype torch.uint8", (2, 3, 16, 16))
+    assert make_tensor(kind, shape).dtype == torch.uint8
+
+
+class Smoothing(nn.Module):
+    """A filter whose window must be odd and whose widths become trainable tensors."""
+
+    def __init__(self, window_length: int, sigma) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        if window_length % 2 == 0:
+            raise ValueError("window_length must be odd.")
+        self.sigma = nn.Parameter(torch.tensor(sigma))
+
+
+class Sampled(nn.Module):
+    def __init__(self, in_shape, dtype) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.channels, *self.spatial = in_shape
+        self.dtype = dtype
+
+
+def test_arguments_take_the_parity_and_kind_the_code_needs() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    _, kwargs, error = _instantiate(Smoothing, {"window_length": 16, "sigma": [16, 16]}, Sizes())
+    assert error is None and kwargs == {"window_length": 17, "sigma": [16.0, 16.0]} and isinstance(kwargs["sigma"][0], float)
+    assert next(constructor_attempts(Sampled))[1] == {"in_shape": (16, 16, 16), "dtype": torch.float32}
+
+
+def test_forward_errors_rebuild_the_arguments_they_show_were_guessed_wrong(tmp_path: Path) -> None:
+    from nnrag.validator.probe import run
+
+    path = tmp_path / "blocks.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+        class FromReference(nn.Module):
+            def __init__(self, reference: torch.Tensor):
+                super().__init__()
+                self.reference = reference
+            def forward(self, x):
+                if x.shape != self.reference.shape:
+                    raise ValueError(f"input and reference must have the same shape. Got {x.shape} and {self.reference.shape}.")
+                return (x - self.reference).abs().mean()
+        class PatchClassifier(nn.Module):
+            def __init__(self, dim, transformer):
+                super().__init__()
+                self.embed = nn.Conv2d(3, dim, 4, 4)
+                self.transformer = transformer
+            def forward(self, img):
+                return self.transformer(self.embed(img).flatten(2).transpose(1, 2)).mean(1)
+        """))
+    result: dict[str, object] = {}
+    run(path, "FromReference", result)  # the reference rebuilt in the input's shape
+    assert result["input_shapes"] == [list(result["input_shapes"][0])] and result["backward"]  # type: ignore[index]
+    result = {}
+    # the wrong channel count fails first; the call with three channels shows the number called as a layer
+    run(path, "PatchClassifier", result)
+    assert result["init_args"]["transformer"] == "Passthrough()" and result["input_shapes"][0][1] == 3  # type: ignore[index]

@@ -760,6 +760,24 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return use(x)
         """}, "UsesGlobal", ["backend,load", "use", "UsesGlobal"], {"import torch.nn as nn"}),
+    "renamed_optional_import": ({"a.py": """
+        try:
+            from json import JSONDecoder
+        except ImportError:
+            JSONDecoder = None
+        def decoder():
+            return JSONDecoder
+        """, "m.py": """
+        import torch.nn as nn
+        from .a import decoder
+        try:
+            from json import JSONEncoder as JSONDecoder
+        except ImportError:
+            JSONDecoder = None
+        class TwoOptional(nn.Module):
+            def forward(self, x):
+                return x if (decoder().__name__, JSONDecoder.__name__) == ("JSONDecoder", "JSONEncoder") else None
+        """}, "TwoOptional", ["JSONDecoder_a", "decoder", "JSONDecoder", "TwoOptional"], {"import torch.nn as nn"}),
     "nested_class": ({"m.py": """
         import torch.nn as nn
         def act():
@@ -850,6 +868,10 @@ def test_closure(cases_home: Path, case: str) -> None:
             namespace["UsesExt"]()(torch.ones(1), fast=True)  # type: ignore[operator]
     if case == "registry_failing_sibling":
         assert type(namespace["BuildsSwish"]().act).__name__ == "Swish"  # type: ignore[operator]
+    if case == "renamed_optional_import":  # each module's import binds its own (renamed) name
+        import torch
+
+        assert namespace["TwoOptional"]()(torch.ones(1)) is not None  # type: ignore[operator]
     if case == "foreign_registry":  # filled by the copied statements, the loop's too
         assert type(namespace["UsesRegistry"]().loop).__name__ == "SiLU"  # type: ignore[operator]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import libcst as cst
+import libcst.helpers
 from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
 
 
@@ -48,6 +49,21 @@ class _Renamer(cst.CSTTransformer):
 
     leave_ClassDef = _rename_def
     leave_FunctionDef = _rename_def
+
+    def _rename_import(self, original, updated):  # type: ignore[no-untyped-def]
+        """An import that binds a renamed name (inside a ``try`` kept as written) binds the new name."""
+        if id(original) not in self.defs or isinstance(updated.names, cst.ImportStar):
+            return updated
+        names = []
+        for alias in updated.names:
+            bound = alias.asname.name.value if alias.asname is not None else cst.helpers.get_full_name_for_node(alias.name)
+            if bound in self.renames:
+                alias = alias.with_changes(asname=cst.AsName(name=cst.Name(self.renames[bound])))
+            names.append(alias)
+        return updated.with_changes(names=names)
+
+    leave_Import = _rename_import
+    leave_ImportFrom = _rename_import
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         found = _dotted(original)

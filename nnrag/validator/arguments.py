@@ -304,6 +304,10 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return 4
     if n == "shift_size":  # half a window
         return 2
+    if n == "dtype" or n.endswith("_dtype"):
+        return torch.float32
+    if n in ("in_shape", "input_shape", "data_shape"):  # a sample's shape, channels first
+        return (s.dim, s.spatial, s.spatial)
     if n in ("img_size", "image_size", "resolution", "input_resolution", "feat_size", "size", "img_shape", "grid_size"):
         return s.spatial
     if "vocab" in n or "num_embeddings" in n or "num_tokens" in n or "n_token" in n:

@@ -234,11 +234,17 @@ def _annotations(name: str, main: torch.Tensor) -> Any:
 
 def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
     """The input a candidate (kind, shape) stands for: a tensor, for ``graph`` a graph batch of
-    ``shape = (nodes, features)``, for ``images`` a list of ``shape[0]`` images."""
+    ``shape = (nodes, features)``, for ``images`` a list of ``shape[0]`` images, for ``boxes``
+    boxes of ``shape[-1]`` corner coordinates (x1, y1, x2, y2 or with z)."""
     if kind.startswith("graph"):  # "graph", or "graph:long:K" with integer features
         return make_graph(*shape, categories=int(kind.rsplit(":", 1)[1]) if ":" in kind else 0)
     if kind == "images":  # a list of images of their own sizes, as detection models take them
         return list(torch.randn(shape).unbind(0))
+    if kind == "boxes":  # corners in [0, 1], each box's far corner beyond its near one
+        near = torch.rand(shape[:-1] + (shape[-1] // 2,)) * 0.5
+        return torch.cat([near, near + 0.1 + 0.4 * torch.rand_like(near)], dim=-1)
+    if kind == "uint8":  # an image as stored: bytes
+        return torch.randint(0, 256, shape, dtype=torch.uint8)
     if kind.startswith("long"):
         high = int(kind.split(":")[1]) if ":" in kind else 8
         return torch.randint(0, max(1, high), shape)
@@ -352,8 +358,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         yield [levels], {}
     if first is not None and takes_shape(first):  # parameter generators draw for a batch shape
         yield [main.shape], {}
-    if is_loss(module):
-        main = torch.rand_like(main) if main.is_floating_point() else main
+    if is_loss(module) and main.is_floating_point() and (main.min() < 0 or main.max() > 1):
+        main = torch.rand_like(main)  # a probability-like prediction; values already in [0, 1] (boxes) kept
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     targets: list[tuple[bool, int | str]] = []  # (is keyword, position or name)

@@ -252,12 +252,14 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                 _guard(e)
                 _keep(errors, "forward", e)
         if found is None:
-            found, error = _forward(model, kwargs, sizes, budget)
+            seen: list[BaseException] = []
+            found, error = _forward(model, kwargs, sizes, budget, seen)
             if found is None and error is not None:
                 _keep(errors, "forward", error)
                 # a guessed argument forward calls (``self.fn(x)`` of a residual wrapper given an int):
-                # built again with a layer there
-                change = next(forward_repairs(cls, kwargs, error), None)
+                # built again with a layer there. Any input's error may show it (the plain image,
+                # after inputs of other ranks stopped earlier).
+                change = next((c for e in [error, *seen] for c in forward_repairs(cls, kwargs, e)), None)
                 rebuilt, changed, _ = _instantiate(cls, {**kwargs, **change}, sizes) if change else (None, kwargs, None)
                 if rebuilt is not None and budget.left():
                     found, _ = _forward(rebuilt, changed, sizes, budget)
@@ -296,9 +298,11 @@ def _inventory(model: nn.Module) -> dict[str, int]:
     return counts
 
 
-def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Budget) -> tuple[Any, BaseException | None]:
+def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Budget,
+             seen: list[BaseException] | None = None) -> tuple[Any, BaseException | None]:
     """Search inputs for one built model: the likeliest candidates first, and a candidate read off
-    each error message tried next. Returns ((args, kwargs, output), None) or (None, first error)."""
+    each error message tried next. Returns ((args, kwargs, output), None) or (None, first error);
+    ``seen`` collects every error, one per message."""
     candidates = input_shapes(model, kwargs, sizes)
     channels = next((v for v in kwargs.values() if isinstance(v, int) and not isinstance(v, bool)), sizes.dim)
     queue = deque(candidates)
@@ -323,13 +327,21 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                     out = model(*[_fresh(a) for a in args], **kw)
             except BaseException as e:
                 _guard(e)
-                first = first or e
-                if not repaired and args and args[0] is main:  # the plain call's error, not a per-level one's
+                if seen is not None and len(seen) < 16 and all(str(e) != str(o) for o in seen):
+                    seen.append(e)
+                # a missing module explains the failure better than the shape errors before it (see _keep)
+                first = e if first is None or _names_missing_module(e) and not _names_missing_module(first) else first
+                if not repaired and args and _is_main(args[0], main):  # the plain call's error, not a per-level one's
                     repaired = True
                     queue.extendleft(reversed(input_repairs(e, kind, shape, sizes, channels)))
                 continue
             return (args, kw, out), None
     return None, first
+
+
+def _is_main(arg: Any, main: torch.Tensor) -> bool:
+    """The main input, or a loss's prediction drawn in its place (same shape, values in [0, 1])."""
+    return arg is main or isinstance(arg, torch.Tensor) and arg.shape == main.shape and arg.dtype == main.dtype
 
 
 def _fresh(value: Any) -> Any:
@@ -342,7 +354,7 @@ def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Sizes) -> tuple[nn.Mo
     """Instantiate, repairing the arguments as the errors suggest: arguments a ``**kwargs``
     pass-through needs, integers where a pair or list was wanted, layers where ``None`` was called."""
     error: BaseException | None = None
-    used: list[dict[str, Any]] = []
+    used: set[str] = set()  # changes tried, by repr: 64.0 after 64 is a new change
     for _ in range(8):
         try:
             if (n := _oversized(cls, kwargs)) is not None:
@@ -351,10 +363,10 @@ def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Sizes) -> tuple[nn.Mo
         except BaseException as e:
             _guard(e)
             error = e
-            change = next((c for c in repairs(cls, kwargs, e, sizes) if c and c not in used), None)
+            change = next((c for c in repairs(cls, kwargs, e, sizes) if c and repr(c) not in used), None)
             if change is None:
                 break
-            used.append(change)
+            used.add(repr(change))
             kwargs = {**kwargs, **change}
     return None, kwargs, error
 

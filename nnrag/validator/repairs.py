@@ -20,6 +20,7 @@ import traceback
 from types import FrameType
 from typing import Any, Iterator
 
+import torch
 from torch import nn
 
 from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, module_instance, passed_through
@@ -27,7 +28,9 @@ from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, 
 
 _UNPACKED = re.compile(r"(?:not enough|too many) values to unpack \(expected (\d+), got (\d+)\)")
 _MISSING = re.compile(r"missing \d+ required (?:positional|keyword-only) arguments?: (.+)")
-_WANTS_SEQUENCE = ("is not iterable", "is not subscriptable", "has no len()", "cannot unpack non-iterable")
+_WANTS_SEQUENCE = ("is not iterable", "is not subscriptable", "has no len()", "cannot unpack non-iterable",
+                   "is not reversible", "must be an iterable")
+_PARITY = re.compile(r"\b(?:must|should|has to) be (odd|even)\b")
 
 
 _SIZE_WORDS = ("size", "resolution", "window", "patch", "grid", "shape", "kernel", "stride", "dilation", "padding")
@@ -36,6 +39,15 @@ _NOT_SEQUENCES = ("channels", "features", "classes", "heads", "chans", "chs", "d
 
 def _ints(kwargs: dict[str, Any]) -> dict[str, int]:
     return {k: v for k, v in kwargs.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _floats(value: Any) -> Any:
+    """An integer, or a list or tuple of them, as floats; anything else as it is."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return type(value)(float(v) for v in value)
+    return value
 
 
 _QUOTED = re.compile(r"'([A-Za-z_][\w\-]*)'")
@@ -75,6 +87,12 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         yield from _named_unset(cls, kwargs, text, sizes)
     if isinstance(error, (AssertionError, ValueError)):
         yield from _relations(cls, kwargs, text)
+    if m := _PARITY.search(text):  # "window_length must be odd": the integers the message names, one up
+        odd = m.group(1) == "odd"
+        yield {k: v + 1 for k, v in _ints(kwargs).items() if k in text and v % 2 != odd}
+    if "floating point" in text and "require gradients" in text:  # a tensor made from a guessed integer
+        named = _named_in_line(_candidate_frames(cls, error), kwargs)
+        yield {k: _floats(v) for k, v in kwargs.items() if (k in named or not named) and _floats(v) is not v}
     if any(w in text for w in _WANTS_SEQUENCE) or isinstance(error, AssertionError):
         yield from _sequences(cls, kwargs, error)
     if any(w in text for w in _WANTS_SEQUENCE):
@@ -482,6 +500,21 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
             yield {k: Passthrough() for k in named}
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
     yield from _called_classes(kwargs, error)
+    yield from _shaped_like_input(kwargs, error)
+
+
+_STATED_SIZE = re.compile(r"(?:torch\.Size\()?\[(\d+(?:, ?\d+)*)\]")
+
+
+def _shaped_like_input(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """A guessed tensor argument the input must match ("input and reference must have the same
+    shape. Got [2, 16, 16] and [16]"): rebuilt with the other shape the message states."""
+    stated = [tuple(int(d) for d in m.split(",")) for m in _STATED_SIZE.findall(str(error))]
+    for name, value in kwargs.items():
+        if isinstance(value, torch.Tensor) and (shape := tuple(value.shape)) in stated:
+            other = next((s for s in stated if s != shape), None)
+            if other is not None:
+                yield {name: torch.rand(other, dtype=value.dtype) if value.is_floating_point() else torch.zeros(other, dtype=value.dtype)}
 
 
 def _called_classes(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:

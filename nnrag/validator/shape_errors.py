@@ -16,7 +16,8 @@ from .documented import Documented, dims_of, shape_of
 from .inputs import GRAPH_NODES
 
 
-_CHANNELS_WANTED = re.compile(r"to have (\d+) channels")
+_CHANNELS_WANTED = re.compile(r"to have (\d+) channels|\b(?:have|has|with|expects?|supports?) (\d+) channels?\b(?! instead)"
+                              r"|channel\w*(?: dimensions?)? ?(>) ?1\b")
 _NORMALIZED = re.compile(r"normalized_shape=\[([\d, ]+)\]")
 _MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _UNPACK = re.compile(r"(?:too many|not enough) values to unpack \(expected (\d)")
@@ -28,7 +29,26 @@ _MODEL_SIDE = re.compile(r"doesn't match model \((\d+)")
 # Shapes a block's own checks state: "Expected shape: ['B', '1', 'H', 'W']", "a shape of (*, 3, H, W)",
 # "we expect BxCxHxW"
 _SHAPE_SPECS = (re.compile(r"[Ee]xpected shape: \[([^\]]*)\]"), re.compile(r"shape of \(([^)]*)\)"),
+                re.compile(r"shape (?:must be |should be )?[\[(]([A-Za-z\d*]+(?:, ?[A-Za-z\d*]+)+)[\])]"),
                 re.compile(r"expect(?:ed|s)? (?:input of shape )?((?:[A-Z*\d]+x){2,}[A-Z*\d]+)\b"))
+
+
+# ranks a block's own checks state: "Expecting 3-d, 4-d or 5-d pred", "should be 4D, got 2", "a 5D
+# tensor", "pred with 3 spatial dimensions"
+_STATED_RANK = re.compile(r"\b([2-6])-?[dD]\b(?! ?\()")
+_SPATIAL_RANK = re.compile(r"\b([1-3]) spatial dim")
+_SPATIAL_AXES = re.compile(r"number of spatial dimensions,? ([1-3])\b")
+
+
+def _stated_ranks(text: str) -> list[int]:
+    """Tensor ranks an error message asks for, in the order stated."""
+    ranks = [int(r) + 2 for r in _SPATIAL_RANK.findall(text)] + [int(r) for r in _STATED_RANK.findall(text)]
+    return list(dict.fromkeys(ranks))
+
+
+def _of_rank(rank: int, ch: int, s: int) -> tuple[int, ...]:
+    """A batch of ``rank`` axes: channels first, then spatial axes (smaller for volumes)."""
+    return (2, ch) + (s if rank < 5 else 8,) * (rank - 2)
 
 
 def _spec_shape(spec: str, ch: int, s: int) -> tuple[int, ...] | None:
@@ -55,17 +75,17 @@ def _resized(shape: tuple[int, ...], old: int, new: int) -> list[tuple[int, ...]
 
 
 def _rescaled(shape: tuple[int, ...], wanted: int) -> list[tuple[int, ...]]:
-    """Shapes with ``wanted`` elements, reached by scaling the token axis or both spatial axes of
-    ``shape``: what a ``view`` to a fixed resolution needs (``x.view(B, H, W, C)``)."""
-    have = math.prod(shape)
-    out: list[tuple[int, ...]] = []
-    if len(shape) == 3 and (shape[1] * wanted) % have == 0:
-        out.append((shape[0], shape[1] * wanted // have, shape[2]))
-    if len(shape) == 4 and (shape[2] * shape[3] * wanted) % have == 0:
-        side = math.isqrt(shape[2] * shape[3] * wanted // have)
-        if side * side * have == shape[2] * shape[3] * wanted:
-            out.append(shape[:2] + (side, side))
-    return [s for s in out if all(d > 0 for d in s)]
+    """``shape`` with ``wanted`` elements, reached by scaling its token axis (3 axes) or its
+    spatial axes (4 or 5) to one equal side: what a ``view`` to a fixed resolution
+    (``x.view(B, H, W, C)``) or a linear layer over a flattened map needs."""
+    first, last = (1, 2) if len(shape) == 3 else (2, len(shape))
+    axes = last - first
+    scaled = math.prod(shape[first:last])
+    if len(shape) not in (3, 4, 5) or not all(shape) or (wanted * scaled) % math.prod(shape):
+        return []
+    room = wanted * scaled // math.prod(shape)
+    side = round(room ** (1 / axes))
+    return [shape[:first] + (side,) * axes + shape[last:]] if side > 0 and side ** axes == room else []
 
 
 def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes: Sizes, c: int) -> list[tuple[str, tuple[int, ...]]]:
@@ -78,8 +98,10 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     s, t = sizes.spatial, sizes.tokens
     ch = shape[1] if len(shape) >= 2 else c
     out: list[tuple[str, tuple[int, ...]]] = []
+    if _IMAGE_LIST.search(text):  # "images is expected to be a list of 3d tensors of shape [C, H, W]"
+        out.append(("images", (2, 3, 4 * s, 4 * s)))
     if m := _CHANNELS_WANTED.search(text):
-        n = int(m.group(1))
+        n = 1 if m.group(3) else int(m.group(1) or m.group(2))
         out.append((kind, (shape[0], n) + shape[2:] if len(shape) >= 3 else (2, n, s, s)))
     if m := _NORMALIZED.search(text):
         ns = tuple(int(x) for x in m.group(1).split(",") if x.strip())
@@ -92,9 +114,15 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         side = math.isqrt(k // shape[1]) if len(shape) == 4 and k % shape[1] == 0 else 0
         if side and side * side * shape[1] == k:  # a map flattened into a linear layer: RoI features of 256x7x7
             out.insert(0, (kind, shape[:2] + (side, side)))
+        rows, cols = int(m.group(1)), int(m.group(2))
+        if rows == shape[0] and cols and k % cols == 0 and k > cols:
+            # a whole sample flattened after a stack of downsamplings: the input scaled until the
+            # flattened features are as many as the linear layer was built for
+            out[:0] = [(kind, r) for r in _rescaled(shape, math.prod(shape) * k // cols)]
     if m := _RANK.search(text):
-        rank = int(m.group(2))
-        out.append(("float", (2, ch) + (s if rank < 5 else 8,) * (rank - 2)))
+        out.append(("float", _of_rank(int(m.group(2)), ch, s)))
+    elif ranks := _stated_ranks(text):
+        out += [("float", _of_rank(r, ch, s)) for r in ranks if r != len(shape)]
     if m := _UNPACK.search(text):
         rank = int(m.group(1))
         last = shape[-1] if shape else c
@@ -106,9 +134,13 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         out += [(kind, shape[:-1] + (n,)), ("float", (2, t, n))]
     if _ONE_SAMPLE.search(text) and shape and shape[0] != 1:  # "inference only supports 1 batch size"
         out.append((kind, (1,) + shape[1:]))
-    for pattern in _SHAPE_SPECS:
+    for pattern in () if _IMAGE_LIST.search(text) else _SHAPE_SPECS:  # a list's stated shape is its items'
         if (m := pattern.search(text)) and (stated := _spec_shape(m.group(1), ch, s)):
-            out.append(("float", stated))
+            boxes = "box" in text.lower() and stated[-1] in (4, 6)
+            out.append(("boxes" if boxes else "float", stated))
+    if (m := _SPATIAL_AXES.search(text)) and "channels" in text:  # a displacement field: one channel per axis
+        n = int(m.group(1))
+        out.append(("float", (2, n) + (s if n < 3 else 8,) * n))
     if m := _MODEL_SIDE.search(text):
         side = int(m.group(1))
         out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
@@ -132,10 +164,10 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             out += [(kind, r) for r in _rescaled(shape, math.prod(dims))]
         elif (fixed := -math.prod(dims)) > 1 and shape:  # ``x.view(-1, 17)``: the last axis holds the fixed part
             out.append((kind, shape[:-1] + (fixed,)))
-    if _IMAGE_LIST.search(text):  # "images is expected to be a list of 3d tensors of shape [C, H, W]"
-        out.append(("images", (2, 3, 4 * s, 4 * s)))
     if _GRAPH_ATTRIBUTE.search(text):  # the forward reads a graph batch: node features of the current width
         out.append(("graph", (GRAPH_NODES, shape[-1] if len(shape) == 2 else ch)))
+    if "uint8" in text and kind != "uint8":  # "image must have dtype torch.uint8"
+        out.append(("uint8", shape))
     if kind == "graph" and ("Long" in text or "indices" in text or "Embedding" in text):
         out.append(("graph:long:2", shape))
     elif not kind.startswith(("long", "graph")) and ("Long" in text or "indices" in text or "Embedding" in text):
