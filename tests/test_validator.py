@@ -57,6 +57,7 @@ def test_every_failure_is_contained_and_classified(built: Path) -> None:
     for name, (stage, code) in FAILING.items():
         e = entries[name]
         assert (e["status"], e["stage"], e["code"]) == ("failed", stage, code), (name, e["message"])
+    assert "203.0.113.1" in str(entries["NetworkCall"]["message"])  # where it tried to go
     assert not Path("/tmp/nnrag-escaped").exists()
     assert not Path("/tmp/nnrag-written-outside").exists()
     # the run went on: every other block of both repositories passed
@@ -343,3 +344,10 @@ def test_a_block_gone_from_its_source_leaves_the_library(tmp_path: Path) -> None
     nnrag.build([str(tmp_path / "one")], home=home, limits=LIMITS, search=False, harvest=False)
     assert set(report_entries(home)) == {"Kept", "Other"} and not dropped.exists()
 
+
+
+def test_a_network_violation_names_what_it_reached() -> None:
+    from nnrag.validator.sandbox import _network_target
+
+    assert _network_target("urllib.Request", ("https://example.org/weights.pth", None, {}, "GET")) == "'https://example.org/weights.pth'"
+    assert _network_target("socket.connect", (object(), ("203.0.113.1", 80))) == "('203.0.113.1', 80)"

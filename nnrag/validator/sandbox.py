@@ -422,6 +422,18 @@ _NATIVE_CALLS = frozenset({"fork", "vfork", "clone", "clone3", "execve", "execv"
                            "syscall", "dlopen", "chroot", "pivot_root", "process_vm_writev"})
 
 
+def _network_target(event: str, args: tuple) -> str:  # type: ignore[type-arg]
+    """What a network event reaches: the URL of a request (a weights download shows where from), the
+    address of a socket call, the host looked up."""
+    if event == "urllib.Request" or event.startswith("socket.gethostby"):
+        target: object = args[0] if args else None
+    elif event == "socket.getaddrinfo":
+        target = tuple(args[:2])
+    else:  # socket.connect, bind, sendto, sendmsg: (socket, address, ...)
+        target = args[1] if len(args) > 1 else None
+    return repr(target)
+
+
 def _install_hook(folder: Path, report_fd: int, refuse_processes: bool = False) -> None:
     """Audit what the candidate does. With ``refuse_processes`` (a usage harvest, which imports
     whole packages and is no verdict) starting a process fails as the kernel would refuse it, with
@@ -454,7 +466,7 @@ def _install_hook(folder: Path, report_fd: int, refuse_processes: bool = False) 
         state["busy"] = True
         try:
             if event in _NETWORK_EVENTS and not _probes_loopback(event, args):
-                violation("network", f"{event}{args[1:2]!r}" if len(args) > 1 else event)
+                violation("network", f"{event} {_network_target(event, args)[:200]}")
             elif event in _PROCESS_EVENTS and refuse_processes:
                 raise PermissionError(errno.EPERM, f"starting a process is refused in the sandbox ({event})")
             elif event in _PROCESS_EVENTS:
