@@ -918,3 +918,23 @@ def test_forward_errors_rebuild_the_arguments_they_show_were_guessed_wrong(tmp_p
     # the wrong channel count fails first; the call with three channels shows the number called as a layer
     run(path, "PatchClassifier", result)
     assert result["init_args"]["transformer"] == "Passthrough()" and result["input_shapes"][0][1] == 3  # type: ignore[index]
+
+
+def test_a_block_that_redefines_train_is_still_probed(tmp_path: Path) -> None:
+    from nnrag.validator.probe import run
+
+    path = tmp_path / "explainer.py"
+    path.write_text(textwrap.dedent("""
+        from torch import nn
+        class Explainer(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.mask = nn.Linear(dim, dim)
+            def train(self, epoch, model, x):  # fits the explanation, not a mode switch
+                raise RuntimeError("not called by a probe")
+            def forward(self, x):
+                return self.mask(x).sigmoid() * x
+        """))
+    result: dict[str, object] = {}
+    run(path, "Explainer", result)
+    assert result["backward"] is True

@@ -242,7 +242,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         result["init_args"] = shown
         result["stage"] = "forward"
         progress("forward")
-        model.eval()
+        _set_mode(model, False)
         found = None
         if call is not None:
             try:
@@ -386,6 +386,17 @@ def _oversized(cls: type, kwargs: dict[str, Any]) -> int | None:
     return n if n > _MAX_PARAMS else None
 
 
+def _set_mode(model: nn.Module, training: bool) -> None:
+    """Training or evaluation mode, through the block's own ``train`` (which may keep norms frozen),
+    or by the flags alone when ``train`` was redefined for something else (an explainer's
+    ``train(epoch, model, x, edge_index)``)."""
+    try:
+        model.train(training)
+    except TypeError:
+        for m in model.modules():
+            m.training = training
+
+
 def _differentiable(a: torch.Tensor, grad: bool) -> torch.Tensor:
     a = a.detach()
     return a.requires_grad_(True).clone() if grad else a
@@ -395,7 +406,7 @@ def _backward(model: nn.Module, args: list[Any], kw: dict[str, Any]) -> bool | N
     """One backward pass; None when nothing in the output is differentiable."""
     errors: list[BaseException] = []
     for train in (True, False):
-        model.train(train)
+        _set_mode(model, train)
         model.zero_grad(set_to_none=True)
         # only the first input asks for a gradient: a loss's target is data, not a variable; it is
         # a non-leaf (a clone of the leaf) so a block whose first op is in place (x.mul_) still runs
