@@ -938,3 +938,16 @@ def test_a_block_that_redefines_train_is_still_probed(tmp_path: Path) -> None:
     result: dict[str, object] = {}
     run(path, "Explainer", result)
     assert result["backward"] is True
+
+
+class MaskedUpdate(nn.Module):
+    def forward(self, current: torch.Tensor, reference: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.where(mask, current - reference, current)
+
+
+def test_a_required_mask_is_tried_as_none_then_as_all_kept() -> None:
+    main = torch.randn(2, 4, 8)
+    calls = list(forward_calls(MaskedUpdate(), main))
+    assert calls[0][0][2] is None
+    args, _ = calls[-1]
+    assert args[2].dtype == torch.bool and bool(args[2].all()) and MaskedUpdate()(*args).shape == main.shape

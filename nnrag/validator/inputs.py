@@ -363,6 +363,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     targets: list[tuple[bool, int | str]] = []  # (is keyword, position or name)
+    masks: list[tuple[bool, int | str]] = []  # required masks, given None first
     optional: dict[str, Any] = {}  # meta information for parameters that default to None
     where: dict[str, tuple[bool, int | str]] = {}  # companions of the main input: (is keyword, position or name)
     main_name: str | None = None  # the argument the main input is given as
@@ -404,6 +405,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = (side, side)
         elif "mask" in n:
             value = None
+            masks.append((p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args)))
         elif n in ("batch", "index", "idx") or _INDEX_NAME.fullmatch(n) or n in ("i", "j", "k") and "Tensor" in str(p.annotation):
             # a graph's batch vector, a scatter's target index, DimeNet's ``i``/``idx_kj`` into the rows
             value = torch.zeros(main.shape[0], dtype=torch.long)
@@ -434,8 +436,17 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     if optional:  # a detector that post-processes fails without them; a model that stacks labels, with
         yield args, {**kwargs, **optional}
     bound = {p.name for p in params[:len(args)]} | set(kwargs) | set(optional)
-    if filled := _none_filled(params, main, bound):
+    filled = _none_filled(params, main, bound)
+    if filled:
         yield args, {**kwargs, **optional, **filled}
+    if masks:  # a required mask the forward uses (``torch.where(mask, ...)``): everything kept
+        a, kw = list(args), {**kwargs, **optional, **filled}
+        for keyword, at in masks:
+            if keyword:
+                kw[at] = torch.ones(main.shape, dtype=torch.bool)  # type: ignore[index]
+            else:
+                a[at] = torch.ones(main.shape, dtype=torch.bool)  # type: ignore[index]
+        yield a, kw
     if not targets:
         return
     for target in _target_variants(main):
