@@ -19,6 +19,7 @@ from .inputs import GRAPH_NODES
 _CHANNELS_WANTED = re.compile(r"to have (\d+) channels|\b(?:have|has|with|expects?|supports?) (\d+) channels?\b(?! instead)"
                               r"|channel\w*(?: dimensions?)? ?(>) ?1\b")
 _NORMALIZED = re.compile(r"normalized_shape=\[([\d, ]+)\]")
+_GOT_SIZE = re.compile(r"but got input of size ?\[[\d, ]*?(\d+)\]")  # its last axis
 _MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _UNPACK = re.compile(r"(?:too many|not enough) values to unpack \(expected (\d)")
 _RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
@@ -108,6 +109,12 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         out += [("float", (2, t) + ns), ("float", (2, s, s) + ns)]
         if len(ns) == 1:
             out.append(("float", (2, ns[0], s, s)))
+            # the normalized width made from the channels (patches of ``p`` steps times ``c``
+            # channels): the channels scaled as much as the width must be
+            got = _GOT_SIZE.search(text)
+            width = int(got.group(1)) if got else 0
+            if len(shape) >= 3 and width and (shape[1] * ns[0]) % width == 0 and width != ns[0]:
+                out.append((kind, (shape[0], shape[1] * ns[0] // width) + shape[2:]))
     if m := _MATMUL.search(text):
         k = int(m.group(3))
         out += [(kind, shape[:-1] + (k,)), ("float", (2, t, k)), ("float", (2, k)), ("float", (2, k, s, s))]
