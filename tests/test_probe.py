@@ -949,8 +949,30 @@ class MaskedUpdate(nn.Module):
 
 
 def test_a_required_mask_is_tried_as_none_then_as_all_kept() -> None:
-    main = torch.randn(2, 4, 8)
+    main = torch.randn(2, 4, 8, 8)
     calls = list(forward_calls(MaskedUpdate(), main))
     assert calls[0][0][2] is None
     args, _ = calls[-1]
     assert args[2].dtype == torch.bool and bool(args[2].all()) and MaskedUpdate()(*args).shape == main.shape
+    tokens = torch.randn(2, 4, 8)  # a mask over tokens covers (batch, tokens)
+    assert list(forward_calls(MaskedUpdate(), tokens))[-1][0][2].shape == (2, 4)
+
+
+def test_a_model_output_read_by_field_is_given_as_an_object_with_that_field(tmp_path: Path) -> None:
+    from nnrag.validator.probe import run
+
+    path = tmp_path / "pooler.py"
+    path.write_text(textwrap.dedent("""
+        from torch import nn
+        class MeanPooler(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.proj = nn.Linear(dim, dim)
+            def forward(self, x, attention_mask):
+                masked = x.last_hidden_state * attention_mask.unsqueeze(-1)
+                return self.proj(masked.sum(dim=1) / attention_mask.sum(-1, keepdim=True))
+        """))
+    result: dict[str, object] = {}
+    run(path, "MeanPooler", result)
+    hidden = result["input_shapes"][0]["last_hidden_state"]  # type: ignore[index]
+    assert result["input_shapes"][1] == hidden[:2] and result["backward"] is True  # type: ignore[index]

@@ -232,6 +232,9 @@ def _annotations(name: str, main: torch.Tensor) -> Any:
     return None
 
 
+FIELDS = "fields:"  # the kind of an input read by field, as a model's output object is
+
+
 def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
     """The input a candidate (kind, shape) stands for: a tensor, for ``graph`` a graph batch of
     ``shape = (nodes, features)``, for ``images`` a list of ``shape[0]`` images, for ``boxes``
@@ -243,6 +246,8 @@ def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
     if kind == "boxes":  # corners in [0, 1], each box's far corner beyond its near one
         near = torch.rand(shape[:-1] + (shape[-1] // 2,)) * 0.5
         return torch.cat([near, near + 0.1 + 0.4 * torch.rand_like(near)], dim=-1)
+    if kind.startswith(FIELDS):  # "fields:last_hidden_state,pooler_output": one tensor per field
+        return SimpleNamespace(**{name: torch.randn(shape) for name in kind.removeprefix(FIELDS).split(",")})
     if kind == "uint8":  # an image as stored: bytes
         return torch.randint(0, 256, shape, dtype=torch.uint8)
     if kind.startswith("long"):
@@ -441,11 +446,12 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         yield args, {**kwargs, **optional, **filled}
     if masks:  # a required mask the forward uses (``torch.where(mask, ...)``): everything kept
         a, kw = list(args), {**kwargs, **optional, **filled}
+        kept = torch.ones(main.shape[:2] if main.dim() == 3 else main.shape, dtype=torch.bool)  # tokens: (B, T)
         for keyword, at in masks:
             if keyword:
-                kw[at] = torch.ones(main.shape, dtype=torch.bool)  # type: ignore[index]
+                kw[at] = kept  # type: ignore[index]
             else:
-                a[at] = torch.ones(main.shape, dtype=torch.bool)  # type: ignore[index]
+                a[at] = kept  # type: ignore[index]
         yield a, kw
     if not targets:
         return

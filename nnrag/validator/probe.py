@@ -20,7 +20,7 @@ from torch import nn
 from . import record as R
 from .arguments import Sizes, constructor_attempts, is_depth
 from .repairs import forward_repairs, repairs
-from .inputs import forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
+from .inputs import FIELDS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
 from .usage.recipes import Resolver, Unrecordable, call_args, dump
 from .sandbox import SandboxViolation
@@ -316,7 +316,13 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
         tried.add((kind, shape))
         main = make_tensor(kind, shape)
         repaired = False
-        calls = [([main], {})] if kind.startswith("graph") or kind == "images" else forward_calls(model, main, kwargs)
+        if kind.startswith("graph") or kind == "images":
+            calls: Any = [([main], {})]
+        elif kind.startswith(FIELDS):  # the other arguments as for the first field's tensor
+            inner = next(iter(vars(main).values()))
+            calls = (([main, *a[1:]], kw) for a, kw in forward_calls(model, inner, kwargs) if a and a[0] is inner)
+        else:
+            calls = forward_calls(model, main, kwargs)
         for i, (args, kw) in enumerate(calls):
             if i >= _CALLS_PER_INPUT or not (budget.left() or local == _TRIES_PER_MODEL):
                 break

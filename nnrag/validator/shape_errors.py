@@ -13,7 +13,7 @@ import re
 
 from .arguments import Sizes
 from .documented import Documented, dims_of, shape_of
-from .inputs import GRAPH_NODES
+from .inputs import FIELDS, GRAPH_NODES
 
 
 _CHANNELS_WANTED = re.compile(r"to have (\d+) channels|\b(?:have|has|with|expects?|supports?) (\d+) channels?\b(?! instead)"
@@ -26,6 +26,7 @@ _RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
 _EMBED = re.compile(r"expecting embedding dimension of (\d+)")  # torch's multi-head attention
 _ONE_SAMPLE = re.compile(r"\b(?:1|one) batch size|batch size (?:of |must be |should be )?(?:1|one)\b", re.IGNORECASE)
 _GRAPH_ATTRIBUTE = re.compile(r"'Tensor' object has no attribute '(?:x|edge_index|edge_attr|batch|num_nodes|num_graphs)'")
+_FIELD = re.compile(r"'(?:Tensor|(?:types\.)?SimpleNamespace)' object has no attribute '([a-z_]\w*)'")
 _MODEL_SIDE = re.compile(r"doesn't match model \((\d+)")
 # Shapes a block's own checks state: "Expected shape: ['B', '1', 'H', 'W']", "a shape of (*, 3, H, W)",
 # "we expect BxCxHxW"
@@ -173,6 +174,11 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             out.append((kind, shape[:-1] + (fixed,)))
     if _GRAPH_ATTRIBUTE.search(text):  # the forward reads a graph batch: node features of the current width
         out.append(("graph", (GRAPH_NODES, shape[-1] if len(shape) == 2 else ch)))
+    elif (m := _FIELD.search(text)) and not kind.startswith("graph"):
+        # a model output read by field (``x.last_hidden_state``): an object whose fields are inputs
+        fields = kind.removeprefix(FIELDS).split(",") if kind.startswith(FIELDS) else []
+        if m.group(1) not in fields and len(fields) < 4:
+            out.append((FIELDS + ",".join([*fields, m.group(1)]), shape))
     if "uint8" in text and kind != "uint8":  # "image must have dtype torch.uint8"
         out.append(("uint8", shape))
     if kind == "graph" and ("Long" in text or "indices" in text or "Embedding" in text):
