@@ -976,3 +976,13 @@ def test_a_model_output_read_by_field_is_given_as_an_object_with_that_field(tmp_
     run(path, "MeanPooler", result)
     hidden = result["input_shapes"][0]["last_hidden_state"]  # type: ignore[index]
     assert result["input_shapes"][1] == hidden[:2] and result["backward"] is True  # type: ignore[index]
+
+
+class Flagged(nn.Module):
+    def forward(self, x: torch.Tensor, multimask_output: bool) -> torch.Tensor:
+        return x[:, :1] if not multimask_output else x
+
+
+def test_a_required_flag_is_given_false() -> None:
+    args, _ = next(forward_calls(Flagged(), torch.randn(2, 3)))
+    assert args[1] is False

@@ -420,6 +420,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = _rois(main)
         elif n == "indices":  # index 0 is a valid position in any unpooled output
             value = torch.zeros(main.shape, dtype=torch.long)
+        elif p.annotation in (bool, "bool"):  # a flag (``multimask_output: bool``)
+            value = False
         elif n in ("var", "variance", "std"):
             value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
         else:
