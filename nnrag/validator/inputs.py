@@ -408,6 +408,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         elif n in ("hw_shape", "hw", "size", "feat_size", "shape", "x_size", "spatial_shape"):
             side = int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
             value = (side, side)
+        elif p.annotation in (bool, "bool"):  # a flag (``multimask_output: bool``), never a mask
+            value = False
         elif "mask" in n:
             value = None
             masks.append((p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args)))
@@ -420,8 +422,6 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = _rois(main)
         elif n == "indices":  # index 0 is a valid position in any unpooled output
             value = torch.zeros(main.shape, dtype=torch.long)
-        elif p.annotation in (bool, "bool"):  # a flag (``multimask_output: bool``)
-            value = False
         elif n in ("var", "variance", "std"):
             value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
         else:
