@@ -346,7 +346,7 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
 
 
 def _is_main(arg: Any, main: torch.Tensor) -> bool:
-    """The main input, or a loss's prediction drawn in its place (same shape, values in [0, 1])."""
+    """The main input, or a loss's prediction drawn in its place (same shape and dtype)."""
     return arg is main or isinstance(arg, torch.Tensor) and arg.shape == main.shape and arg.dtype == main.dtype
 
 

@@ -147,8 +147,7 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             boxes = "box" in text.lower() and stated[-1] in (4, 6)
             out.append(("boxes" if boxes else "float", stated))
     if (m := _SPATIAL_AXES.search(text)) and "channels" in text:  # a displacement field: one channel per axis
-        n = int(m.group(1))
-        out.append(("float", (2, n) + (s if n < 3 else 8,) * n))
+        out.append(("float", _of_rank(int(m.group(1)) + 2, int(m.group(1)), s)))
     if m := _MODEL_SIDE.search(text):
         side = int(m.group(1))
         out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
