@@ -986,3 +986,18 @@ class Flagged(nn.Module):
 def test_a_required_flag_is_given_false() -> None:
     args, _ = next(forward_calls(Flagged(), torch.randn(2, 3)))
     assert args[1] is False
+
+
+class NoPostNorm(nn.Module):
+    def __init__(self, num_layers: int, post_norm_cfg: dict | None = dict(type="LN")) -> None:  # noqa: B006
+        super().__init__()
+        if post_norm_cfg is not None:
+            raise ValueError(f"There is not post_norm in {type(self).__name__}")
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(num_layers))
+
+
+def test_an_option_on_by_default_the_message_rules_out_is_turned_off() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    _, kwargs, error = _instantiate(NoPostNorm, {"num_layers": 1}, Sizes())
+    assert error is None and kwargs == {"num_layers": 1, "post_norm_cfg": None}

@@ -87,6 +87,7 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         yield from _named_unset(cls, kwargs, text, sizes)
     if isinstance(error, (AssertionError, ValueError)):
         yield from _relations(cls, kwargs, text)
+        yield from _named_default_off(cls, kwargs, text)
     if m := _PARITY.search(text):  # "window_length must be odd": the integers the message names, one up
         odd = m.group(1) == "odd"
         yield {k: v + 1 for k, v in _ints(kwargs).items() if k in text and v % 2 != odd}
@@ -150,6 +151,23 @@ def _named_unset(cls: type, kwargs: dict[str, Any], text: str, sizes: Sizes) -> 
     hints = init_hints(cls)
     change = {p.name: guess_value(p.name, hints.get(p.name, p.annotation), sizes, cls) for p in params
               if p.name in words and p.name not in kwargs and _unset(p.default)}
+    if change:
+        yield change
+
+
+_OPTION_SUFFIX = re.compile(r"_(?:cfg|config|layer|type|name|kwargs)$")
+
+
+def _named_default_off(cls: type, kwargs: dict[str, Any], text: str) -> Iterator[dict[str, Any]]:
+    """An option on by default that the message says the class has no use for ("There is not
+    post_norm in DeformableDetrTransformerDecoder" for ``post_norm_cfg=dict(type='LN')``): off."""
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return
+    words = set(_IDENTIFIER.findall(text))
+    change = {p.name: None for p in params if p.name not in kwargs and isinstance(p.default, (dict, str))
+              and ((stem := _OPTION_SUFFIX.sub("", p.name)) in words and len(stem) >= 4)}
     if change:
         yield change
 
