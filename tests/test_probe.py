@@ -1001,3 +1001,24 @@ def test_an_option_on_by_default_the_message_rules_out_is_turned_off() -> None:
 
     _, kwargs, error = _instantiate(NoPostNorm, {"num_layers": 1}, Sizes())
     assert error is None and kwargs == {"num_layers": 1, "post_norm_cfg": None}
+
+
+def test_a_dict_input_gets_the_keys_the_forward_reads(tmp_path: Path) -> None:
+    from nnrag.validator.probe import run
+
+    path = tmp_path / "head.py"
+    path.write_text(textwrap.dedent("""
+        from typing import Dict
+        import torch
+        from torch import nn
+        class TwoLevelHead(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.low = nn.Conv2d(channels, 4, 1)
+                self.high = nn.Conv2d(channels, 4, 1)
+            def forward(self, input: Dict[str, torch.Tensor]) -> torch.Tensor:
+                return self.low(input["low"]) + self.high(input["high"]).mean((2, 3), keepdim=True)
+        """))
+    result: dict[str, object] = {}
+    run(path, "TwoLevelHead", result)
+    assert {"low", "high"} <= set(result["input_shapes"][0]) and result["backward"] is True  # type: ignore[index]

@@ -323,7 +323,8 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
             calls = (([main, *a[1:]], kw) for a, kw in forward_calls(model, inner, kwargs) if a and a[0] is inner)
         else:
             calls = forward_calls(model, main, kwargs)
-        for i, (args, kw) in enumerate(calls):
+        pending: deque[tuple[list[Any], dict[str, Any]]] = deque()  # calls an error asked for, tried next
+        for i, (args, kw) in enumerate(_then(pending, calls)):
             if i >= _CALLS_PER_INPUT or not (budget.left() or local == _TRIES_PER_MODEL):
                 break
             budget.tries -= 1
@@ -340,9 +341,32 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                 if not repaired and args and _is_main(args[0], main):  # the plain call's error, not a per-level one's
                     repaired = True
                     queue.extendleft(reversed(input_repairs(e, kind, shape, sizes, channels)))
+                if (keyed := _with_key(args, e)) is not None:
+                    pending.append((keyed, kw))
                 continue
             return (args, kw, out), None
     return None, first
+
+
+def _then(pending: deque[Any], calls: Any) -> Iterator[Any]:
+    """The calls, each followed by the ones its error asked for."""
+    for call in calls:
+        while pending:
+            yield pending.popleft()
+        yield call
+    while pending:
+        yield pending.popleft()
+
+
+def _with_key(args: list[Any], error: BaseException) -> list[Any] | None:
+    """A dict input that lacks the key the forward read (``input["low"]`` of a segmentation head,
+    ``data["image0"]`` of a matcher): the arguments again, the dict with that key added (a copy of
+    its first value)."""
+    if not (isinstance(error, KeyError) and error.args and isinstance(key := error.args[0], str) and args
+            and isinstance(given := args[0], dict) and given and key not in given and len(given) < 8):
+        return None
+    value = next(iter(given.values()))
+    return [{**given, key: value.clone() if isinstance(value, torch.Tensor) else value}, *args[1:]]
 
 
 def _is_main(arg: Any, main: torch.Tensor) -> bool:
