@@ -306,7 +306,7 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return 2
     if n == "dtype" or n.endswith("_dtype"):
         return torch.float32
-    if n in ("in_shape", "input_shape", "data_shape"):  # a sample's shape, channels first
+    if n == "in_shape":  # a sample's shape, channels first (MONAI's classifiers and autoencoders)
         return (s.dim, s.spatial, s.spatial)
     if n in ("img_size", "image_size", "resolution", "input_resolution", "feat_size", "size", "img_shape", "grid_size"):
         return s.spatial

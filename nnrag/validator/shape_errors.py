@@ -114,8 +114,8 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             # channels): the channels scaled as much as the width must be
             got = _GOT_SIZE.search(text)
             width = int(got.group(1)) if got else 0
-            if len(shape) >= 3 and width and (shape[1] * ns[0]) % width == 0 and width != ns[0]:
-                out.append((kind, (shape[0], shape[1] * ns[0] // width) + shape[2:]))
+            if len(shape) == 3 and width > ns[0] and (shape[1] * ns[0]) % width == 0:  # (B, C, L), fewer channels
+                out.append((kind, (shape[0], shape[1] * ns[0] // width, shape[2])))
     if m := _MATMUL.search(text):
         k = int(m.group(3))
         out += [(kind, shape[:-1] + (k,)), ("float", (2, t, k)), ("float", (2, k)), ("float", (2, k, s, s))]
