@@ -18,6 +18,7 @@ from .inputs import FIELDS, GRAPH_NODES
 
 _CHANNELS_WANTED = re.compile(r"to have (\d+) channels|\b(?:have|has|with|expects?|supports?) (\d+) channels?\b(?! instead)"
                               r"|channel\w*(?: dimensions?)? ?(>) ?1\b")
+_CHANNELS_GOT = re.compile(r"but got (\d+) channels")
 _NORMALIZED = re.compile(r"normalized_shape=\[([\d, ]+)\]")
 _GOT_SIZE = re.compile(r"but got input of size ?\[[\d, ]*?(\d+)\]")  # its last axis
 _MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
@@ -105,6 +106,12 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     if m := _CHANNELS_WANTED.search(text):
         n = 1 if m.group(3) else int(m.group(1) or m.group(2))
         out.append((kind, (shape[0], n) + shape[2:] if len(shape) >= 3 else (2, n, s, s)))
+        got = _CHANNELS_GOT.search(text)
+        have = int(got.group(1)) if got else 0
+        if len(shape) >= 3 and have and have != shape[1] and (shape[1] * n) % have == 0:
+            # the layer sees the input joined with others (``cat([moving, fixed])``): each one's
+            # share of the channels it wants
+            out.append((kind, (shape[0], shape[1] * n // have) + shape[2:]))
     if m := _NORMALIZED.search(text):
         ns = tuple(int(x) for x in m.group(1).split(",") if x.strip())
         out += [("float", (2, t) + ns), ("float", (2, s, s) + ns)]
