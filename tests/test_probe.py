@@ -1025,3 +1025,19 @@ def test_a_dict_input_gets_the_keys_the_forward_reads(tmp_path: Path) -> None:
     result: dict[str, object] = {}
     run(path, "TwoLevelHead", result)
     assert {"low", "high"} <= set(result["input_shapes"][0]) and result["backward"] is True  # type: ignore[index]
+
+
+class WrapsLoss(nn.Module):
+    def __init__(self, loss) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        if not callable(loss):
+            raise ValueError("The loss function is not callable.")
+        self.loss = loss
+
+
+def test_an_argument_a_check_says_must_be_callable_gets_a_layer() -> None:
+    from nnrag.validator.arguments import Passthrough
+    from nnrag.validator.probe import _instantiate
+
+    _, kwargs, error = _instantiate(WrapsLoss, {"loss": 16}, Sizes())
+    assert error is None and isinstance(kwargs["loss"], Passthrough)

@@ -500,6 +500,11 @@ def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> I
     if re.search(r"'(int|float|str)' object is not callable", text):
         for k in _named_in_line(_candidate_frames(cls, error), kwargs):
             yield {k: nn.Identity}
+    elif "not callable" in text:  # a check of its own: "The loss function is not callable."
+        words = set(_IDENTIFIER.findall(text))
+        named = {k: Passthrough() for k, v in kwargs.items() if k in words and not callable(v)}
+        if named:
+            yield named
     # a guessed layer class called as a builder with more arguments than it takes:
     # ``conv_builder(inplanes, planes, midplanes, stride)`` given ``nn.ReLU``
     if m := re.search(r"(\w+)\.__init__\(\) takes .* positional arguments? but \d+ were given", text):
