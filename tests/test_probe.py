@@ -859,6 +859,7 @@ def test_inputs_take_the_ranks_channels_and_kinds_checks_state() -> None:
     kind, shape = first("we support only boxes with shape [N,4] or [N,6], got boxes with shape torch.Size([2, 16]).", (2, 16))
     boxes = make_tensor(kind, shape)
     assert (kind, shape) == ("boxes", (4, 4)) and bool((boxes[:, 2:] > boxes[:, :2]).all()) and boxes.min() >= 0 and boxes.max() <= 1
+    assert first("Input size should be 256 x 256 when using HoVerNetMode.FAST", (2, 3, 16, 16)) == ("float", (2, 3, 256, 256))
     # two inputs joined before the first convolution: each one's share of the channels
     joined = RuntimeError("Given groups=1, weight of size [16, 2, 3, 3], expected input[2, 4, 16, 16] to have 2 channels, but got 4 channels instead")
     assert ("float", (2, 1, 16, 16)) in input_repairs(joined, "float", (2, 2, 16, 16), sizes, 16)

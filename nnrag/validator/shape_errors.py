@@ -28,7 +28,7 @@ _EMBED = re.compile(r"expecting embedding dimension of (\d+)")  # torch's multi-
 _ONE_SAMPLE = re.compile(r"\b(?:1|one) batch size|batch size (?:of |must be |should be )?(?:1|one)\b", re.IGNORECASE)
 _GRAPH_ATTRIBUTE = re.compile(r"'Tensor' object has no attribute '(?:x|edge_index|edge_attr|batch|num_nodes|num_graphs)'")
 _FIELD = re.compile(r"'(?:Tensor|(?:types\.)?SimpleNamespace)' object has no attribute '([a-z_]\w*)'")
-_MODEL_SIDE = re.compile(r"doesn't match model \((\d+)")
+_MODEL_SIDE = re.compile(r"doesn't match model \((\d+)|(?:size|resolution) (?:should|must) be (\d+) ?[x*×] ?\d+")
 # Shapes a block's own checks state: "Expected shape: ['B', '1', 'H', 'W']", "a shape of (*, 3, H, W)",
 # "we expect BxCxHxW"
 _SHAPE_SPECS = (re.compile(r"[Ee]xpected shape: \[([^\]]*)\]"), re.compile(r"shape of \(([^)]*)\)"),
@@ -156,7 +156,7 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     if (m := _SPATIAL_AXES.search(text)) and "channels" in text:  # a displacement field: one channel per axis
         out.append(("float", _of_rank(int(m.group(1)) + 2, int(m.group(1)), s)))
     if m := _MODEL_SIDE.search(text):
-        side = int(m.group(1))
+        side = int(m.group(1) or m.group(2))
         out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
     if "Output size is too small" in text or "can't be greater than actual input size" in text:
         # pooled away by a deep stack: the sizes the architecture was designed for
