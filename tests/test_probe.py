@@ -1042,3 +1042,24 @@ def test_an_argument_a_check_says_must_be_callable_gets_a_layer() -> None:
 
     _, kwargs, error = _instantiate(WrapsLoss, {"loss": 16}, Sizes())
     assert error is None and isinstance(kwargs["loss"], Passthrough)
+
+
+def _final_convs(in_channels: int, channels) -> nn.Sequential:  # type: ignore[no-untyped-def]
+    layers = []
+    for c in channels:  # a sequence of widths, given an integer by a guess
+        layers.append(nn.Conv2d(in_channels, c, 1))
+        in_channels = c
+    return nn.Sequential(*layers)
+
+
+class FinalConvs(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, final_conv_channels) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.final = _final_convs(out_channels, final_conv_channels)
+
+
+def test_a_helper_parameter_is_traced_to_the_argument_its_caller_passed() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    _, kwargs, error = _instantiate(FinalConvs, {"in_channels": 16, "out_channels": 16, "final_conv_channels": 16}, Sizes())
+    assert error is None and kwargs["final_conv_channels"] == [16, 16] and kwargs["out_channels"] == 16

@@ -459,9 +459,30 @@ def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
         if local in ints:
             wanted[local] = kind
         elif local in frames[0].f_locals:
-            wanted.update((k, kind) for k in _holding(set(ints), kwargs, frames[0].f_locals[local], local, str(error)))
+            owners = (_holding(set(ints), kwargs, frames[0].f_locals[local], local, str(error))
+                      or _passed_as(frames, local, set(ints)))
+            wanted.update((k, kind) for k in owners)
     if wanted:
         yield {k: kind([ints[k], ints[k]]) for k, kind in wanted.items()}
+
+
+def _passed_as(frames: list[FrameType], local: str, names: set[str]) -> list[str]:
+    """The arguments named in what the caller passed for the parameter ``local`` of the innermost
+    function (``_create_final_conv(out, dims, self.final_conv_channels)`` for ``channels``): the
+    argument a helper's parameter holds when several hold an equal number."""
+    if len(frames) < 2 or (stmt := _failing_statement(frames[1])) is None:
+        return []
+    code = frames[0].f_code
+    params = code.co_varnames[:code.co_argcount]
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == code.co_name:
+            at = params.index(local) - (1 if params[:1] == ("self",) else 0) if local in params else -1
+            given = (node.args[at] if 0 <= at < len(node.args) and not isinstance(node.args[at], ast.Starred)
+                     else next((k.value for k in node.keywords if k.arg == local), None))
+            if given is not None:
+                words = set(_IDENTIFIER.findall(ast.unparse(given)))
+                return [k for k in names if k in words]
+    return []
 
 
 def _lengths(kwargs: dict[str, Any], text: str) -> Iterator[dict[str, Any]]:
