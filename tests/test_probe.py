@@ -1063,3 +1063,14 @@ def test_a_helper_parameter_is_traced_to_the_argument_its_caller_passed() -> Non
 
     _, kwargs, error = _instantiate(FinalConvs, {"in_channels": 16, "out_channels": 16, "final_conv_channels": 16}, Sizes())
     assert error is None and kwargs["final_conv_channels"] == [16, 16] and kwargs["out_channels"] == 16
+
+
+class LastMessage(nn.Module):
+    def forward(self, msg: torch.Tensor, index: torch.Tensor, t: torch.Tensor, dim_size: int) -> torch.Tensor:
+        return msg.new_zeros((dim_size, msg.size(-1))).index_add_(0, index, msg * t[:, None])
+
+
+def test_the_rows_a_scatter_writes_are_a_number() -> None:
+    main = torch.randn(5, 3)
+    args, _ = next(forward_calls(LastMessage(), main))
+    assert args[3] == 5 and LastMessage()(*args).shape == (5, 3)

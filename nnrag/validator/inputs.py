@@ -408,6 +408,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         elif n in ("hw_shape", "hw", "size", "feat_size", "shape", "x_size", "spatial_shape"):
             side = int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
             value = (side, side)
+        elif n in ("dim_size", "num_nodes", "num_segments", "num_groups"):  # rows a scatter writes: one per input row
+            value = main.shape[0]
         elif p.annotation in (bool, "bool"):  # a flag (``multimask_output: bool``), never a mask
             value = False
         elif "mask" in n:
