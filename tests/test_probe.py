@@ -17,6 +17,17 @@ from nnrag.validator.inputs import forward_calls, input_shapes
 from nnrag.validator.shape_errors import input_repairs
 
 
+def _probed(tmp_path: Path, source: str, class_name: str) -> dict[str, object]:
+    """The probe's record of ``class_name`` from a file holding ``source``, run in process."""
+    from nnrag.validator.probe import run
+
+    path = tmp_path / "blocks.py"
+    path.write_text(textwrap.dedent(source))
+    result: dict[str, object] = {}
+    run(path, class_name, result)
+    return result
+
+
 class Deep(nn.Module):
     def __init__(self, dim: int, depth: int = 12, depths: tuple[int, ...] = (2, 2, 6, 2)) -> None:
         super().__init__()
@@ -895,11 +906,7 @@ def test_arguments_take_the_parity_and_kind_the_code_needs() -> None:
     assert next(constructor_attempts(Sampled))[1] == {"in_shape": (16, 16, 16), "dtype": torch.float32}
 
 
-def test_forward_errors_rebuild_the_arguments_they_show_were_guessed_wrong(tmp_path: Path) -> None:
-    from nnrag.validator.probe import run
-
-    path = tmp_path / "blocks.py"
-    path.write_text(textwrap.dedent("""
+_GUESSED_WRONG = """
         import torch
         from torch import nn
         class FromReference(nn.Module):
@@ -917,21 +924,19 @@ def test_forward_errors_rebuild_the_arguments_they_show_were_guessed_wrong(tmp_p
                 self.transformer = transformer
             def forward(self, img):
                 return self.transformer(self.embed(img).flatten(2).transpose(1, 2)).mean(1)
-        """))
-    result: dict[str, object] = {}
-    run(path, "FromReference", result)  # the reference rebuilt in the input's shape
+        """
+
+
+def test_forward_errors_rebuild_the_arguments_they_show_were_guessed_wrong(tmp_path: Path) -> None:
+    result = _probed(tmp_path, _GUESSED_WRONG, "FromReference")  # the reference rebuilt in the input's shape
     assert result["input_shapes"] == [list(result["input_shapes"][0])] and result["backward"]  # type: ignore[index]
-    result = {}
     # the wrong channel count fails first; the call with three channels shows the number called as a layer
-    run(path, "PatchClassifier", result)
+    result = _probed(tmp_path, _GUESSED_WRONG, "PatchClassifier")
     assert result["init_args"]["transformer"] == "Passthrough()" and result["input_shapes"][0][1] == 3  # type: ignore[index]
 
 
 def test_a_block_that_redefines_train_is_still_probed(tmp_path: Path) -> None:
-    from nnrag.validator.probe import run
-
-    path = tmp_path / "explainer.py"
-    path.write_text(textwrap.dedent("""
+    result = _probed(tmp_path, """
         from torch import nn
         class Explainer(nn.Module):
             def __init__(self, dim):
@@ -941,9 +946,7 @@ def test_a_block_that_redefines_train_is_still_probed(tmp_path: Path) -> None:
                 raise RuntimeError("not called by a probe")
             def forward(self, x):
                 return self.mask(x).sigmoid() * x
-        """))
-    result: dict[str, object] = {}
-    run(path, "Explainer", result)
+        """, "Explainer")
     assert result["backward"] is True
 
 
@@ -963,10 +966,7 @@ def test_a_required_mask_is_tried_as_none_then_as_all_kept() -> None:
 
 
 def test_a_model_output_read_by_field_is_given_as_an_object_with_that_field(tmp_path: Path) -> None:
-    from nnrag.validator.probe import run
-
-    path = tmp_path / "pooler.py"
-    path.write_text(textwrap.dedent("""
+    result = _probed(tmp_path, """
         from torch import nn
         class MeanPooler(nn.Module):
             def __init__(self, dim):
@@ -975,9 +975,7 @@ def test_a_model_output_read_by_field_is_given_as_an_object_with_that_field(tmp_
             def forward(self, x, attention_mask):
                 masked = x.last_hidden_state * attention_mask.unsqueeze(-1)
                 return self.proj(masked.sum(dim=1) / attention_mask.sum(-1, keepdim=True))
-        """))
-    result: dict[str, object] = {}
-    run(path, "MeanPooler", result)
+        """, "MeanPooler")
     hidden = result["input_shapes"][0]["last_hidden_state"]  # type: ignore[index]
     assert result["input_shapes"][1] == hidden[:2] and result["backward"] is True  # type: ignore[index]
 
@@ -1008,10 +1006,7 @@ def test_an_option_on_by_default_the_message_rules_out_is_turned_off() -> None:
 
 
 def test_a_dict_input_gets_the_keys_the_forward_reads(tmp_path: Path) -> None:
-    from nnrag.validator.probe import run
-
-    path = tmp_path / "head.py"
-    path.write_text(textwrap.dedent("""
+    result = _probed(tmp_path, """
         from typing import Dict
         import torch
         from torch import nn
@@ -1022,9 +1017,7 @@ def test_a_dict_input_gets_the_keys_the_forward_reads(tmp_path: Path) -> None:
                 self.high = nn.Conv2d(channels, 4, 1)
             def forward(self, input: Dict[str, torch.Tensor]) -> torch.Tensor:
                 return self.low(input["low"]) + self.high(input["high"]).mean((2, 3), keepdim=True)
-        """))
-    result: dict[str, object] = {}
-    run(path, "TwoLevelHead", result)
+        """, "TwoLevelHead")
     assert {"low", "high"} <= set(result["input_shapes"][0]) and result["backward"] is True  # type: ignore[index]
 
 

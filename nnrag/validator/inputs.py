@@ -449,24 +449,21 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     if filled:
         yield args, {**kwargs, **optional, **filled}
     if masks:  # a required mask the forward uses (``torch.where(mask, ...)``): everything kept
-        a, kw = list(args), {**kwargs, **optional, **filled}
         kept = torch.ones(main.shape[:2] if main.dim() == 3 else main.shape, dtype=torch.bool)  # tokens: (B, T)
-        for keyword, at in masks:
-            if keyword:
-                kw[at] = kept  # type: ignore[index]
-            else:
-                a[at] = kept  # type: ignore[index]
-        yield a, kw
-    if not targets:
-        return
-    for target in _target_variants(main):
-        a, kw = list(args), dict(kwargs)
-        for keyword, where in targets:
-            if keyword:
-                kw[where] = target  # type: ignore[index]
-            else:
-                a[where] = target  # type: ignore[index]
-        yield a, kw
+        yield _placed(args, {**kwargs, **optional, **filled}, masks, kept)
+    for target in _target_variants(main) if targets else []:
+        yield _placed(args, kwargs, targets, target)
+
+
+def _placed(args: list[Any], kwargs: dict[str, Any], where: list[tuple[bool, int | str]], value: Any) -> tuple[list[Any], dict[str, Any]]:
+    """Copies of the arguments with ``value`` at each (is keyword, position or name) of ``where``."""
+    a, kw = list(args), dict(kwargs)
+    for keyword, at in where:
+        if keyword:
+            kw[at] = value  # type: ignore[index]
+        else:
+            a[at] = value  # type: ignore[index]
+    return a, kw
 
 
 def shapes(value: Any, depth: int = 0) -> Any:
