@@ -874,6 +874,12 @@ def test_inputs_take_the_ranks_channels_and_kinds_checks_state() -> None:
     # two inputs joined before the first convolution: each one's share of the channels
     joined = RuntimeError("Given groups=1, weight of size [16, 2, 3, 3], expected input[2, 4, 16, 16] to have 2 channels, but got 4 channels instead")
     assert ("float", (2, 1, 16, 16)) in input_repairs(joined, "float", (2, 2, 16, 16), sizes, 16)
+    # an unbatched 3-D input read as one sample of 2 channels is not a joined input
+    unbatched = RuntimeError("Given groups=1, weight of size [32, 3, 3, 3], expected input[1, 2, 16, 32] to have 3 channels, but got 2 channels instead")
+    assert input_repairs(unbatched, "float", (2, 16, 32), sizes, 16) == [("float", (2, 3, 32))]
+    # a video cut into tubelets: 3 channels x 4 x 4 x 4 is the normalized width
+    tubelets = RuntimeError("Given normalized_shape=[192], expected input with shape [*, 192], but got input of size[2, 2, 4, 1024]")
+    assert ("float", (2, 3, 8, 8, 8)) in input_repairs(tubelets, "float", (2, 16, 8, 8, 8), sizes, 16)
     # a 1-D signal cut into patches of 4 steps: the normalized width is 4 x channels
     width = RuntimeError("Given normalized_shape=[12], expected input with shape [*, 12], but got input of size[2, 3, 64]")
     assert ("float", (2, 3, 12)) in input_repairs(width, "float", (2, 16, 12), sizes, 16)

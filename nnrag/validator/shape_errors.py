@@ -19,6 +19,7 @@ from .inputs import FIELDS, GRAPH_NODES
 _CHANNELS_WANTED = re.compile(r"to have (\d+) channels|\b(?:have|has|with|expects?|supports?) (\d+) channels?\b(?! instead)"
                               r"|channel\w*(?: dimensions?)? ?(>) ?1\b")
 _CHANNELS_GOT = re.compile(r"but got (\d+) channels")
+_LAYER_INPUT = re.compile(r"expected input\[([\d, ]+)\]")
 _NORMALIZED = re.compile(r"normalized_shape=\[([\d, ]+)\]")
 _GOT_SIZE = re.compile(r"but got input of size ?\[[\d, ]*?(\d+)\]")  # its last axis
 _MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
@@ -106,9 +107,12 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     if m := _CHANNELS_WANTED.search(text):
         n = 1 if m.group(3) else int(m.group(1) or m.group(2))
         out.append((kind, (shape[0], n) + shape[2:] if len(shape) >= 3 else (2, n, s, s)))
-        got = _CHANNELS_GOT.search(text)
+        got, seen = _CHANNELS_GOT.search(text), _LAYER_INPUT.search(text)
         have = int(got.group(1)) if got else 0
-        if len(shape) >= 3 and have and have != shape[1] and (shape[1] * n) % have == 0:
+        layer_input = tuple(int(d) for d in seen.group(1).split(",")) if seen else ()
+        # more channels than ours, in a batch like ours (an unbatched 3-D input reads as one sample)
+        if (len(shape) >= 3 and have > shape[1] and (shape[1] * n) % have == 0
+                and len(layer_input) == len(shape) and layer_input[0] == shape[0]):
             # the layer sees the input joined with others (``cat([moving, fixed])``): each one's
             # share of the channels it wants
             out.append((kind, (shape[0], shape[1] * n // have) + shape[2:]))
@@ -121,8 +125,8 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             # channels): the channels scaled as much as the width must be
             got = _GOT_SIZE.search(text)
             width = int(got.group(1)) if got else 0
-            if len(shape) == 3 and width > ns[0] and (shape[1] * ns[0]) % width == 0:  # (B, C, L), fewer channels
-                out.append((kind, (shape[0], shape[1] * ns[0] // width, shape[2])))
+            if len(shape) >= 3 and width > ns[0] and (shape[1] * ns[0]) % width == 0:  # fewer channels, never more
+                out.append((kind, (shape[0], shape[1] * ns[0] // width) + shape[2:]))
     if m := _MATMUL.search(text):
         k = int(m.group(3))
         out += [(kind, shape[:-1] + (k,)), ("float", (2, t, k)), ("float", (2, k)), ("float", (2, k, s, s))]
