@@ -90,7 +90,8 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         yield from _named_default_off(cls, kwargs, text)
     if m := _PARITY.search(text):  # "window_length must be odd": the integers the message names, one up
         odd = m.group(1) == "odd"
-        yield {k: v + 1 for k, v in _ints(kwargs).items() if k in text and v % 2 != odd}
+        named = set(_IDENTIFIER.findall(text))
+        yield {k: v + 1 for k, v in _ints(kwargs).items() if k in named and v % 2 != odd}
     if "floating point" in text and "require gradients" in text:  # a tensor made from a guessed integer
         named = _named_in_line(_candidate_frames(cls, error), kwargs)
         yield {k: _floats(v) for k, v in kwargs.items() if (k in named or not named) and _floats(v) is not v}
