@@ -97,9 +97,14 @@ def _keep(errors: dict[str, BaseException], stage: str, e: BaseException) -> Non
     """The error a stage reports: its first (the likeliest attempt's), unless a later attempt
     stopped at a module that is not installed (monai's ``optional_import("einops")`` behind a
     guessed size that failed first): what the block needs outranks a wrong guess."""
-    first = errors.get(stage)
-    if first is None or (_names_missing_module(e) and not _names_missing_module(first)):
+    if _outranks(e, errors.get(stage)):
         errors[stage] = e
+
+
+def _outranks(e: BaseException, first: BaseException | None) -> bool:
+    """``e`` is the error to report instead of ``first``: there is none yet, or ``e`` names a
+    module that is not installed and ``first`` does not."""
+    return first is None or _names_missing_module(e) and not _names_missing_module(first)
 
 
 def _names_missing_module(e: BaseException) -> bool:
@@ -336,8 +341,7 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                 _guard(e)
                 if seen is not None and len(seen) < 16 and all(str(e) != str(o) for o in seen):
                     seen.append(e)
-                # a missing module explains the failure better than the shape errors before it (see _keep)
-                first = e if first is None or _names_missing_module(e) and not _names_missing_module(first) else first
+                first = e if _outranks(e, first) else first  # a missing module over the shape errors before it
                 if not repaired and args and _is_main(args[0], main):  # the plain call's error, not a per-level one's
                     repaired = True
                     queue.extendleft(reversed(input_repairs(e, kind, shape, sizes, channels)))

@@ -102,7 +102,8 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     s, t = sizes.spatial, sizes.tokens
     ch = shape[1] if len(shape) >= 2 else c
     out: list[tuple[str, tuple[int, ...]]] = []
-    if _IMAGE_LIST.search(text):  # "images is expected to be a list of 3d tensors of shape [C, H, W]"
+    images = _IMAGE_LIST.search(text) is not None
+    if images:  # "images is expected to be a list of 3d tensors of shape [C, H, W]"
         out.append(("images", (2, 3, 4 * s, 4 * s)))
     if m := _CHANNELS_WANTED.search(text):
         n = 1 if m.group(3) else int(m.group(1) or m.group(2))
@@ -153,7 +154,7 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         out += [(kind, shape[:-1] + (n,)), ("float", (2, t, n))]
     if _ONE_SAMPLE.search(text) and shape and shape[0] != 1:  # "inference only supports 1 batch size"
         out.append((kind, (1,) + shape[1:]))
-    for pattern in () if _IMAGE_LIST.search(text) else _SHAPE_SPECS:  # a list's stated shape is its items'
+    for pattern in () if images else _SHAPE_SPECS:  # a list's stated shape is its items'
         if (m := pattern.search(text)) and (stated := _spec_shape(m.group(1), ch, s)):
             boxes = "box" in text.lower() and stated[-1] in (4, 6)
             out.append(("boxes" if boxes else "float", stated))
