@@ -115,14 +115,32 @@ def test_recorded_usage_validates_them(homes: dict[str, object]) -> None:
     assert entries["BandMix"]["record"]["input_shapes"] == [[2, 8, 8, 6]]  # as the example called it
     assert entries["BandMix"]["record"]["output_shapes"] == [2, 8, 8, 1]
     harvest = homes["report"].harvest  # type: ignore[attr-defined]
-    assert harvest["rescued"] == 6 and harvest["factories"] == 1 and harvest["examples"] == 2 and harvest["passed"] == 1
-    assert homes["report"].passed == homes["guess_report"].passed + 6
+    # six with recorded usage, WindowScorer with a companion
+    assert harvest["rescued"] == 7 and harvest["factories"] == 1 and harvest["examples"] == 2 and harvest["passed"] == 1
+    assert homes["report"].passed == homes["guess_report"].passed + 7
     # built as the passing network built it; its network's record holds how the gate ran it
     assert entries["PlanBlock"]["record"]["init_args"]["plan"] == "(('conv', 8), ('pool', 2), ('conv', 16))"  # type: ignore[index]
     assert entries["PlanBlock"]["record"]["input_shapes"][0][1] == 3  # type: ignore[index]
     assert entries["PlanNet"]["record"]["arguments"] == "guessed" and entries["PlanNet"]["record"]["recipe"]["call"]  # type: ignore[index]
     masked = entries["Masked"]["record"]
     assert masked["init_args"]["encoder"].startswith("Encoder(") and masked["input_shapes"] == [[2, 12]]  # type: ignore[index]  # type: ignore[attr-defined]
+
+
+def test_a_wrapper_gets_a_block_of_its_source(homes: dict[str, object]) -> None:
+    """No usage builds WindowScorer; the guess gives it a number, which has no ``dim``. The second
+    chance finds the source's blocks that set ``self.dim``, adds TokenModel to the file and passes
+    one built as it passed the gate; the forward takes exactly its ``max_seq_len`` tokens."""
+    without = _entries(homes["without"])["WindowScorer"]
+    assert without["status"] == "failed" and "'int' object has no attribute 'dim'" in str(without["message"])
+    entries = _entries(homes["with"])
+    scorer, model = entries["WindowScorer"], entries["TokenModel"]
+    assert scorer["status"] == "validated", scorer["message"]
+    record = scorer["record"]
+    assert record["init_args"]["net"].startswith("TokenModel(")  # type: ignore[index]
+    assert model["status"] == "validated" and record["input_shapes"] == [[2, 24]]  # TokenModel's default context
+    # recorded as built: the model by its own recipe, so a harvest can run the wrapper again
+    assert record["recipe"]["init"]["kwargs"]["net"]["module"]["cls"] == ["upkg.wrappers", "TokenModel"]  # type: ignore[index]
+    assert "class TokenModel(nn.Module):" in (Path(str(homes["with"])) / str(scorer["path"])).read_text()
 
 
 def test_harvest_is_stored_and_not_rerun(homes: dict[str, object]) -> None:
@@ -185,7 +203,7 @@ def test_usage_is_harvested_from_a_wheel_source(tmp_path: Path) -> None:
         zf.writestr("upkg-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: upkg\nVersion: 1.0\n\n{readme}")
     home = tmp_path / "home"
     report = nnrag.build([str(wheel)], home=home, limits=LIMITS)
-    assert report.harvest["rescued"] == 6, report.harvest
+    assert report.harvest["rescued"] == 7, report.harvest  # six by usage, one with a companion
     with connect(Workspace.resolve(home)) as store:
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok, message FROM harvests ORDER BY factory")] == [
             ("upkg-1.0.dist-info/METADATA#0:<readme>", 1, None), ("upkg.blocks:BandMix.__doc__", 1, None),

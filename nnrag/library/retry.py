@@ -19,6 +19,7 @@ from ..validator.record import GATE_VERSION, MISSING_DEPENDENCY, Limits, Validat
 from ..validator.usage import runs as usage
 from ..workspace import Workspace
 from . import records
+from .companions import Finder, wanted_attribute
 from .parents import passing_parents
 from .report import BuildReport
 
@@ -86,6 +87,27 @@ def _with_named(extractors: Extractors, item: Retry, named: usage.Named) -> Retr
     return replace(item, candidate=candidate)
 
 
+def _with_companions(extractors: Extractors, finder: Finder, item: Retry) -> tuple[Retry, list[dict]] | None:
+    """The block re-extracted with the classes of its source that have the attribute its first
+    failure says a guessed argument lacks, and the recorded constructions of those that passed
+    (with the classes those name); None when there are none or the closure fails."""
+    attribute = wanted_attribute(item.first.message)
+    if attribute is None:
+        return None
+    ref = item.candidate.ref
+    found = finder.find(ref.source, ref.qualname, attribute)
+    if not found:
+        return None
+    recipes = [c.recipe for c in found if c.recipe]
+    named = usage.named_by(recipes)
+    classes = frozenset({(c.module, c.qualname) for c in found} | named.classes)
+    closure, assembled, seconds = extractors.extract(ref, named.types, classes)
+    if assembled is None:
+        return None
+    candidate = replace(item.candidate, assembled=assembled, files=closure.files, extract_s=item.candidate.extract_s + seconds)
+    return replace(item, candidate=candidate), recipes
+
+
 def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: list[Retry], report: BuildReport,
                      progress: ProgressFn | None, install: frozenset[str] | None = None,
                      prefer: str = "installed") -> dict[str, object]:
@@ -103,6 +125,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
     retried = rescued = done = 0
 
     extractors = Extractors(db.conn, prefer)
+    finder = Finder(db.conn)
 
     def settle(item: Retry, record: ValidationRecord, requirements: tuple[str, ...], first: Retry | None = None) -> None:
         verdict = item.candidate.verdict(record)
@@ -122,6 +145,9 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             if hints:
                 again = _with_named(extractors, item, usage.named_by(hints))
                 found.append(((item, again), again.candidate.assembled.code, again.candidate.assembled.class_name, hints))
+            elif with_companions := _with_companions(extractors, finder, item):
+                again, recipes = with_companions
+                found.append(((item, again), again.candidate.assembled.code, again.candidate.assembled.class_name, None, recipes))
             else:
                 settle(item, item.first, item.requirements)
         retried += len(found)

@@ -165,9 +165,11 @@ class Gate:
 
     def check_code(self, code: str, class_name: str | None = None, filename: str = "candidate.py",
                    hints: list[dict[str, Any]] | None = None, limits: Limits | None = None,
-                   paths: Sequence[str] = ()) -> ValidationRecord:
+                   paths: Sequence[str] = (), companions: list[dict[str, Any]] | None = None) -> ValidationRecord:
         """Run every stage on ``code``; ``hints`` are recorded usages of the class to try first;
-        ``paths`` are folders the candidate may import from (a vendored package's parent)."""
+        ``paths`` are folders the candidate may import from (a vendored package's parent);
+        ``companions`` are recorded constructions of other classes in the file, which the probe may
+        pass where an argument lacks an attribute they have (see validator/repairs.py)."""
         started = time.perf_counter()
         # Parse and compile run in the worker, beside its fork, so this process (one thread per
         # worker, one GIL) stays free; before any worker is up they run here, so code that cannot
@@ -177,6 +179,8 @@ class Gate:
         request = {"code": code, "filename": filename, "class_name": class_name, "limits": asdict(limits or self.limits)}
         if hints:
             request["hints"] = hints
+        if companions:
+            request["companions"] = companions
         if paths:
             request["paths"] = [str(Path(p).resolve()) for p in paths]
         try:
@@ -208,7 +212,8 @@ class Gate:
         return self.check_code(code, class_name, p.name)
 
     def check_many(self, items: Iterable[tuple[Any, ...]], limits: Limits | None = None) -> Iterator[tuple[T, ValidationRecord]]:
-        """Check ``(key, code, class_name[, hints])`` items on all workers; yields in completion order."""
+        """Check ``(key, code, class_name[, hints[, companions]])`` items on all workers; yields in
+        completion order."""
         todo: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=self.workers * 2)
         done: queue.Queue[tuple[T, ValidationRecord] | BaseException | None] = queue.Queue()
 
@@ -218,9 +223,10 @@ class Gate:
                 if item is None:
                     done.put(None)
                     return
-                key, code, class_name, *hints = item
+                key, code, class_name, *more = item
+                hints, companions = (*more, None, None)[:2]
                 try:
-                    done.put((key, self.check_code(code, class_name, hints=hints[0] if hints else None, limits=limits)))
+                    done.put((key, self.check_code(code, class_name, hints=hints, limits=limits, companions=companions)))
                 except BaseException as e:  # a worker that cannot start
                     done.put(e)
 

@@ -72,6 +72,17 @@ def _spatial_hint(kwargs: dict[str, Any], cls: type) -> list[int]:
     return sizes
 
 
+_CONTEXT_NAMES = ("max_seq_len", "seq_len", "context_length", "block_size", "max_length")
+
+
+def _context_lengths(module: nn.Module) -> list[int]:
+    """Sequence lengths a token model states (``max_seq_len`` of it or of the model it wraps):
+    some forwards take exactly that many tokens (``assert n == self.max_seq_len``)."""
+    found = [v for m in (module, *module.children()) for k in _CONTEXT_NAMES
+             if isinstance(v := vars(m).get(k), int) and not isinstance(v, bool) and 1 < v <= 2048]
+    return list(dict.fromkeys(found))
+
+
 GRAPH_NODES = 8  # nodes of the random graph a message-passing layer gets
 _GRAPH_ARGS = ("edge_index", "edges", "adj", "adj_t")
 
@@ -108,6 +119,7 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
             out.append(("float", (2, cin) + (side if rank < 3 else min(side, 16),) * rank))
     elif kind == "embedding":
         out += [(f"long:{first.num_embeddings}", (2, sizes.tokens)), (f"long:{first.num_embeddings}", (2 * sizes.tokens,))]
+        out += [(f"long:{first.num_embeddings}", (2, n)) for n in _context_lengths(module) if n != sizes.tokens]
     elif kind == "linear":
         out += [("float", (2, sizes.tokens, first.in_features)), ("float", (2, first.in_features))]
         out += [("float", (2, first.in_features, s, s))]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import inspect
 import math
@@ -19,10 +20,10 @@ from torch import nn
 
 from . import record as R
 from .arguments import Sizes, constructor_attempts, is_depth
-from .repairs import forward_repairs, repairs
+from .repairs import COMPANIONS, companion_recipes, forward_repairs, repairs
 from .inputs import FIELDS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
-from .usage.recipes import Resolver, Unrecordable, call_args, dump
+from .usage.recipes import Resolver, Unrecordable, call_args, construct, dump
 from .sandbox import SandboxViolation
 
 _MAX_FORWARD_TRIES = 40  # forward calls per candidate, over all constructor attempts
@@ -187,19 +188,23 @@ def _recipe(init: dict[str, Any] | None, kwargs: dict[str, Any], args: list[Any]
     """How the block was built and called, as recipes another process rebuilds (see
     usage.recipes): the harvest runs a passing block so, to record how it builds and calls the
     blocks inside it. Empty when a value has no recipe (a layer instance the probe built)."""
+    built = companion_recipes()  # layers given to it: the source's blocks, built from their own recipes
     try:
-        made = init or {"args": [], "kwargs": {k: dump(v, {}) for k, v in kwargs.items()}}
+        made = init or {"args": [], "kwargs": {k: dump(v, built) for k, v in kwargs.items()}}
         return {"init": made, "call": {"args": [dump(a, {}) for a in args], "kwargs": {k: dump(v, {}) for k, v in kw.items()}}}
     except (Unrecordable, RuntimeError, TypeError, ValueError):  # a tensor whose range cannot be read
         return {}
 
 
 def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Callable[[str], None] = lambda s: None,
-        hints: list[dict[str, Any]] | None = None, compiled: CodeType | None = None) -> None:
+        hints: list[dict[str, Any]] | None = None, compiled: CodeType | None = None,
+        companions: list[dict[str, Any]] | None = None) -> None:
     """Fill ``result`` stage by stage; raises StageFailure on the first failing stage.
 
     ``hints`` are usage entries recorded by the harvest (see harvest.py), tried before any guess;
-    ``compiled`` is the file's code object when the caller compiled it already.
+    ``compiled`` is the file's code object when the caller compiled it already; ``companions``
+    are constructions of other classes of the file (``{"cls": [module, qualname], "args",
+    "kwargs"}`` recipes) the repairs may pass as arguments.
     """
     # the CPU generator only: torch.manual_seed would also queue a lazy CUDA seeding, formatting a
     # stack trace (~6 ms of a trivial candidate's ~40)
@@ -221,6 +226,9 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     result["stage"] = "instantiate"
     progress("instantiate")
     cls = _find_class(module, path, class_name)
+    if companions:
+        resolve = Resolver(vars(module), _importable(path))
+        COMPANIONS.set(tuple((c, functools.partial(construct, c, resolve)) for c in companions))
     result["class_name"] = cls.__qualname__
     errors: dict[str, BaseException] = {}  # the first error of each stage: the likeliest attempt's
     budget = _Budget(_MAX_FORWARD_TRIES, _SEARCH_S)

@@ -128,7 +128,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
                 sys.path[:0] = request["paths"]
             filename = request.get("filename") or "candidate.py"
             probe.run(folder / filename, request.get("class_name"), result, lambda stage: _progress(report_fd, stage),
-                      request.get("hints"), compiled)
+                      request.get("hints"), compiled, request.get("companions"))
             result["ok"] = True
         except probe.StageFailure as e:
             result.update(stage=e.stage, code=e.code, message=str(e)[:2000])
