@@ -218,7 +218,8 @@ def test_registry_configs_are_chosen_statically(tmp_path: Path) -> None:
         "TinyDetector", "Normalizer", "StageStack", "ScoreHead", "AbsLoss"}
     assert model_types((root / "regpkg/configs/overrides_only.py").read_text()) == set()
     assert model_types("default_scope = 'x'\n") is None
-    assert choose(root, 10) == ["regpkg/configs/tiny_detector.py"]  # the override names nothing new
+    # the override names nothing new
+    assert choose(root, 10) == ["regpkg/configs/tiny_detector.py", "regpkg/configs/sampled_detector.py"]
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "a.py").write_text("model = dict(type='A', head=dict(type='H'))\n")
     (tmp_path / "configs" / "b.py").write_text("model = dict(type='B', head=dict(type='H'), neck=dict(type='N'))\n")
@@ -232,7 +233,9 @@ def test_registry_configs_supply_usage(tmp_path: Path) -> None:
     """A package built on mmengine's registry (the corpus holds mmengine itself, from PyPI) has no
     model factories: its configs are built by the registry in the harvest, in an environment with
     what the distributions declare, and the recorded arguments rescue blocks whose guesses fail,
-    including a head whose config asks the registry for a class no statement of its file names."""
+    including a head whose config asks the registry for a class no statement of its file names,
+    and a detector on mmengine's BaseModel that reads its data samples: the harvest calls it as its
+    test loop does, and the recorded samples are rebuilt as the class they were."""
     import zipfile
 
     wheel = tmp_path / "regpkg-1.0-py3-none-any.whl"
@@ -242,13 +245,13 @@ def test_registry_configs_supply_usage(tmp_path: Path) -> None:
         zf.writestr("regpkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: regpkg\nVersion: 1.0\n"
                     "Requires-Dist: mmengine-lite\n")
     home = tmp_path / "home"
-    blocks = {"StageStack", "ScoreHead", "TinyDetector"}
+    blocks = {"StageStack", "ScoreHead", "TinyDetector", "SampledDetector"}
     guessed = nnrag.build([str(wheel), "pypi:mmengine-lite==0.10.7"], home=tmp_path / "guess", limits=LIMITS,
                           names=blocks, harvest=False, search=False, requirements="install")
     assert guessed.passed == 0, guessed.failures
     report = nnrag.build([str(wheel), "pypi:mmengine-lite==0.10.7"], home=home, limits=LIMITS, names=blocks,
                          search=False, requirements="install")
-    assert report.harvest["configs"] == 1 and report.harvest["rescued"] == 3, report.harvest
+    assert report.harvest["configs"] == 2 and report.harvest["rescued"] == 4, report.harvest
     entries = _entries(home)
     assert {n for n in blocks if entries[n]["status"] == "validated"} == blocks
     head = (home / str(entries["ScoreHead"]["path"])).read_text()
@@ -262,8 +265,13 @@ def test_registry_configs_supply_usage(tmp_path: Path) -> None:
         recorded = usage.hints(store.conn, "regpkg", "regpkg.models.TinyDetector")
     assert [e["scope"] for e in recorded] == ["regpkg"]
     with connect(Workspace.resolve(home)) as store:
-        assert [tuple(r) for r in store.conn.execute("SELECT factory, ok FROM harvests WHERE factory LIKE '%<config>'")] == [
-            ("regpkg/configs/tiny_detector.py:<config>", 1)]
+        assert [tuple(r) for r in store.conn.execute("SELECT factory, ok FROM harvests WHERE factory LIKE '%<config>' ORDER BY factory")] == [
+            ("regpkg/configs/sampled_detector.py:<config>", 1), ("regpkg/configs/tiny_detector.py:<config>", 1)]
+    sampled = entries["SampledDetector"]["record"]
+    assert sampled["arguments"] == "recorded" and sampled["output_shapes"] == [1, 4]  # one score per channel
+    # called with the recorded batch: its data sample rebuilt as the class it was, copied into the file
+    sample = sampled["recipe"]["call"]["kwargs"]["data_samples"]["list"][0]  # type: ignore[index]
+    assert sample["object"] == ["nnrag_candidate", "BaseDataElement"] and "img_shape" in sample["state"]["_metainfo_fields"]["set"]
 
 
 _IMPORTS_WHAT_IS_NOT_THERE = '''
@@ -313,3 +321,19 @@ def test_harvest_imports_a_package_with_an_unbuilt_extension(tmp_path: Path) -> 
     assert record["ok"], record
     assert record["usage"]["liftpkg.models.Lifted"][0]["init"]["args"] == [{"v": 6}]
     assert not mark.exists() and not result.get("violations"), result
+
+
+def test_recipes_keep_small_integer_tensors_and_sets() -> None:
+    """A deformable attention's level shapes and start indices must come back as they were, not
+    as fresh random integers in their range; a data sample's field names are a set."""
+    import torch
+
+    from nnrag.validator.usage.recipes import Resolver, dump, load
+
+    resolve = Resolver({}, lambda module: False)
+    shapes = torch.tensor([[32, 32], [16, 16], [8, 8]])
+    again = load(dump(shapes, {}), resolve)
+    assert again.dtype == torch.int64 and again.tolist() == shapes.tolist()
+    big = load(dump(torch.arange(1000), {}), resolve)  # too many to keep: drawn again within the range
+    assert big.shape == (1000,) and int(big.min()) >= 0 and int(big.max()) <= 999
+    assert load(dump({"img_shape", "pad_shape"}, {}), resolve) == {"img_shape", "pad_shape"}

@@ -26,6 +26,7 @@ import sys
 import time
 import traceback
 import types
+import typing
 from typing import Any, Callable
 
 import torch
@@ -164,12 +165,61 @@ def _call(model: nn.Module, kind: Any) -> None:
         model(torch.rand(kind))
 
 
+# a detector's smallest level stays above a 3x3 kernel, DINO keeps 900 of its tokens; SSD wants 300
+_BATCH_SIDES = (256, 512)
+
+
+def _sample_class(model: nn.Module, base: type) -> type:
+    """The data-sample class the model's forward declares (``data_samples: List[DetDataSample]``),
+    else the base every one derives from."""
+    try:
+        hint = typing.get_type_hints(type(model).forward).get("data_samples")
+    except Exception:  # noqa: BLE001 - annotations that do not resolve here
+        hint = None
+    stack = [hint]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, type) and issubclass(t, base):
+            return t
+        stack.extend(typing.get_args(t))
+    return base
+
+
+def _run_batch(model: nn.Module) -> None:
+    """An mmengine model called as its test loop calls it: a batch of images with data samples
+    that carry the meta information heads read (image and padded shapes, scale), put through
+    the model's own data preprocessor, then the forward pass that returns the raw outputs."""
+    from mmengine.structures import BaseDataElement
+
+    for n in _BATCH_SIDES:
+        side = (n, n)
+        meta = {"img_shape": side, "ori_shape": side, "pad_shape": side, "batch_input_shape": side,
+                "scale_factor": (1.0, 1.0), "img_id": 0, "flip": False}
+        sample = _sample_class(model, BaseDataElement)(metainfo=meta)
+        data = model.data_preprocessor({"inputs": [torch.randint(0, 256, (3, *side), dtype=torch.uint8)], "data_samples": [sample]}, False)
+        try:
+            model(**data, mode="tensor")
+            return
+        except RuntimeError as e:
+            if n == _BATCH_SIDES[-1] or "size" not in str(e):
+                raise
+
+
 def _exercise(model: Any) -> str | None:
     """Run a forward pass on the first input shape that fits; the error text when none does."""
     if not isinstance(model, nn.Module):
         return f"the factory returned {type(model).__name__}, not a module"
     model.eval()
     first: str | None = None
+    if isinstance(getattr(model, "data_preprocessor", None), nn.Module) and callable(getattr(model, "test_step", None)):
+        try:
+            with torch.no_grad():
+                _run_batch(model)
+            return None
+        except FactoryTimeout:
+            raise
+        except Exception as e:
+            first = f"{type(e).__name__}: {e}"[:300]
     for kind in _INPUTS:
         try:
             with torch.no_grad():

@@ -26,6 +26,7 @@ from torch import nn
 
 _MAX_DEPTH = 8
 _MAX_ITEMS = 256
+_MAX_VALUES = 64  # integer tensors up to this size are recorded by value
 
 
 class Unrecordable(Exception):
@@ -55,6 +56,9 @@ def dump(value: Any, instances: dict[int, dict[str, Any]], depth: int = 0) -> An
         if value.numel():
             v = value.detach()
             info["lo"], info["hi"] = float(v.min()), float(v.max())
+            if not v.is_floating_point() and not v.is_complex() and v.dtype != torch.bool and v.numel() <= _MAX_VALUES:
+                # sizes and offsets (a detector's level shapes and start indices) must be these values
+                info["values"] = v.flatten().tolist()
         return info
     if isinstance(value, torch.dtype):
         return {"dtype": str(value).removeprefix("torch.")}
@@ -65,6 +69,10 @@ def dump(value: Any, instances: dict[int, dict[str, Any]], depth: int = 0) -> An
         if made is None:
             raise Unrecordable(f"{type(value).__name__} instance built before recording")
         return {"module": made}
+    if isinstance(value, (set, frozenset)):  # a data sample's field names
+        if len(value) > _MAX_ITEMS or not all(isinstance(v, (str, int)) for v in value):
+            raise Unrecordable("set too long or of complex items")
+        return {"set": sorted(value, key=repr)}
     if isinstance(value, (tuple, list)):
         if len(value) > _MAX_ITEMS:
             raise Unrecordable("sequence too long")
@@ -137,6 +145,8 @@ def load(recipe: Any, resolve: Resolver) -> Any:
         return tuple(load(r, resolve) for r in recipe["tuple"])
     if "list" in recipe:
         return [load(r, resolve) for r in recipe["list"]]
+    if "set" in recipe:
+        return set(recipe["set"])
     if "dict" in recipe:
         return OrderedDict((k, load(v, resolve)) for k, v in recipe["dict"])
     if "enum" in recipe:
@@ -175,6 +185,8 @@ def construct(recipe: dict[str, Any], resolve: Resolver) -> Any:
 def _tensor(recipe: dict[str, Any]) -> torch.Tensor:
     shape = tuple(recipe["tensor"])
     dtype = getattr(torch, recipe["dtype"], torch.float32)
+    if "values" in recipe:
+        return torch.tensor(recipe["values"], dtype=dtype).reshape(shape)
     lo, hi = recipe.get("lo", 0.0), recipe.get("hi", 1.0)
     if dtype == torch.bool:
         return torch.rand(shape) > 0.5

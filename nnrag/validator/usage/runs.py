@@ -281,22 +281,26 @@ def named_by(entries: list[dict[str, Any]]) -> Named:
     types: set[str] = set()
     classes: set[tuple[str, str]] = set()
 
-    def walk(recipe: Any) -> None:
+    def walk(recipe: Any, objects: bool) -> None:
         if isinstance(recipe, dict):
             pairs = recipe.get("dict")
             for key, value in pairs if isinstance(pairs, list) else []:
                 if key == "type" and isinstance(value, dict) and isinstance(value.get("v"), str):
                     types.add(value["v"].rsplit(".", 1)[-1])
-            # not the class of a settings object: an object with its attributes stands in for it
-            for key in ("ref", "enum", "cls"):
+            # not the class of a settings object given to the constructor: an object with its
+            # attributes stands in for it. An object given to forward is data (a detector's data
+            # samples), whose class computes what the block reads (``sample.metainfo``).
+            for key in ("ref", "enum", "cls", "object") if objects else ("ref", "enum", "cls"):
                 named = recipe.get(key)
                 if isinstance(named, list) and len(named) == 2 and all(isinstance(x, str) for x in named):
                     classes.add((named[0], named[1]))
             for value in recipe.values():
-                walk(value)
+                walk(value, objects)
         elif isinstance(recipe, list):
             for value in recipe:
-                walk(value)
+                walk(value, objects)
 
-    walk(entries)
+    for entry in entries:
+        walk(entry.get("init"), False)
+        walk(entry.get("call"), True)
     return Named(frozenset(types), frozenset(classes))
