@@ -138,32 +138,51 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
         report.count(item.candidate.ref.source, record.ok, record.code)
 
     def check(src: str, items: list[Retry], checker: "Gate", requirements: tuple[str, ...]) -> None:
+        """Recorded usage first; a block it does not pass (or that has none) and whose guess lacked
+        an attribute gets the source's companions next."""
         nonlocal retried, rescued, done
-        found = []
+        found, companions, hinted = [], [], set()
         for item in items:
             hints = usage.hints(db.conn, src, item.candidate.ref.qualname)
             if hints:
                 again = _with_named(extractors, item, usage.named_by(hints))
                 found.append(((item, again), again.candidate.assembled.code, again.candidate.assembled.class_name, hints))
-            elif with_companions := _with_companions(extractors, finder, item):
-                again, recipes = with_companions
-                found.append(((item, again), again.candidate.assembled.code, again.candidate.assembled.class_name, None, recipes))
             else:
-                settle(item, item.first, item.requirements)
+                companions.append(item)
         retried += len(found)
         for (item, again), record in checker.check_many(found, retry_limits(checker.limits)):
             # stored with the file that passed, or that shows what the real model needs (a compiled
             # extension its recorded configuration builds), which says more than a guess's failure
             if record.ok or record.code == MISSING_DEPENDENCY:
                 settle(again, record, requirements, item)
+                finished(record.ok)
             else:
                 log.info("%s: recorded usage did not pass either: %s %s", again.candidate.ref.qualname, record.code,
                          "".join((record.message or "").strip().splitlines()[-1:]))
+                companions.append(item)
+                hinted.add(id(item))
+        found = []
+        for item in companions:
+            if with_companions := _with_companions(extractors, finder, item):
+                again, recipes = with_companions
+                found.append(((item, again), again.candidate.assembled.code, again.candidate.assembled.class_name, None, recipes))
+            else:
                 settle(item, item.first, item.requirements)
-            rescued += record.ok
-            done += 1
-            if progress:
-                progress("retry", done, len(retry))
+                finished(False)
+        retried += sum(id(key[0]) not in hinted for key, *_ in found)  # each block counted once
+        for (item, again), record in checker.check_many(found, retry_limits(checker.limits)):
+            if record.ok:
+                settle(again, record, requirements, item)
+            else:
+                settle(item, item.first, item.requirements)
+            finished(record.ok)
+
+    def finished(ok: bool) -> None:
+        nonlocal rescued, done
+        rescued += ok
+        done += 1
+        if progress:
+            progress("retry", done, len(retry))
 
     for src, items in sorted(by_source.items()):
         requirements = tuple(sorted({r for item in items for r in item.requirements}))
