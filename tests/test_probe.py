@@ -1073,3 +1073,46 @@ def test_the_rows_a_scatter_writes_are_a_number() -> None:
     main = torch.randn(5, 3)
     args, _ = next(forward_calls(LastMessage(), main))
     assert args[3] == 5 and LastMessage()(*args).shape == (5, 3)
+
+
+_BUILT_INSIDE = """
+import torch
+from torch import nn
+
+
+class Window(nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.max_len = net.max_len
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x[:, : self.max_len])
+
+
+class Model(nn.Module):
+    def __init__(self, dim, max_len=8):
+        super().__init__()
+        self.max_len = max_len
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+class Outer(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.inner = Window(model)
+
+    def forward(self, x):
+        return self.inner(x)
+"""
+
+
+def test_an_attribute_read_inside_a_class_the_block_builds_names_its_argument(tmp_path: Path) -> None:
+    """``Window(model)`` reads ``net.max_len``: the traceback's line names ``net``, not the guessed
+    ``model``; the call in the frame above says which argument ``net`` holds."""
+    result = _probed(tmp_path, _BUILT_INSIDE, "Outer")
+    assert result["stage"] == "backward", result
+    assert str(result["init_args"]["model"]).startswith("Model(")  # type: ignore[index]

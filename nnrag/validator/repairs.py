@@ -444,7 +444,11 @@ def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes
     text = str(error)
     if (m := _NO_ATTRIBUTE.search(text)) and m.group(2) not in _STR_METHODS:
         kind, attribute = m.groups()
-        owners = [k for k in _named_in_line(_candidate_frames(cls, error), kwargs) if type(kwargs[k]).__name__ == kind]
+        frames = _candidate_frames(cls, error)
+        owners = [k for k in _named_in_line(frames, kwargs) if type(kwargs[k]).__name__ == kind]
+        if not owners and frames:  # read inside a class the block builds with it: ``AutoregressiveWrapper(model)``
+            owners = [k for local, value in frames[0].f_locals.items() if type(value).__name__ == kind
+                      for k in _passed_as(frames, local, set(kwargs)) if type(kwargs[k]).__name__ == kind]
     elif m := _WANTS_ATTRIBUTE.search(text):
         attribute = m.group(1) or m.group(2)
         owners = [k for k in kwargs if k in text]
@@ -529,8 +533,11 @@ def _passed_as(frames: list[FrameType], local: str, names: set[str]) -> list[str
         return []
     code = frames[0].f_code
     params = code.co_varnames[:code.co_argcount]
+    called = {code.co_name}
+    if code.co_name == "__init__" and "self" in frames[0].f_locals:  # a class built inside: ``Wrapper(model)``
+        called.add(type(frames[0].f_locals["self"]).__name__)
     for node in ast.walk(stmt):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == code.co_name:
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in called:
             at = params.index(local) - (1 if params[:1] == ("self",) else 0) if local in params else -1
             given = (node.args[at] if 0 <= at < len(node.args) and not isinstance(node.args[at], ast.Starred)
                      else next((k.value for k in node.keywords if k.arg == local), None))
