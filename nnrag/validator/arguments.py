@@ -6,11 +6,13 @@ Everything here runs inside the sandbox, with torch already imported by the warm
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import enum
 import inspect
 import re
 import sys
+import textwrap
 import typing
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -479,3 +481,11 @@ def _attempts(cls: type, sig: inspect.Signature, usable: list[inspect.Parameter]
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a.keys() == b.keys() and all(type(a[k]) is type(b[k]) and repr(a[k]) == repr(b[k]) for k in a)
+
+
+def source_tree(obj: Any) -> ast.AST | None:
+    """The parsed source of a function or class; None where it has none (built-ins, exec'd code)."""
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(obj)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None

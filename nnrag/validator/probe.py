@@ -20,7 +20,8 @@ from torch import nn
 
 from . import record as R
 from .arguments import Sizes, constructor_attempts, is_depth
-from .repairs import COMPANIONS, companion_recipes, forward_repairs, repairs
+from .companions import COMPANIONS, companion_recipes
+from .repairs import forward_repairs, repairs
 from .inputs import FIELDS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
 from .usage.recipes import Resolver, Unrecordable, call_args, construct, dump

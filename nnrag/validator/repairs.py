@@ -15,16 +15,16 @@ import ast
 import inspect
 import re
 import sys
-import textwrap
 import traceback
-from contextvars import ContextVar
 from types import FrameType
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
 
-from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, module_instance, passed_through
+from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, passed_through
+from .arguments import source_tree as _tree
+from .companions import having
 
 
 _UNPACKED = re.compile(r"(?:not enough|too many) values to unpack \(expected (\d+), got (\d+)\)")
@@ -261,13 +261,6 @@ def _compared(tree: ast.AST, name: str, scope: dict[str, Any], owners: frozenset
     return list(dict.fromkeys(found))
 
 
-def _tree(obj: Any) -> ast.AST | None:
-    try:
-        return ast.parse(textwrap.dedent(inspect.getsource(obj)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return None
-
-
 def _candidate_frames(cls: type, error: BaseException) -> list[FrameType]:
     """Frames of the traceback in the file that defines ``cls`` or one of its bases (torchvision's
     ``ResNet`` under an encoder built on it), innermost first."""
@@ -332,10 +325,6 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
 
 # --- the attribute the code reads off a guessed value ---------------------------------------
 
-# Builders of the instances a request's companions describe (see nnrag.library.companions): set by
-# the probe for one candidate; read deep inside the repairs, which every construction runs.
-COMPANIONS: ContextVar[tuple[tuple[dict[str, Any], Callable[[], Any]], ...]] = ContextVar("companions", default=())
-_BUILT: ContextVar[dict[int, tuple[Any, dict[str, Any]]] | None] = ContextVar("built companions", default=None)
 _NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 _WANTS_ATTRIBUTE = re.compile(r"(?:contain|expose|have|has) an? (?:attribute '?(\w+)'?|'(\w+)' attribute)")
 
@@ -350,74 +339,6 @@ def _named_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]
     return [k for k in kwargs if k in words]
 
 
-def _having(cls: type, attribute: str, sizes: Sizes, reads: frozenset[str] = frozenset()) -> Iterator[Any]:
-    """Values that have ``attribute``: layer classes defining it (``expansion`` of a residual block)
-    in the candidate's file or the modules its bases come from (torchvision's ``ResNet`` for an
-    encoder built on it); instances of the source's blocks built as they passed the gate
-    (companions), those with most of the other attributes the block ``reads`` off the argument
-    first; then small torch layers whose instances carry it (``out_channels``)."""
-    homes = list(dict.fromkeys(k.__module__ for k in cls.__mro__ if k not in (nn.Module, object)))
-    for home in homes:
-        module = sys.modules.get(home)
-        for value in list(vars(module).values()) if module else ():
-            if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == home
-                    and any(attribute in vars(k) for k in value.__mro__ if k is not nn.Module)):
-                yield value
-    # most of what the block reads off the argument, then the fewest inputs its forward requires
-    built = sorted((v for v in _companions() if hasattr(v, attribute) and not isinstance(v, cls)),
-                   key=lambda v: (-sum(hasattr(v, r) for r in reads), _required_inputs(v)))
-    yield from built
-    # an attribute ``__init__`` sets (``self.max_seq_len = max_seq_len`` of the model a wrapper
-    # takes): an instance of such a class, built from guesses; two at most, each costs a construction
-    guessed = 0
-    for home in homes:
-        module = sys.modules.get(home)
-        for value in list(vars(module).values()) if module else ():
-            if guessed >= 2:
-                break
-            if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == home
-                    and _sets(value, attribute)):
-                guessed += 1
-                instance = module_instance(value, sizes)
-                if instance is not None and hasattr(instance, attribute):
-                    yield instance
-    d = sizes.dim
-    # a backbone reads images: three channels in
-    for layer in (nn.Conv2d(3, d, 3, padding=1), nn.Linear(d, d), nn.LSTM(d, d, batch_first=True)):
-        if hasattr(layer, attribute):
-            yield layer
-
-
-def _companions() -> list[Any]:
-    """The companions' instances, built once per candidate: at their recorded size (a 12-layer
-    transformer) each costs a second."""
-    made = _BUILT.get()
-    if made is None:
-        made = {}
-        for recipe, make in COMPANIONS.get():
-            try:
-                instance = make()
-            except Exception:  # noqa: BLE001 - a companion that does not build here is not offered
-                continue
-            made[id(instance)] = (instance, recipe)
-        _BUILT.set(made)
-    return [instance for instance, _ in made.values()]
-
-
-def companion_recipes() -> dict[int, dict[str, Any]]:
-    """The construction recipe of each companion instance built, by ``id``: a block built with
-    one records how to build it again (see usage.recipes.dump)."""
-    return {key: recipe for key, (_, recipe) in (_BUILT.get() or {}).items()}
-
-
-def _required_inputs(module: nn.Module) -> int:
-    try:
-        parameters = inspect.signature(module.forward).parameters.values()
-    except (TypeError, ValueError):
-        return 0
-    return sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
-
-
 def _read_off(cls: type, name: str) -> frozenset[str]:
     """Attributes the class's own methods read off argument ``name``: ``name.x``, ``self.name.x``,
     and ``self.alias.x`` where ``__init__`` stored it as ``self.alias = name``."""
@@ -429,15 +350,6 @@ def _read_off(cls: type, name: str) -> frozenset[str]:
     return frozenset(n.attr for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Attribute) and (
         isinstance(n.value, ast.Name) and n.value.id == name
         or isinstance(n.value, ast.Attribute) and n.value.attr in aliases and _reads(n.value, n.value.attr)))
-
-
-def _sets(klass: type, attribute: str) -> bool:
-    """Whether ``klass.__init__`` assigns ``self.<attribute>``."""
-    init = vars(klass).get("__init__")
-    tree = _tree(init) if init is not None else None
-    return tree is not None and any(
-        isinstance(n, ast.Attribute) and n.attr == attribute and isinstance(n.ctx, ast.Store)
-        and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(tree))
 
 
 def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
@@ -455,7 +367,7 @@ def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes
     else:
         return
     for k in owners:
-        for value in _having(cls, attribute, sizes, _read_off(cls, k)):
+        for value in having(cls, attribute, sizes, _read_off(cls, k)):
             yield {k: value}
 
 

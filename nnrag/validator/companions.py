@@ -1,0 +1,102 @@
+"""Values that have the attribute a guessed argument lacks: a wrapper reads ``net.attn_layers``
+off the model it is given, a network reads ``block.expansion`` off the block type it is given.
+Classes of the candidate's file that define it, instances of the source's blocks built as they
+passed the gate (companions, see nnrag.library.companions), instances built from guesses, small
+torch layers.
+
+Runs inside the sandbox (torch imported).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator
+
+from torch import nn
+
+from .arguments import Sizes, module_instance, source_tree
+
+# Builders of the instances a request's companions describe (see nnrag.library.companions): set by
+# the probe for one candidate; read deep inside the repairs, which every construction runs.
+COMPANIONS: ContextVar[tuple[tuple[dict[str, Any], Callable[[], Any]], ...]] = ContextVar("companions", default=())
+_BUILT: ContextVar[dict[int, tuple[Any, dict[str, Any]]] | None] = ContextVar("built companions", default=None)
+
+
+def having(cls: type, attribute: str, sizes: Sizes, reads: frozenset[str] = frozenset()) -> Iterator[Any]:
+    """Values that have ``attribute``: layer classes defining it (``expansion`` of a residual block)
+    in the candidate's file or the modules its bases come from (torchvision's ``ResNet`` for an
+    encoder built on it); instances of the source's blocks built as they passed the gate
+    (companions), those with most of the other attributes the block ``reads`` off the argument
+    first; then small torch layers whose instances carry it (``out_channels``)."""
+    homes = list(dict.fromkeys(k.__module__ for k in cls.__mro__ if k not in (nn.Module, object)))
+    for home in homes:
+        module = sys.modules.get(home)
+        for value in list(vars(module).values()) if module else ():
+            if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == home
+                    and any(attribute in vars(k) for k in value.__mro__ if k is not nn.Module)):
+                yield value
+    # most of what the block reads off the argument, then the fewest inputs its forward requires
+    built = sorted((v for v in _companions() if hasattr(v, attribute) and not isinstance(v, cls)),
+                   key=lambda v: (-sum(hasattr(v, r) for r in reads), _required_inputs(v)))
+    yield from built
+    # an attribute ``__init__`` sets (``self.max_seq_len = max_seq_len`` of the model a wrapper
+    # takes): an instance of such a class, built from guesses; two at most, each costs a construction
+    guessed = 0
+    for home in homes:
+        module = sys.modules.get(home)
+        for value in list(vars(module).values()) if module else ():
+            if guessed >= 2:
+                break
+            if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == home
+                    and _sets(value, attribute)):
+                guessed += 1
+                instance = module_instance(value, sizes)
+                if instance is not None and hasattr(instance, attribute):
+                    yield instance
+    d = sizes.dim
+    # a backbone reads images: three channels in
+    for layer in (nn.Conv2d(3, d, 3, padding=1), nn.Linear(d, d), nn.LSTM(d, d, batch_first=True)):
+        if hasattr(layer, attribute):
+            yield layer
+
+
+def _companions() -> list[Any]:
+    """The companions' instances, built once per candidate: at their recorded size (a 12-layer
+    transformer) each costs a second."""
+    made = _BUILT.get()
+    if made is None:
+        made = {}
+        for recipe, make in COMPANIONS.get():
+            try:
+                instance = make()
+            except Exception:  # noqa: BLE001 - a companion that does not build here is not offered
+                continue
+            made[id(instance)] = (instance, recipe)
+        _BUILT.set(made)
+    return [instance for instance, _ in made.values()]
+
+
+def companion_recipes() -> dict[int, dict[str, Any]]:
+    """The construction recipe of each companion instance built, by ``id``: a block built with
+    one records how to build it again (see usage.recipes.dump)."""
+    return {key: recipe for key, (_, recipe) in (_BUILT.get() or {}).items()}
+
+
+def _required_inputs(module: nn.Module) -> int:
+    try:
+        parameters = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return 0
+    return sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+
+def _sets(klass: type, attribute: str) -> bool:
+    """Whether ``klass.__init__`` assigns ``self.<attribute>``."""
+    init = vars(klass).get("__init__")
+    tree = source_tree(init) if init is not None else None
+    return tree is not None and any(
+        isinstance(n, ast.Attribute) and n.attr == attribute and isinstance(n.ctx, ast.Store)
+        and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(tree))
