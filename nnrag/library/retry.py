@@ -140,7 +140,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
     def check(src: str, items: list[Retry], checker: "Gate", requirements: tuple[str, ...]) -> None:
         """Recorded usage first; a block it does not pass (or that has none) and whose guess lacked
         an attribute gets the source's companions next."""
-        nonlocal retried, rescued, done
+        nonlocal retried
         found, companions, hinted = [], [], set()
         for item in items:
             hints = usage.hints(db.conn, src, item.candidate.ref.qualname)

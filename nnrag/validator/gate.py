@@ -169,7 +169,7 @@ class Gate:
         """Run every stage on ``code``; ``hints`` are recorded usages of the class to try first;
         ``paths`` are folders the candidate may import from (a vendored package's parent);
         ``companions`` are recorded constructions of other classes in the file, which the probe may
-        pass where an argument lacks an attribute they have (see validator/repairs.py)."""
+        pass where an argument lacks an attribute they have (see validator/companions.py)."""
         started = time.perf_counter()
         # Parse and compile run in the worker, beside its fork, so this process (one thread per
         # worker, one GIL) stays free; before any worker is up they run here, so code that cannot
