@@ -337,3 +337,34 @@ def test_recipes_keep_small_integer_tensors_and_sets() -> None:
     big = load(dump(torch.arange(1000), {}), resolve)  # too many to keep: drawn again within the range
     assert big.shape == (1000,) and int(big.min()) >= 0 and int(big.max()) <= 999
     assert load(dump({"img_shape", "pad_shape"}, {}), resolve) == {"img_shape", "pad_shape"}
+
+
+_WRAPPER_SOURCE = '''
+class Wrapper(nn.Module):
+    expansion = 4
+
+    def __init__(self, net, mask_id=0):
+        super().__init__()
+        self.net = net
+        self.width = net.dim
+        self.mask_id = mask_id
+
+    def forward(self, x):
+        assert x.shape[1] == self.net.max_seq_len
+        return self.net(x).logits + self.width
+'''
+
+
+def test_attributes_a_class_defines_and_reads_off_its_arguments() -> None:
+    """What companions are chosen by: the attributes a class defines (its body, ``self.x`` in
+    ``__init__``) and those it reads off its constructor's arguments, directly or through
+    ``self.net = net``; a result read off a call (``self.net(x).logits``) is not the argument's."""
+    import ast
+
+    from nnrag.index.attributes import constructor_arguments, defined_by, read_off
+
+    node = ast.parse(_WRAPPER_SOURCE).body[0]
+    assert isinstance(node, ast.ClassDef)
+    assert defined_by(node) == {"expansion", "net", "width", "mask_id"}
+    assert constructor_arguments(node) == {"net", "mask_id"}
+    assert read_off([node], constructor_arguments(node)) == {"dim", "max_seq_len"}

@@ -9,7 +9,7 @@ Runs inside the sandbox (torch imported).
 
 from __future__ import annotations
 
-import ast
+import functools
 import inspect
 import sys
 from contextvars import ContextVar
@@ -17,10 +17,13 @@ from typing import Any, Callable, Iterator
 
 from torch import nn
 
+from ..index.attributes import assigned_on_self
 from .arguments import Sizes, module_instance, source_tree
+from .usage.recipes import construct
 
 # Builders of the instances a request's companions describe (see nnrag.library.companions): set by
-# the probe for one candidate; read deep inside the repairs, which every construction runs.
+# the probe for each candidate (:func:`offer`); read deep inside the repairs, which every
+# construction runs.
 COMPANIONS: ContextVar[tuple[tuple[dict[str, Any], Callable[[], Any]], ...]] = ContextVar("companions", default=())
 _BUILT: ContextVar[dict[int, tuple[Any, dict[str, Any]]] | None] = ContextVar("built companions", default=None)
 
@@ -63,6 +66,14 @@ def having(cls: type, attribute: str, sizes: Sizes, reads: frozenset[str] = froz
             yield layer
 
 
+def offer(companions: list[dict[str, Any]] | None, resolve: Callable[[str, str], Any]) -> None:
+    """The companions of the candidate about to be probed (``{"cls", "args", "kwargs"}`` recipes,
+    rebuilt through ``resolve``); none when it has none. Set for every candidate, so that a process
+    probing several never offers one candidate's instances to the next."""
+    COMPANIONS.set(tuple((c, functools.partial(construct, c, resolve)) for c in companions or ()))
+    _BUILT.set(None)
+
+
 def _companions() -> list[Any]:
     """The companions' instances, built once per candidate: at their recorded size (a 12-layer
     transformer) each costs a second."""
@@ -97,6 +108,4 @@ def _sets(klass: type, attribute: str) -> bool:
     """Whether ``klass.__init__`` assigns ``self.<attribute>``."""
     init = vars(klass).get("__init__")
     tree = source_tree(init) if init is not None else None
-    return tree is not None and any(
-        isinstance(n, ast.Attribute) and n.attr == attribute and isinstance(n.ctx, ast.Store)
-        and isinstance(n.value, ast.Name) and n.value.id == "self" for n in ast.walk(tree))
+    return tree is not None and attribute in assigned_on_self(tree)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import functools
 import importlib.util
 import inspect
 import math
@@ -20,11 +19,11 @@ from torch import nn
 
 from . import record as R
 from .arguments import Sizes, constructor_attempts, is_depth
-from .companions import COMPANIONS, companion_recipes
+from .companions import companion_recipes, offer
 from .repairs import forward_repairs, repairs
 from .inputs import FIELDS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
-from .usage.recipes import Resolver, Unrecordable, call_args, construct, dump
+from .usage.recipes import Resolver, Unrecordable, call_args, dump
 from .sandbox import SandboxViolation
 
 _MAX_FORWARD_TRIES = 40  # forward calls per candidate, over all constructor attempts
@@ -227,9 +226,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     result["stage"] = "instantiate"
     progress("instantiate")
     cls = _find_class(module, path, class_name)
-    if companions:
-        resolve = Resolver(vars(module), _importable(path))
-        COMPANIONS.set(tuple((c, functools.partial(construct, c, resolve)) for c in companions))
+    offer(companions, Resolver(vars(module), _importable(path)))
     result["class_name"] = cls.__qualname__
     errors: dict[str, BaseException] = {}  # the first error of each stage: the likeliest attempt's
     budget = _Budget(_MAX_FORWARD_TRIES, _SEARCH_S)

@@ -24,6 +24,7 @@ from torch import nn
 
 from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, passed_through
 from .arguments import source_tree as _tree
+from ..index.attributes import read_off
 from .companions import having
 
 
@@ -340,16 +341,10 @@ def _named_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]
 
 
 def _read_off(cls: type, name: str) -> frozenset[str]:
-    """Attributes the class's own methods read off argument ``name``: ``name.x``, ``self.name.x``,
-    and ``self.alias.x`` where ``__init__`` stored it as ``self.alias = name``."""
+    """Attributes the class's own methods read off argument ``name``."""
     trees = [t for k in cls.__mro__ if k not in (nn.Module, object) and k.__module__ == cls.__module__
              for v in vars(k).values() if inspect.isfunction(v) and (t := _tree(v)) is not None]
-    aliases = {name} | {t.attr for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Assign)
-                        and isinstance(n.value, ast.Name) and n.value.id == name
-                        for t in n.targets if isinstance(t, ast.Attribute) and _reads(t, t.attr)}
-    return frozenset(n.attr for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Attribute) and (
-        isinstance(n.value, ast.Name) and n.value.id == name
-        or isinstance(n.value, ast.Attribute) and n.value.attr in aliases and _reads(n.value, n.value.attr)))
+    return frozenset(read_off(trees, {name}))
 
 
 def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
