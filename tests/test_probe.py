@@ -1116,3 +1116,54 @@ def test_an_attribute_read_inside_a_class_the_block_builds_names_its_argument(tm
     result = _probed(tmp_path, _BUILT_INSIDE, "Outer")
     assert result["stage"] == "backward", result
     assert str(result["init_args"]["model"]).startswith("Model(")  # type: ignore[index]
+
+
+def test_what_a_failed_assert_asks_for_is_given(tmp_path: Path) -> None:
+    """A bare ``assert``'s condition is the requirement: one sample at a time, a depth above one, a
+    count that is not the placeholder; an abstract loss argument gets a concrete loss, a GPU flag
+    on by default is turned off when forward finds no GPU, a grid size is a tuple of ints."""
+    source = """
+        from typing import Tuple
+        import torch
+        from torch import nn
+        from torch.nn.modules.loss import _Loss
+
+        class OneAtATime(nn.Module):
+            def __init__(self, depth: int, num_classes: int = -1, use_gpu: bool = True) -> None:
+                super().__init__()
+                assert depth > 1
+                self.num_classes = num_classes
+                assert self.num_classes != -1
+                self.proj = nn.Linear(8, num_classes)
+                self.use_gpu = use_gpu
+
+            def forward(self, x):
+                assert x.size()[0] == 1 and x.ndim == 3 and x.shape[-1] == 8
+                if self.use_gpu:
+                    x = x.cuda()
+                return self.proj(x)
+
+        class Weighted(nn.Module):
+            def __init__(self, loss: _Loss) -> None:
+                super().__init__()
+                self.loss = loss
+
+            def forward(self, input, target):
+                return self.loss(input, target) * 2
+
+        class Grid(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(4))
+
+            def forward(self, size: Tuple[int, int]):
+                h, w = size
+                return torch.ones(h, w, 1) * self.scale
+    """
+    one = _probed(tmp_path, source, "OneAtATime")
+    assert one["init_args"] == {"depth": "2", "num_classes": "4", "use_gpu": "False"}, one["init_args"]
+    assert one["input_shapes"] == [[1, 16, 8]] and one["output_shapes"][0] == 1, one["input_shapes"]
+    weighted = _probed(tmp_path, source, "Weighted")
+    assert not weighted["init_args"]["loss"].startswith(("_Loss", "Weighted")), weighted["init_args"]
+    grid = _probed(tmp_path, source, "Grid")
+    assert grid["input_shapes"] == [["int", "int"]] and grid["backward"], grid

@@ -15,6 +15,7 @@ import sys
 import textwrap
 import typing
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Iterator
 
 import torch
@@ -156,7 +157,11 @@ def module_instance(cls: type, s: Sizes) -> Any:
     return _module_value(cls, s, 1)
 
 
-def _module_value(cls: type, s: Sizes, depth: int) -> Any:
+def _module_value(cls: type, s: Sizes, depth: int, owner: type | None = None) -> Any:
+    if cls.forward is nn.Module.forward:  # an abstract base (``loss: _Loss``): a concrete subclass
+        made = next((made for sub in _concrete(cls, owner) if (made := _module_value(sub, s, depth)) is not None), None)
+        if made is not None:
+            return made
     found = _parameters(cls)
     if found is None:
         return None
@@ -165,6 +170,20 @@ def _module_value(cls: type, s: Sizes, depth: int) -> Any:
         return cls(**_guess_required(cls, usable, hints, s, depth + 1))
     except Exception:
         return None
+
+
+def _concrete(cls: type, owner: type | None) -> list[type]:
+    """Public subclasses of ``cls`` that implement ``forward``, those of the owner's module first;
+    never the owner (a wrapper of losses is a loss, and would wrap itself)."""
+    found, todo = [], list(cls.__subclasses__())
+    while todo and len(found) < 32:
+        sub = todo.pop(0)
+        todo += sub.__subclasses__()
+        if sub.forward is not nn.Module.forward and not sub.__name__.startswith("_") \
+                and not (owner is not None and issubclass(sub, owner)):
+            found.append(sub)
+    home = getattr(owner, "__module__", None)
+    return sorted(found, key=lambda sub: sub.__module__ != home)[:8]
 
 
 def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
@@ -247,7 +266,7 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return cls
     made = _dataclass_value(annotation, s, depth)
     if made is None and depth < 2 and isinstance(annotation, type) and issubclass(annotation, nn.Module) and annotation is not nn.Module:
-        made = _module_value(annotation, s, depth)  # ``encoder_layer: TransformerEncoderLayer``
+        made = _module_value(annotation, s, depth, owner)  # ``encoder_layer: TransformerEncoderLayer``
     if made is not None:
         return made
     member = _enum_member(annotation)
@@ -489,3 +508,17 @@ def source_tree(obj: Any) -> ast.AST | None:
         return ast.parse(textwrap.dedent(inspect.getsource(obj)))
     except (OSError, TypeError, SyntaxError, IndentationError):
         return None
+
+
+def failing_statement(frame: FrameType) -> ast.stmt | None:
+    """The innermost statement of a frame's function that holds the line the frame stopped at."""
+    tree = source_tree(frame.f_code)
+    if tree is None:
+        return None
+    line = frame.f_lineno - frame.f_code.co_firstlineno + 1
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found = node if found is None or node.lineno >= found.lineno else found
+    return found

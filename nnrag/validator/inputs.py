@@ -324,6 +324,15 @@ _SEQUENCE_TYPES = ("List[", "Tuple[", "Sequence[", "list[", "tuple[") + _MAPPING
 
 
 _SHAPE_TYPES = ("Size", "[int, ...]")
+_INT_TUPLE = re.compile(r"\b[Tt]uple\[int(?:, ?int)+\]")
+
+
+def int_tuple_length(param: inspect.Parameter) -> int:
+    """The length of a fixed-length integer tuple a forward argument takes (``size: Tuple[int,
+    int]``, a grid's sides), else 0."""
+    annotation = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
+    found = _INT_TUPLE.search(annotation) if param.annotation is not inspect.Parameter.empty else None
+    return found.group().count("int") if found else 0
 
 
 def takes_shape(param: inspect.Parameter) -> bool:
@@ -375,6 +384,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         yield [levels], {}
     if first is not None and takes_shape(first):  # parameter generators draw for a batch shape
         yield [main.shape], {}
+    if first is not None and (length := int_tuple_length(first)):  # a grid's sides: positional encodings
+        yield [(min(main.shape[-1], 16),) * length], {}
     if is_loss(module) and main.is_floating_point() and (main.min() < 0 or main.max() > 1):
         main = torch.rand_like(main)  # a probability-like prediction; values already in [0, 1] (boxes) kept
     args: list[Any] = []
@@ -420,6 +431,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         elif n in ("hw_shape", "hw", "size", "feat_size", "shape", "x_size", "spatial_shape"):
             side = int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
             value = (side, side)
+        elif length := int_tuple_length(p):
+            value = (min(main.shape[-1], 16),) * length
         elif n in ("dim_size", "num_nodes", "num_segments", "num_groups"):  # rows a scatter writes: one per input row
             value = main.shape[0]
         elif p.annotation in (bool, "bool"):  # a flag (``multimask_output: bool``), never a mask

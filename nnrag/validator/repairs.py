@@ -23,7 +23,8 @@ import torch
 from torch import nn
 
 from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, passed_through
-from .arguments import source_tree as _tree
+from .arguments import failing_statement, source_tree as _tree
+from .asserts import asserted_arguments
 from ..index.attributes import read_off
 from .companions import having
 
@@ -69,6 +70,8 @@ def _table_keys(cls: type, kind: type) -> list[Any]:
 def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
     """Changed keyword arguments the error suggests, most specific first."""
     text = str(error)
+    if asserted := asserted_arguments(cls, kwargs, error):  # ``assert depth > 1``
+        yield asserted
     if isinstance(error, (KeyError, ValueError, AssertionError)):
         # a value that must be a key of the class's own table: ResNet(depth=...) of arch_settings
         for name, value in kwargs.items():
@@ -370,20 +373,6 @@ _SEQUENCE_CALLS = frozenset({"len", "zip", "enumerate", "list", "tuple", "sorted
 _SEQUENCE_TYPES = frozenset({"list", "tuple", "Sequence", "Iterable", "MutableSequence"})
 
 
-def _failing_statement(frame: FrameType) -> ast.stmt | None:
-    """The innermost statement of a frame's function that holds the line the frame stopped at."""
-    tree = _tree(frame.f_code)
-    if tree is None:
-        return None
-    line = frame.f_lineno - frame.f_code.co_firstlineno + 1
-    found = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                found = node if found is None or node.lineno >= found.lineno else found
-    return found
-
-
 def _used_as_sequence(stmt: ast.stmt) -> dict[str, type]:
     """Names (``x`` or ``self.x``) the statement takes the length of, iterates, indexes or checks to
     be a list or tuple (``len(in_channels)``, ``assert isinstance(depth, tuple)``), with the sequence
@@ -416,7 +405,7 @@ def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
     """An integer argument the failing statement uses as a sequence (its length taken, iterated,
     indexed, asserted to be a list) becomes a list of two such numbers."""
     frames = _candidate_frames(cls, error)
-    stmt = _failing_statement(frames[0]) if frames else None
+    stmt = failing_statement(frames[0]) if frames else None
     if stmt is None:
         return
     ints = _ints(kwargs)
@@ -436,7 +425,7 @@ def _passed_as(frames: list[FrameType], local: str, names: set[str]) -> list[str
     """The arguments named in what the caller passed for the parameter ``local`` of the innermost
     function (``_create_final_conv(out, dims, self.final_conv_channels)`` for ``channels``): the
     argument a helper's parameter holds when several hold an equal number."""
-    if len(frames) < 2 or (stmt := _failing_statement(frames[1])) is None:
+    if len(frames) < 2 or (stmt := failing_statement(frames[1])) is None:
         return []
     code = frames[0].f_code
     params = code.co_varnames[:code.co_argcount]
@@ -514,6 +503,20 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
     yield from _called_classes(kwargs, error)
     yield from _shaped_like_input(kwargs, error)
+    if _NO_GPU.search(str(error)):  # ``use_gpu=True`` by default, and forward moves its input there
+        yield _gpu_off(cls)
+
+
+_NO_GPU = re.compile(r"NVIDIA driver|not compiled with CUDA|CUDA (?:is not|not) available|no CUDA GPUs", re.IGNORECASE)
+
+
+def _gpu_off(cls: type) -> dict[str, Any]:
+    """The constructor's flags that put the block on a GPU (``use_gpu``, ``cuda``), turned off."""
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: False for p in params if p.default is True and re.search(r"gpu|cuda", p.name, re.IGNORECASE)}
 
 
 _STATED_SIZE = re.compile(r"(?:torch\.Size\()?\[(\d+(?:, ?\d+)*)\]")

@@ -12,6 +12,7 @@ import math
 import re
 
 from .arguments import Sizes
+from .asserts import asserted_shapes
 from .documented import Documented, dims_of, shape_of
 from .inputs import FIELDS, GRAPH_NODES
 
@@ -102,6 +103,7 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     s, t = sizes.spatial, sizes.tokens
     ch = shape[1] if len(shape) >= 2 else c
     out: list[tuple[str, tuple[int, ...]]] = []
+    out += [(kind, asked) for asked in asserted_shapes(error, shape, s)]  # ``assert x.size(0) == 1``
     images = _IMAGE_LIST.search(text) is not None
     if images:  # "images is expected to be a list of 3d tensors of shape [C, H, W]"
         out.append(("images", (2, 3, 4 * s, 4 * s)))
