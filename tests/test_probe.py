@@ -1118,12 +1118,13 @@ def test_an_attribute_read_inside_a_class_the_block_builds_names_its_argument(tm
     assert str(result["init_args"]["model"]).startswith("Model(")  # type: ignore[index]
 
 
-def test_what_a_failed_assert_asks_for_is_given(tmp_path: Path) -> None:
+def test_what_a_failed_assert_or_torch_asks_for_is_given(tmp_path: Path) -> None:
     """A bare ``assert``'s condition is the requirement: one sample at a time, a depth above one, a
     count that is not the placeholder; an abstract loss argument gets a concrete loss, a GPU flag
-    on by default is turned off when forward finds no GPU, a grid size is a tuple of ints."""
+    on by default is turned off when forward finds no GPU, a grid size is a tuple of ints, lengths
+    torch wants as numbers are numbers, streams to fuse are of one size."""
     source = """
-        from typing import Tuple
+        from typing import Callable, List, Tuple
         import torch
         from torch import nn
         from torch.nn.modules.loss import _Loss
@@ -1159,6 +1160,24 @@ def test_what_a_failed_assert_asks_for_is_given(tmp_path: Path) -> None:
             def forward(self, size: Tuple[int, int]):
                 h, w = size
                 return torch.ones(h, w, 1) * self.scale
+
+        class Bias(nn.Module):  # over i queries and j keys
+            def __init__(self, heads: int) -> None:
+                super().__init__()
+                self.slopes = nn.Parameter(torch.ones(heads, 1, 1))
+
+            def forward(self, i, j):
+                return self.slopes * (torch.arange(j - i, j)[:, None] - torch.arange(j)[None]).float()
+
+        class Fusion(nn.Module):
+            def __init__(self, reduce_fn: Callable, transforms: List[Callable]) -> None:
+                super().__init__()
+                self.reduce_fn, self.transforms = reduce_fn, transforms
+
+            def forward(self, streams: List[torch.Tensor]):
+                for t in self.transforms:
+                    streams = [t(s) for s in streams]
+                return self.reduce_fn(torch.stack(streams)).sum(0)
     """
     one = _probed(tmp_path, source, "OneAtATime")
     assert one["init_args"] == {"depth": "2", "num_classes": "4", "use_gpu": "False"}, one["init_args"]
@@ -1167,3 +1186,11 @@ def test_what_a_failed_assert_asks_for_is_given(tmp_path: Path) -> None:
     assert not weighted["init_args"]["loss"].startswith(("_Loss", "Weighted")), weighted["init_args"]
     grid = _probed(tmp_path, source, "Grid")
     assert grid["input_shapes"] == [["int", "int"]] and grid["backward"], grid
+    # torch wanted numbers where the probe gave tensors: the call again with numbers
+    bias = _probed(tmp_path, source, "Bias")
+    assert bias["input_shapes"] == ["8", "8"] and bias["output_shapes"][1:] == [8, 8], bias
+    # a list of streams of one size; a layer class called as a function builds a module, which is
+    # not an output: rebuilt with an instance
+    fusion = _probed(tmp_path, source, "Fusion")
+    assert fusion["init_args"]["reduce_fn"].endswith("()") and fusion["init_args"]["transforms"].startswith("[Pass"), fusion
+    assert len({tuple(s) for s in fusion["input_shapes"][0]}) == 1 and isinstance(fusion["output_shapes"], list), fusion

@@ -152,8 +152,8 @@ def test_validate_command_exit_codes_and_record(tmp_path: Path) -> None:
     proc = run_cli("validate", str(bad), "--json", check=False)
     assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == "syntax-error"
     shapes = tmp_path / "shapes.py"
-    shapes.write_text("import torch.nn as nn\n\nclass NeedsSeven(nn.Module):\n    def forward(self, x):\n"
-                      "        assert x.shape[-1] == 7, 'wants 7 features'\n        return x\n")
+    shapes.write_text("import torch, torch.nn as nn\n\nclass NeedsComplex(nn.Module):\n    def forward(self, x):\n"
+                      "        if not x.is_complex():\n            raise ValueError('wants a complex input')\n        return x\n")
     proc = run_cli("validate", str(shapes), check=False)
     assert proc.returncode == 1 and "input-inference" in proc.stdout
 

@@ -207,6 +207,8 @@ def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
         return True, (0.1, 0.5)  # a range: low below high, inside the usual bounds of a probability or angle
     if origin in (tuple, typing.Tuple) or annotation is tuple:
         return True, (s.dim, s.dim)
+    if (origin in (list, typing.List) and args and ("Callable" in str(args[0]) or isinstance(args[0], type) and issubclass(args[0], nn.Module))):
+        return True, [Passthrough(), Passthrough()]  # ``transforms: List[Callable]``
     if origin in (list, typing.List) or annotation is list:
         return True, [s.dim, s.dim]
     if isinstance(annotation, type) and issubclass(annotation, nn.Module):
@@ -291,6 +293,8 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return 1
     if "kernel" in n or n in ("k", "ks", "ksize"):
         return 3
+    if "axis" in w or "dim" in w and {"split", "concat", "cat", "stack", "reduce"} & set(w):
+        return 1  # ``dim_split``, ``concat_axis``: an axis index, never a width
     if "stride" in n:
         return 1
     if "dilation" in n:
@@ -427,6 +431,10 @@ def passed_through(cls: type, sig: inspect.Signature) -> list[inspect.Parameter]
     return params
 
 
+_IMAGE_SIDES = {"img_size", "image_size", "input_size", "input_resolution", "resolution", "img_res", "image_res"}
+_SMALL_SIDE = 64  # a multiple of the usual patch sizes (4, 8, 16, 32)
+
+
 def _shallow(value: Any) -> Any:
     """The one-block version of a depth default (12 -> 1, (3, 4, 6, 3) -> (1, 1, 1, 1)), or None."""
     if isinstance(value, bool):
@@ -475,6 +483,9 @@ def _attempts(cls: type, sig: inspect.Signature, usable: list[inspect.Parameter]
     ``None`` defaults mean "the caller must choose" (``Upsample(size=None, scale_factor=None)``).
     """
     shallow = {p.name: v for p in passed_through(cls, sig) if is_depth(p.name) and (v := _shallow(p.default)) is not None}
+    # and at a small resolution: a ViT at its 1024-pixel default attends over 4096 tokens
+    shallow |= {p.name: _SMALL_SIDE for p in passed_through(cls, sig) if p.name.lower() in _IMAGE_SIDES
+                and isinstance(p.default, int) and not isinstance(p.default, bool) and p.default > 4 * _SMALL_SIDE}
     seen: list[dict[str, Any]] = []
 
     def fresh(kwargs: dict[str, Any]) -> bool:

@@ -6,6 +6,7 @@ import ast
 import importlib.util
 import inspect
 import math
+import re
 import sys
 import time
 import traceback
@@ -343,18 +344,24 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
             try:
                 with torch.no_grad():  # a graph batch as a copy: forward may replace its attributes
                     out = model(*[_fresh(a) for a in args], **kw)
-            except BaseException as e:
-                _guard(e)
-                if seen is not None and len(seen) < 16 and all(str(e) != str(o) for o in seen):
-                    seen.append(e)
-                first = e if _outranks(e, first) else first  # a missing module over the shape errors before it
-                if not repaired and args and _is_main(args[0], main):  # the plain call's error, not a per-level one's
-                    repaired = True
-                    queue.extendleft(reversed(input_repairs(e, kind, shape, sizes, channels)))
-                if (keyed := _with_key(args, e)) is not None:
-                    pending.append((keyed, kw))
-                continue
-            return (args, kw, out), None
+                if not isinstance(out, nn.Module):
+                    return (args, kw, out), None
+                # a layer built where a function was wanted (``reduce_fn=ReLU``, then
+                # ``self.reduce_fn(x)``): the call made a module, not a value
+                e: BaseException = TypeError(f"forward returned '{type(out).__name__}', a module, not a value")
+            except BaseException as raised:
+                _guard(raised)
+                e = raised
+            if seen is not None and len(seen) < 16 and all(str(e) != str(o) for o in seen):
+                seen.append(e)
+            first = e if _outranks(e, first) else first  # a missing module over the shape errors before it
+            if not repaired and args and _is_main(args[0], main):  # the plain call's error, not a per-level one's
+                repaired = True
+                queue.extendleft(reversed(input_repairs(e, kind, shape, sizes, channels)))
+            if (keyed := _with_key(args, e)) is not None:
+                pending.append((keyed, kw))
+            if (counted := _as_numbers(args, e)) is not None:
+                pending.append((counted, kw))
     return None, first
 
 
@@ -377,6 +384,21 @@ def _with_key(args: list[Any], error: BaseException) -> list[Any] | None:
         return None
     value = next(iter(given.values()))
     return [{**given, key: value.clone() if isinstance(value, torch.Tensor) else value}, *args[1:]]
+
+
+# torch refusing a tensor where it takes a number: ``arange(i, j)`` of a bias over ``i`` queries and
+# ``j`` keys, ``ones(size)``
+_WANTS_NUMBER = re.compile(r"invalid combination of arguments - got \((?:\w+, )*Tensor.*expected one of:.*\(Number"
+                           r"|must be (?:int|tuple of ints), (?:not|but found element of type) Tensor", re.DOTALL)
+
+
+def _as_numbers(args: list[Any], error: BaseException) -> list[Any] | None:
+    """The arguments again with every tensor given as a number, when torch's error says it wanted
+    numbers (lengths a forward builds ranges or grids from)."""
+    if not (isinstance(error, TypeError) and _WANTS_NUMBER.search(str(error))
+            and any(isinstance(a, torch.Tensor) for a in args)):
+        return None
+    return [8 if isinstance(a, torch.Tensor) else a for a in args]
 
 
 def _is_main(arg: Any, main: torch.Tensor) -> bool:
