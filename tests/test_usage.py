@@ -368,3 +368,18 @@ def test_attributes_a_class_defines_and_reads_off_its_arguments() -> None:
     assert defined_by(node) == {"expansion", "net", "width", "mask_id"}
     assert constructor_arguments(node) == {"net", "mask_id"}
     assert read_off([node], constructor_arguments(node)) == {"dim", "max_seq_len"}
+
+
+def test_companions_are_built_one_block_deep_where_their_recipe_gives_a_depth() -> None:
+    """A companion recorded at its real size (a 12-layer decoder inside its wrapper) is built with
+    one block first: the block that needs it reads its attributes, not its depth."""
+    from nnrag.validator.companions import shallow
+
+    decoder = {"cls": ["m", "Decoder"], "args": [], "kwargs": {"dim": {"v": 512}, "depth": {"v": 12}}}
+    recipe = {"cls": ["m", "TransformerWrapper"], "args": [{"v": 20000}],
+              "kwargs": {"attn_layers": {"module": decoder}, "num_layers": {"v": 6}, "heads": {"v": 8}, "use_layers": {"v": True}}}
+    assert shallow(recipe) == {
+        "cls": ["m", "TransformerWrapper"], "args": [{"v": 20000}],
+        "kwargs": {"attn_layers": {"module": {"cls": ["m", "Decoder"], "args": [], "kwargs": {"dim": {"v": 512}, "depth": {"v": 1}}}},
+                   "num_layers": {"v": 1}, "heads": {"v": 8}, "use_layers": {"v": True}}}
+    assert recipe["kwargs"]["num_layers"] == {"v": 6}  # the recorded recipe is left as it was

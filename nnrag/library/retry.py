@@ -99,7 +99,7 @@ def _with_companions(extractors: Extractors, finder: Finder, item: Retry) -> tup
     if not found:
         return None
     recipes = [c.recipe for c in found if c.recipe]
-    named = usage.named_by(recipes)
+    named = usage.named_by([{"init": r} for r in recipes])  # the classes their constructions name (a wrapper's Decoder)
     classes = frozenset({(c.module, c.qualname) for c in found} | named.classes)
     closure, assembled, seconds = extractors.extract(ref, named.types, classes)
     if assembled is None:

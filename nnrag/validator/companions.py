@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import sys
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator
@@ -18,13 +19,13 @@ from typing import Any, Callable, Iterator
 from torch import nn
 
 from ..index.attributes import assigned_on_self
-from .arguments import Sizes, module_instance, source_tree
+from .arguments import Sizes, is_depth, module_instance, source_tree
 from .usage.recipes import construct
 
 # Builders of the instances a request's companions describe (see nnrag.library.companions): set by
 # the probe for each candidate (:func:`offer`); read deep inside the repairs, which every
 # construction runs.
-COMPANIONS: ContextVar[tuple[tuple[dict[str, Any], Callable[[], Any]], ...]] = ContextVar("companions", default=())
+COMPANIONS: ContextVar[tuple[tuple[dict[str, Any], Callable[[dict[str, Any]], Any]], ...]] = ContextVar("companions", default=())
 _BUILT: ContextVar[dict[int, tuple[Any, dict[str, Any]]] | None] = ContextVar("built companions", default=None)
 
 
@@ -70,24 +71,45 @@ def offer(companions: list[dict[str, Any]] | None, resolve: Callable[[str, str],
     """The companions of the candidate about to be probed (``{"cls", "args", "kwargs"}`` recipes,
     rebuilt through ``resolve``); none when it has none. Set for every candidate, so that a process
     probing several never offers one candidate's instances to the next."""
-    COMPANIONS.set(tuple((c, functools.partial(construct, c, resolve)) for c in companions or ()))
+    COMPANIONS.set(tuple((c, functools.partial(construct, resolve=resolve)) for c in companions or ()))
     _BUILT.set(None)
 
 
 def _companions() -> list[Any]:
-    """The companions' instances, built once per candidate: at their recorded size (a 12-layer
-    transformer) each costs a second."""
+    """The companions' instances, built once per candidate: one block deep where the recipe gives
+    a depth (a 12-layer transformer at its recorded size can use up the check's time), else, or
+    when that does not build, at their recorded size."""
     made = _BUILT.get()
     if made is None:
         made = {}
         for recipe, make in COMPANIONS.get():
-            try:
-                instance = make()
-            except Exception:  # noqa: BLE001 - a companion that does not build here is not offered
-                continue
-            made[id(instance)] = (instance, recipe)
+            for tried in dict.fromkeys((json.dumps(shallow(recipe), sort_keys=True), json.dumps(recipe, sort_keys=True))):
+                try:
+                    instance = make(json.loads(tried))
+                except Exception:  # noqa: BLE001 - a companion that does not build here is not offered
+                    continue
+                made[id(instance)] = (instance, json.loads(tried))
+                break
         _BUILT.set(made)
     return [instance for instance, _ in made.values()]
+
+
+def shallow(recipe: Any) -> Any:
+    """The recipe with every depth argument above one set to one, in the recipes of the modules it
+    is given too (``attn_layers=Decoder(dim=512, depth=12)``)."""
+    if isinstance(recipe, list):
+        return [shallow(r) for r in recipe]
+    if not isinstance(recipe, dict):
+        return recipe
+    out = {k: shallow(v) for k, v in recipe.items()}
+    if "cls" in recipe and isinstance(recipe.get("kwargs"), dict):
+        out["kwargs"] = {k: {"v": 1} if is_depth(k) and _above_one(v) else shallow(v) for k, v in recipe["kwargs"].items()}
+    return out
+
+
+def _above_one(value: Any) -> bool:
+    number = value.get("v") if isinstance(value, dict) else None
+    return isinstance(number, int) and not isinstance(number, bool) and number > 1
 
 
 def companion_recipes() -> dict[int, dict[str, Any]]:

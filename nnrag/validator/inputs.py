@@ -382,9 +382,6 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     levels = feature_levels(module, first, main, init or {}) if first is not None else None
     if levels is not None:
         yield [levels], {}
-        # inputs of one size each (a fusion of streams, a stack of views), in the same container
-        alike = [main.clone() for _ in levels]
-        yield [dict(zip(levels, alike)) if isinstance(levels, dict) else type(levels)(alike)], {}
     if first is not None and takes_shape(first):  # parameter generators draw for a batch shape
         yield [main.shape], {}
     if first is not None and (length := int_tuple_length(first)):  # a grid's sides: positional encodings

@@ -362,6 +362,8 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                 pending.append((keyed, kw))
             if (counted := _as_numbers(args, e)) is not None:
                 pending.append((counted, kw))
+            if (alike := _one_size(args, e)) is not None:
+                pending.append((alike, kw))
     return None, first
 
 
@@ -399,6 +401,22 @@ def _as_numbers(args: list[Any], error: BaseException) -> list[Any] | None:
             and any(isinstance(a, torch.Tensor) for a in args)):
         return None
     return [8 if isinstance(a, torch.Tensor) else a for a in args]
+
+
+_SIZES_DIFFER = re.compile(r"[Ss]izes of tensors must match|expects each tensor to be equal size|must match the size of tensor")
+
+
+def _one_size(args: list[Any], error: BaseException) -> list[Any] | None:
+    """Feature maps of a pyramid given where the forward joins them as they are (a fusion of
+    streams, a stack of views), when the error says their sizes differ: the arguments again, every
+    map the size of the first, in the same container."""
+    given = args[0] if args else None
+    maps = list(given.values()) if isinstance(given, dict) else given if isinstance(given, (list, tuple)) else []
+    if not (2 <= len(maps) <= 8 and all(isinstance(m, torch.Tensor) for m in maps)
+            and len({m.shape for m in maps}) > 1 and _SIZES_DIFFER.search(str(error))):
+        return None
+    alike = [maps[0].clone() for _ in maps]
+    return [dict(zip(given, alike)) if isinstance(given, dict) else type(given)(alike), *args[1:]]
 
 
 def _is_main(arg: Any, main: torch.Tensor) -> bool:
