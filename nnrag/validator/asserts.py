@@ -204,6 +204,10 @@ def asserted_shapes(error: BaseException, shape: tuple[int, ...], spatial: int) 
     test, frame = found
     scope = {**frame.f_globals, **frame.f_locals}
     mains = {n for n, v in frame.f_locals.items() if isinstance(v, torch.Tensor) and tuple(v.shape) == shape}
+    if len(mains) > 1:  # a copy of the main input in a second argument (a loss's target): the first one
+        code = frame.f_code
+        first = [n for n in code.co_varnames[:code.co_argcount] if n not in ("self", "cls")][:1]
+        mains &= set(first) or mains
     out: list[tuple[int, ...]] = []
     for alternative in requirements(test, scope):
         new = list(shape)
