@@ -1144,6 +1144,11 @@ def test_what_a_failed_assert_or_torch_asks_for_is_given(tmp_path: Path) -> None
                     x = x.cuda()
                 return self.proj(x)
 
+        class Scored(nn.Module):  # the target starts as a copy of the prediction
+            def forward(self, pred, target):
+                assert pred.ndim == 2 and target.ndim == 1
+                return pred.gather(1, target.long().clamp(0, 1)[:, None]).mean()
+
         class Weighted(nn.Module):
             def __init__(self, loss: _Loss) -> None:
                 super().__init__()
@@ -1182,6 +1187,7 @@ def test_what_a_failed_assert_or_torch_asks_for_is_given(tmp_path: Path) -> None
     one = _probed(tmp_path, source, "OneAtATime")
     assert one["init_args"] == {"depth": "2", "num_classes": "4", "use_gpu": "False"}, one["init_args"]
     assert one["input_shapes"] == [[1, 16, 8]] and one["output_shapes"][0] == 1, one["input_shapes"]
+    assert _probed(tmp_path, source, "Scored")["input_shapes"] == [[2, 16], [2]]
     weighted = _probed(tmp_path, source, "Weighted")
     assert not weighted["init_args"]["loss"].startswith(("_Loss", "Weighted")), weighted["init_args"]
     grid = _probed(tmp_path, source, "Grid")
