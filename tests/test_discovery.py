@@ -177,3 +177,17 @@ def test_definitions_record_bases_decorators_docstrings() -> None:
         "Doc.",
     )
     assert (a.forward, a.abstract, a.lineno, a.end_lineno) == ("abstract", ["forward"], 2, 6)
+
+
+def test_definitions_under_the_main_guard_are_not_the_modules() -> None:
+    """What ``if __name__ == "__main__":`` defines never exists when the module is imported (a
+    demo's mock layer): neither a block nor a name the closure could copy; its ``else`` does."""
+    parsed = parse_bytes(
+        "f.py",
+        b"import torch\nclass A(nn.Module):\n    def forward(self, x):\n        return x\n"
+        b"if __name__ == '__main__':\n    import numpy\n    class Mock(nn.Module):\n        def forward(self, x):\n"
+        b"            return x\n    helper = 1\nelse:\n    other = 2\n"
+        b"if '__main__' == __name__:\n    class Mock2(nn.Module):\n        pass\n",
+    )
+    assert [d.qualname for d in parsed.definitions] == ["A", "other"]
+    assert [i.module for i in parsed.imports] == ["torch"]

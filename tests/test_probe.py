@@ -1149,6 +1149,16 @@ def test_what_a_failed_assert_or_torch_asks_for_is_given(tmp_path: Path) -> None
                 assert pred.ndim == 2 and target.ndim == 1
                 return pred.gather(1, target.long().clamp(0, 1)[:, None]).mean()
 
+        class Skip(nn.Module):  # its default path names a function the file never defines
+            def __init__(self, dim: int, prev_layer_ind, fast: bool = False) -> None:
+                super().__init__()
+                self.proj, self.prev_layer_ind, self.fast = nn.Linear(dim, dim), prev_layer_ind, fast
+
+            def forward(self, x, prev_layers: List[torch.Tensor]):
+                if not self.fast:
+                    return undefined_einsum(x)
+                return self.proj(x) + prev_layers[self.prev_layer_ind]
+
         class Weighted(nn.Module):
             def __init__(self, loss: _Loss) -> None:
                 super().__init__()
@@ -1188,6 +1198,9 @@ def test_what_a_failed_assert_or_torch_asks_for_is_given(tmp_path: Path) -> None
     assert one["init_args"] == {"depth": "2", "num_classes": "4", "use_gpu": "False"}, one["init_args"]
     assert one["input_shapes"] == [[1, 16, 8]] and one["output_shapes"][0] == 1, one["input_shapes"]
     assert _probed(tmp_path, source, "Scored")["input_shapes"] == [[2, 16], [2]]
+    skip = _probed(tmp_path, source, "Skip")  # an index is 0, earlier outputs a list, the other path
+    assert skip["init_args"]["prev_layer_ind"] == "0" and skip["init_args"]["fast"] == "True", skip["init_args"]
+    assert isinstance(skip["input_shapes"][1], list) and len(skip["input_shapes"][1]) == 2, skip["input_shapes"]
     weighted = _probed(tmp_path, source, "Weighted")
     assert not weighted["init_args"]["loss"].startswith(("_Loss", "Weighted")), weighted["init_args"]
     grid = _probed(tmp_path, source, "Grid")

@@ -29,7 +29,7 @@ from ..sources.spec import (  # reasons a file is recorded but not parsed
 
 # What a parse records changes with this version: a source parsed by another is parsed again in
 # full on its next index, whatever its files' stats say.
-PARSER_VERSION = "5"
+PARSER_VERSION = "6"
 
 _PY2_MESSAGES = (
     "Missing parentheses in call to 'print'",
@@ -215,6 +215,15 @@ def is_type_checking(test: ast.expr) -> bool:
     return name is not None and name.split(".")[-1] == "TYPE_CHECKING"
 
 
+def is_main_guard(test: ast.expr) -> bool:
+    """``__name__ == "__main__"``, either way round."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = {dotted(test.left), dotted(test.comparators[0])} | {
+        s.value for s in (test.left, test.comparators[0]) if isinstance(s, ast.Constant) and isinstance(s.value, str)}
+    return sides >= {"__name__", "__main__"}
+
+
 def branches(stmt: ast.stmt) -> list[ast.stmt]:
     """The statements a compound statement (``if``, ``try``, ``with``, ``for``, ``while``) runs in
     the scope it is in: its body, handlers, ``else`` and ``finally``."""
@@ -259,7 +268,9 @@ class _Collector:
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             self.add_assign(stmt, prefix, cond, cls)
         elif isinstance(stmt, ast.If):
-            if is_type_checking(stmt.test):
+            if is_main_guard(stmt.test):  # demo code: none of it exists when the module is imported
+                self.body(stmt.orelse, prefix, cond or COND_IF, cls)
+            elif is_type_checking(stmt.test):
                 self.body(stmt.body, prefix, COND_TYPE_CHECKING, cls)
                 self.body(stmt.orelse, prefix, cond or COND_IF, cls)
             else:

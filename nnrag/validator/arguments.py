@@ -295,6 +295,8 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return 3
     if "axis" in w or "dim" in w and {"split", "concat", "cat", "stack", "reduce"} & set(w):
         return 1  # ``dim_split``, ``concat_axis``: an axis index, never a width
+    if w and w[-1] in ("ind", "idx", "index") and "num" not in w:
+        return 0  # ``prev_layer_ind``, ``padding_idx``: a position, the first is always there
     if "stride" in n:
         return 1
     if "dilation" in n:

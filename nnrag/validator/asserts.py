@@ -59,8 +59,7 @@ def _number(node: ast.expr, scope: dict[str, Any]) -> Any:
     elif isinstance(node, ast.Name):
         value = scope.get(node.id)
     elif isinstance(node, ast.Attribute):
-        owner = _number_owner(node.value, scope)
-        value = getattr(owner, node.attr, None) if owner is not None else None
+        value = _attribute(_number_owner(node.value, scope), node.attr)
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         inner = _number(node.operand, scope)
         value = -inner if inner is not None else None
@@ -79,9 +78,18 @@ def _number_owner(node: ast.expr, scope: dict[str, Any]) -> Any:
     if isinstance(node, ast.Name):
         return scope.get(node.id)
     if isinstance(node, ast.Attribute):
-        owner = _number_owner(node.value, scope)
-        return getattr(owner, node.attr, None) if owner is not None else None
+        return _attribute(_number_owner(node.value, scope), node.attr)
     return None
+
+
+def _attribute(owner: Any, name: str) -> Any:
+    """``owner.name``, or None where it has none or a property reading it fails."""
+    if owner is None:
+        return None
+    try:
+        return getattr(owner, name, None)
+    except Exception:  # noqa: BLE001 - the candidate's own property; the assert says no more then
+        return None
 
 
 def _term(node: ast.expr) -> tuple[str, int | None] | None:

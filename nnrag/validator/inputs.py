@@ -327,6 +327,9 @@ _SHAPE_TYPES = ("Size", "[int, ...]")
 _INT_TUPLE = re.compile(r"\b[Tt]uple\[int(?:, ?int)+\]")
 
 
+_TENSOR_LIST = re.compile(r"\b(?:[Ll]ist|Sequence)\[(?:torch\.)?Tensor\]")
+
+
 def int_tuple_length(param: inspect.Parameter) -> int:
     """The length of a fixed-length integer tuple a forward argument takes (``size: Tuple[int,
     int]``, a grid's sides), else 0."""
@@ -433,6 +436,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = (side, side)
         elif length := int_tuple_length(p):
             value = (min(main.shape[-1], 16),) * length
+        elif _TENSOR_LIST.search(p.annotation if isinstance(p.annotation, str) else repr(p.annotation)):
+            value = [main.clone(), main.clone()]  # ``prev_layers: list[Tensor]``: earlier outputs like the input
         elif n in ("dim_size", "num_nodes", "num_segments", "num_groups"):  # rows a scatter writes: one per input row
             value = main.shape[0]
         elif p.annotation in (bool, "bool"):  # a flag (``multimask_output: bool``), never a mask

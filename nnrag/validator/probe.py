@@ -508,7 +508,7 @@ def _backward(model: nn.Module, args: list[Any], kw: dict[str, Any]) -> bool | N
 # The gate's own guessing code: an exception raised in these files (not in the candidate, nor in
 # torch called with a guessed input) is a bug of the gate, never the block's failure.
 _PROBE_FILES = frozenset(str(Path(__file__).with_name(n)) for n in ("probe.py", "arguments.py", "inputs.py", "shape_errors.py",
-                                                                   "repairs.py")) | {
+                                                                   "repairs.py", "asserts.py")) | {
     str(Path(__file__).parent / "usage" / "recipes.py")}
 
 

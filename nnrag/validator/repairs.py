@@ -505,9 +505,25 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
     yield from _shaped_like_input(kwargs, error)
     if _NO_GPU.search(str(error)):  # ``use_gpu=True`` by default, and forward moves its input there
         yield _gpu_off(cls)
+    if isinstance(error, NameError) and not isinstance(error, UnboundLocalError):
+        # a path of the block's own code that names what it never defines (``einsum`` not
+        # imported where ``use_flash=False`` goes): the other path a flag selects
+        yield from _flags_flipped(cls, kwargs)
 
 
 _NO_GPU = re.compile(r"NVIDIA driver|not compiled with CUDA|CUDA (?:is not|not) available|no CUDA GPUs", re.IGNORECASE)
+
+
+def _flags_flipped(cls: type, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Each boolean argument of the constructor (given or at its default) turned over, one at a time."""
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return
+    for p in params:
+        value = kwargs.get(p.name, p.default)
+        if isinstance(value, bool):
+            yield {p.name: not value}
 
 
 def _gpu_off(cls: type) -> dict[str, Any]:
