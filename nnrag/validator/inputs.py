@@ -327,7 +327,8 @@ _SHAPE_TYPES = ("Size", "[int, ...]")
 _INT_TUPLE = re.compile(r"\b[Tt]uple\[int(?:, ?int)+\]")
 
 
-_TENSOR_LIST = re.compile(r"\b(?:[Ll]ist|Sequence)\[(?:torch\.)?Tensor\]")
+# a list and nothing else (``Union[Tensor, List[Tensor]]`` takes the tensor)
+_TENSOR_LIST = re.compile(r"(?:typing\.)?(?:[Ll]ist|Sequence)\[(?:torch\.)?Tensor\]$")
 
 
 def int_tuple_length(param: inspect.Parameter) -> int:
@@ -436,8 +437,6 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = (side, side)
         elif length := int_tuple_length(p):
             value = (min(main.shape[-1], 16),) * length
-        elif _TENSOR_LIST.search(p.annotation if isinstance(p.annotation, str) else repr(p.annotation)):
-            value = [main.clone(), main.clone()]  # ``prev_layers: list[Tensor]``: earlier outputs like the input
         elif n in ("dim_size", "num_nodes", "num_segments", "num_groups"):  # rows a scatter writes: one per input row
             value = main.shape[0]
         elif p.annotation in (bool, "bool"):  # a flag (``multimask_output: bool``), never a mask
@@ -456,6 +455,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = torch.zeros(main.shape, dtype=torch.long)
         elif n in ("var", "variance", "std"):
             value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
+        elif _TENSOR_LIST.match(p.annotation if isinstance(p.annotation, str) else repr(p.annotation)):
+            value = [main.clone(), main.clone()]  # ``prev_layers: list[Tensor]``: earlier outputs like the input
         else:
             value = main.clone()
             if n in _TARGET_NAMES:
