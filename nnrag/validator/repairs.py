@@ -503,27 +503,25 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
     yield from _called_classes(kwargs, error)
     yield from _shaped_like_input(kwargs, error)
-    if _NO_GPU.search(str(error)):  # ``use_gpu=True`` by default, and forward moves its input there
-        yield _gpu_off(cls)
-    if isinstance(error, NameError) and not isinstance(error, UnboundLocalError):
+    if _NO_GPU.search(str(error)) and (off := _gpu_off(cls)):  # ``use_gpu=True`` by default, and forward moves its input there
+        yield off
+    if isinstance(error, NameError) and not isinstance(error, UnboundLocalError) and (flipped := _flag_flipped(cls, kwargs)):
         # a path of the block's own code that names what it never defines (``einsum`` not
         # imported where ``use_flash=False`` goes): the other path a flag selects
-        yield from _flags_flipped(cls, kwargs)
+        yield flipped
 
 
 _NO_GPU = re.compile(r"NVIDIA driver|not compiled with CUDA|CUDA (?:is not|not) available|no CUDA GPUs", re.IGNORECASE)
 
 
-def _flags_flipped(cls: type, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Each boolean argument of the constructor (given or at its default) turned over, one at a time."""
+def _flag_flipped(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The constructor's first boolean argument (given or at its default) turned over; {} if none."""
     try:
         params = inspect.signature(cls).parameters.values()
     except (TypeError, ValueError):
-        return
-    for p in params:
-        value = kwargs.get(p.name, p.default)
-        if isinstance(value, bool):
-            yield {p.name: not value}
+        return {}
+    value = next(((p.name, v) for p in params if isinstance(v := kwargs.get(p.name, p.default), bool)), None)
+    return {value[0]: not value[1]} if value else {}
 
 
 def _gpu_off(cls: type) -> dict[str, Any]:
