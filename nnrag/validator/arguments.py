@@ -535,3 +535,20 @@ def failing_statement(frame: FrameType) -> ast.stmt | None:
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 found = node if found is None or node.lineno >= found.lineno else found
     return found
+
+
+def static_value(node: ast.expr, scope: dict[str, Any]) -> Any:
+    """A literal, or a name or dotted attribute looked up in ``scope``: never a call."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [static_value(e, scope) for e in node.elts]
+    if isinstance(node, ast.Name):
+        return scope.get(node.id)
+    if isinstance(node, ast.Attribute):
+        owner = static_value(node.value, scope)
+        try:
+            return None if owner is None else getattr(owner, node.attr, None)
+        except Exception:  # noqa: BLE001 - the candidate's own property failing: nothing known
+            return None
+    return None

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .arguments import failing_statement
+from .arguments import failing_statement, static_value
 
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
                ast.Pow: operator.pow}
@@ -53,14 +53,8 @@ def failed_assert(error: BaseException) -> tuple[ast.expr, FrameType] | None:
 
 def _number(node: ast.expr, scope: dict[str, Any]) -> Any:
     """An integer the expression stands for: a literal, a name or attribute looked up in ``scope``,
-    or arithmetic on those; None for anything else (a call is never made)."""
-    if isinstance(node, ast.Constant):
-        value = node.value
-    elif isinstance(node, ast.Name):
-        value = scope.get(node.id)
-    elif isinstance(node, ast.Attribute):
-        value = _attribute(_number_owner(node.value, scope), node.attr)
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+    arithmetic on those, or a tuple of them; None for anything else (a call is never made)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         inner = _number(node.operand, scope)
         value = -inner if inner is not None else None
     elif isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
@@ -70,26 +64,8 @@ def _number(node: ast.expr, scope: dict[str, Any]) -> Any:
         items = [_number(e, scope) for e in node.elts]
         return tuple(items) if all(i is not None for i in items) else None
     else:
-        return None
+        value = static_value(node, scope)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _number_owner(node: ast.expr, scope: dict[str, Any]) -> Any:
-    if isinstance(node, ast.Name):
-        return scope.get(node.id)
-    if isinstance(node, ast.Attribute):
-        return _attribute(_number_owner(node.value, scope), node.attr)
-    return None
-
-
-def _attribute(owner: Any, name: str) -> Any:
-    """``owner.name``, or None where it has none or a property reading it fails."""
-    if owner is None:
-        return None
-    try:
-        return getattr(owner, name, None)
-    except Exception:  # noqa: BLE001 - the candidate's own property; the assert says no more then
-        return None
 
 
 def _term(node: ast.expr) -> tuple[str, int | None] | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import sys
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator
@@ -83,12 +82,13 @@ def _companions() -> list[Any]:
     if made is None:
         made = {}
         for recipe, make in COMPANIONS.get():
-            for tried in dict.fromkeys((json.dumps(shallow(recipe), sort_keys=True), json.dumps(recipe, sort_keys=True))):
+            small = shallow(recipe)
+            for tried in (small, recipe) if small != recipe else (recipe,):
                 try:
-                    instance = make(json.loads(tried))
+                    instance = make(tried)
                 except Exception:  # noqa: BLE001 - a companion that does not build here is not offered
                     continue
-                made[id(instance)] = (instance, json.loads(tried))
+                made[id(instance)] = (instance, tried)
                 break
         _BUILT.set(made)
     return [instance for instance, _ in made.values()]

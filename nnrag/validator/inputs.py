@@ -331,10 +331,16 @@ _INT_TUPLE = re.compile(r"\b[Tt]uple\[int(?:, ?int)+\]")
 _TENSOR_LIST = re.compile(r"(?:typing\.)?(?:[Ll]ist|Sequence)\[(?:torch\.)?Tensor\]$")
 
 
+def annotation_text(param: inspect.Parameter) -> str:
+    """A parameter's annotation as written (a string under ``from __future__ import annotations``)
+    or as its repr; ``inspect._empty`` when it has none."""
+    return param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
+
+
 def int_tuple_length(param: inspect.Parameter) -> int:
     """The length of a fixed-length integer tuple a forward argument takes (``size: Tuple[int,
     int]``, a grid's sides), else 0."""
-    annotation = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
+    annotation = annotation_text(param)
     found = _INT_TUPLE.search(annotation) if param.annotation is not inspect.Parameter.empty else None
     return found.group().count("int") if found else 0
 
@@ -342,7 +348,7 @@ def int_tuple_length(param: inspect.Parameter) -> int:
 def takes_shape(param: inspect.Parameter) -> bool:
     """Whether a forward argument is a shape (``batch_shape: Tuple[int, ...]``, ``torch.Size``),
     not a tensor."""
-    annotation = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
+    annotation = annotation_text(param)
     return param.annotation is not inspect.Parameter.empty and any(t in annotation for t in _SHAPE_TYPES) \
         or param.name.endswith("_shape") and param.annotation is inspect.Parameter.empty
 
@@ -361,7 +367,7 @@ def level_channels(module: nn.Module, init: dict[str, Any]) -> list[int] | None:
 def feature_levels(module: nn.Module, param: inspect.Parameter, main: torch.Tensor, init: dict[str, Any]) -> Any:
     """One map per level, each half the size of the one before, for a forward argument that takes
     a list, tuple or dict of feature maps (FPN necks, detection heads); None for any other."""
-    annotation = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
+    annotation = annotation_text(param)
     typed = param.annotation is not inspect.Parameter.empty and any(t in annotation for t in _SEQUENCE_TYPES)
     channels = level_channels(module, init)
     if main.dim() != 4 or takes_shape(param) or not (typed or param.name.lower() in _LEVEL_NAMES or (channels and param.name == "x")):
@@ -455,7 +461,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = torch.zeros(main.shape, dtype=torch.long)
         elif n in ("var", "variance", "std"):
             value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
-        elif _TENSOR_LIST.match(p.annotation if isinstance(p.annotation, str) else repr(p.annotation)):
+        elif _TENSOR_LIST.match(annotation_text(p)):
             value = [main.clone(), main.clone()]  # ``prev_layers: list[Tensor]``: earlier outputs like the input
         else:
             value = main.clone()

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, passed_through
-from .arguments import failing_statement, source_tree as _tree
+from .arguments import failing_statement, source_tree as _tree, static_value
 from .asserts import asserted_arguments
 from ..index.attributes import read_off
 from .companions import having
@@ -226,20 +226,6 @@ def _reads(node: ast.expr, name: str, owners: frozenset[str] | None = frozenset(
             and (owners is None or node.value.id in owners))
 
 
-def _static_value(node: ast.expr, scope: dict[str, Any]) -> Any:
-    """A literal, or a name or dotted attribute looked up in ``scope``: never a call."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return [_static_value(e, scope) for e in node.elts]
-    if isinstance(node, ast.Name):
-        return scope.get(node.id)
-    if isinstance(node, ast.Attribute):
-        owner = _static_value(node.value, scope)
-        return None if owner is None else getattr(owner, node.attr, None)
-    return None
-
-
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
@@ -259,9 +245,9 @@ def _compared(tree: ast.AST, name: str, scope: dict[str, Any], owners: frozenset
             sides = (node.left, node.comparators[0])
             for mine, other in (sides, sides[::-1]):
                 if _reads(mine, name, owners):
-                    found += _strings(_static_value(other, scope))
+                    found += _strings(static_value(other, scope))
         elif isinstance(node, ast.Subscript) and _reads(node.slice, name, owners):
-            found += _strings(_static_value(node.value, scope))  # ``ACT2FN[name]``: a table's keys
+            found += _strings(static_value(node.value, scope))  # ``ACT2FN[name]``: a table's keys
     return list(dict.fromkeys(found))
 
 
