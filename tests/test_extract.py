@@ -44,6 +44,9 @@ CASES: dict[str, tuple[list[str], set[str], list[str]]] = {
     ),
     # a TYPE_CHECKING import used only in a string annotation is not copied
     "TypeOnly": (["TypeOnly"], {TORCH_NN, "import torch"}, []),
+    # a class of the source only the block's own string annotations name (its dataclass config)
+    "Configured": (["BlockConfig", "Configured"], {TORCH_NN, "from dataclasses import dataclass", "from torch import Tensor"},
+                   ["    width: int = 8"]),
     # two helpers named _ntuple from different modules: both kept, one renamed everywhere
     "Collide": (
         ["_ntuple_helpers", "to_2tuple", "_ntuple", "triple", "Collide"],

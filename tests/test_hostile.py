@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -167,8 +168,11 @@ class Peeks(nn.Module):
         raise RuntimeError("|".join(seen))
 """
     monkeypatch.setenv("HOME", str(home))
-    with Gate(1) as fresh:  # a worker of a user whose home holds a secret
-        record = fresh.check_code(code, "Peeks")
+    try:
+        with Gate(1) as fresh:  # a worker of a user whose home holds a secret
+            record = fresh.check_code(code, "Peeks")
+    finally:
+        shutil.rmtree(other)
     if record.isolation.get("filesystem") == "audit-hook":
         pytest.skip("this kernel refused a mount namespace")
     assert "sk-secret" not in record.message and "not yours" not in record.message, record.message

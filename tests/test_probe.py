@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import textwrap
 from pathlib import Path
 
-from typing import Callable, Literal, Union
+from typing import Callable, Literal, Optional, Union
 
 import pytest
 import torch
@@ -340,6 +341,44 @@ class Configured(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.block(x, None)
+
+
+@dataclasses.dataclass
+class VisionConfig:
+    hidden_size: int = 1152
+    num_attention_heads: int = 16
+    num_hidden_layers: int = 27
+    max_position_embeddings: int = 4096
+    hidden_act: str = "gelu_tanh"
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    vision_config: Optional[VisionConfig] = None
+    vocab_size: int = 257152
+
+    def __post_init__(self) -> None:
+        if self.vision_config is None:
+            self.vision_config = VisionConfig()
+
+
+class ConfiguredModel(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        vision = config.vision_config
+        self.embed = nn.Embedding(config.vocab_size, vision.hidden_size)
+        self.layers = nn.ModuleList(nn.TransformerEncoderLayer(vision.hidden_size, vision.num_attention_heads, batch_first=True)
+                                    for _ in range(vision.num_hidden_layers))
+
+
+def test_a_dataclass_config_is_built_small() -> None:
+    """A model's dataclass config gets the sizes a stand-in config would (its defaults build the
+    full 27-layer model and a 257k-token table), nested configs too; bounds and strings kept."""
+    (_, kwargs), *_ = constructor_attempts(ConfiguredModel)
+    config = kwargs["config"]
+    assert isinstance(config, ModelConfig) and config.vocab_size == 32
+    assert config.vision_config == VisionConfig(hidden_size=16, num_attention_heads=2, num_hidden_layers=1,
+                                                max_position_embeddings=4096, hidden_act="gelu_tanh")
 
 
 def test_config_attributes_layer_lists_and_literals_are_guessed_from_the_code() -> None:

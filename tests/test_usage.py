@@ -256,6 +256,8 @@ def test_registry_configs_supply_usage(tmp_path: Path) -> None:
     assert {n for n in blocks if entries[n]["status"] == "validated"} == blocks
     head = (home / str(entries["ScoreHead"]["path"])).read_text()
     assert "class AbsLoss" in head  # copied for the config's loss, though the file never names it
+    loss = entries["ScoreHead"]["record"]["recipe"]["init"]["kwargs"]["loss"]  # type: ignore[index]
+    assert loss["type"] == ["mmengine.config.config", "ConfigDict"]  # read by attribute: rebuilt as one
     # the package's registry keeps the scope it infers in the source, so the root registry finds
     # it by the config's default scope (the preprocessor) and by scoped keys ('regpkg.AbsLoss')
     detector = (home / str(entries["TinyDetector"]["path"])).read_text()
@@ -337,6 +339,13 @@ def test_recipes_keep_small_integer_tensors_and_sets() -> None:
     big = load(dump(torch.arange(1000), {}), resolve)  # too many to keep: drawn again within the range
     assert big.shape == (1000,) and int(big.min()) >= 0 and int(big.max()) <= 999
     assert load(dump({"img_shape", "pad_shape"}, {}), resolve) == {"img_shape", "pad_shape"}
+    # a config dict whose class the file lacks still reads by attribute, as the block reads it
+    settings = load(dump(_Settings(loss_weight=2.0), {}), resolve)
+    assert settings == {"loss_weight": 2.0} and settings.loss_weight == 2.0
+
+
+class _Settings(dict):
+    """A dict subclass standing for a config dict (mmengine's ``ConfigDict``)."""
 
 
 _WRAPPER_SOURCE = '''

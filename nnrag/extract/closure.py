@@ -321,7 +321,7 @@ class Extractor(RegistryNames):
                     named.append(key)
             return bool(pending)
 
-        want(top)
+        own = frozenset(want(top))
         for module_name, name in sorted(classes):
             if module_name in self.infos:
                 named.extend(want(DefTarget(module_name, name.split(".")[0])))
@@ -371,8 +371,11 @@ class Extractor(RegistryNames):
                 if t is _TYPE_ONLY:
                     continue
                 soft = name not in names.early and name not in names.late
-                if soft and not isinstance(t, ExtImport):
-                    continue  # a string annotation: never evaluated, nothing to copy
+                # a string annotation is never evaluated: nothing to copy, except where the block
+                # itself names what a user builds it from or calls it with (``config: BlockConfig``,
+                # a dataclass of the source): without it the file cannot be used, nor the probe guess it
+                if soft and not isinstance(t, ExtImport) and not (key in own and isinstance(t, DefTarget)):
+                    continue
                 if isinstance(t, Missing):
                     issue(name, t)
                     continue

@@ -93,23 +93,48 @@ def _unset(default: Any) -> bool:
 
 
 def _dataclass_value(annotation: Any, s: Sizes, depth: int) -> Any:
-    """An instance of a dataclass annotation, its required fields guessed by name."""
+    """A small instance of a dataclass annotation (a model's config): required fields guessed by
+    name, and so are sizes and counts whose defaults build the full model (``hidden_size: int =
+    1152``, ``num_hidden_layers: int = 27``), as the stand-in config guesses them; nested configs
+    small too (``vision_config: Optional[MoonViTConfig] = None``)."""
     if depth > 2 or not (isinstance(annotation, type) and dataclasses.is_dataclass(annotation)):
         return None
     try:
         hints = typing.get_type_hints(annotation)
     except Exception:
         hints = {}
-    values = {
-        f.name: guess_value(f.name, hints.get(f.name, f.type), s, depth=depth + 1)
-        for f in dataclasses.fields(annotation)
-        if f.init and (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
-                       or _unset(f.default))
-    }
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(annotation):
+        if not f.init:
+            continue
+        kind = hints.get(f.name, f.type)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING or _unset(f.default):  # type: ignore[misc]
+            values[f.name] = guess_value(f.name, kind, s, depth=depth + 1)
+        elif (nested := _dataclass_value(_class_in(kind), s, depth + 1)) is not None:
+            values[f.name] = nested
+        elif is_depth(f.name) and (shallow := _shallow(f.default)) is not None:
+            values[f.name] = shallow
+        elif type(f.default) is int and f.default > 1 and not _capacity(f.name):
+            guessed = guess_value(f.name, kind, s, depth=depth + 1)
+            if type(guessed) is int:
+                values[f.name] = guessed
     try:
         return annotation(**values)
     except Exception:
         return None
+
+
+def _class_in(annotation: Any) -> Any:
+    """``X`` of ``Optional[X]``, else the annotation itself."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 else annotation
+
+
+def _capacity(name: str) -> bool:
+    """A bound rather than a size (``max_position_embeddings``, ``pad_token_id``): cheap, and what
+    indexes or positions must stay below."""
+    w = _words(name)
+    return bool(w) and (w[0] == "max" or "position" in w or "positions" in w or w[-1] in ("id", "ind", "idx", "index"))
 
 
 def _parameters(cls: type) -> tuple[inspect.Signature, list[inspect.Parameter], dict[str, Any]] | None:

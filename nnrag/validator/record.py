@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "39"  # 38: failed asserts read as requirements; numbers where torch wants them; module outputs refused; 39: flags flipped on a NameError, indices, tensor lists
+GATE_VERSION = "40"  # 39: flags flipped on a NameError, indices, tensor lists; 40: small dataclass configs, config dicts rebuilt with their class
 CANDIDATE_MODULE = "nnrag_candidate"  # the module name the probe imports a block file as
 
 @dataclass(frozen=True)

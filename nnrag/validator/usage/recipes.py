@@ -81,7 +81,13 @@ def dump(value: Any, instances: dict[int, dict[str, Any]], depth: int = 0) -> An
     if isinstance(value, dict):
         if len(value) > _MAX_ITEMS or not all(isinstance(k, (str, int)) for k in value):
             raise Unrecordable("dict too long or with complex keys")
-        return {"dict": [[k, dump(v, instances, depth + 1)] for k, v in value.items()]}
+        items = {"dict": [[k, dump(v, instances, depth + 1)] for k, v in value.items()]}
+        if type(value) not in (dict, OrderedDict):  # a config dict (mmengine's ``ConfigDict``): read by attribute too
+            try:
+                items["type"] = ref(type(value))
+            except Unrecordable:
+                pass
+        return items
     if isinstance(value, enum.Enum):
         return {"enum": ref(type(value)), "name": value.name}
     if isinstance(value, functools.partial):
@@ -148,7 +154,13 @@ def load(recipe: Any, resolve: Resolver) -> Any:
     if "set" in recipe:
         return set(recipe["set"])
     if "dict" in recipe:
-        return OrderedDict((k, load(v, resolve)) for k, v in recipe["dict"])
+        items = OrderedDict((k, load(v, resolve)) for k, v in recipe["dict"])
+        if "type" not in recipe:
+            return items
+        try:
+            return resolve(*recipe["type"])(items)
+        except Exception:  # not part of the block (any error of foreign code): keys read as attributes still work
+            return AttributeDict(items)
     if "enum" in recipe:
         return getattr(resolve(*recipe["enum"]), recipe["name"])
     if "partial" in recipe:
@@ -170,6 +182,16 @@ def load(recipe: Any, resolve: Resolver) -> Any:
         obj.__dict__.update(state)
         return obj
     raise Unrecordable(f"unknown recipe {sorted(recipe)}")
+
+
+class AttributeDict(OrderedDict):
+    """A dict whose keys also read as attributes, as those of the config dict it stands for."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 def call_args(recipe: dict[str, Any], resolve: Resolver) -> tuple[list[Any], dict[str, Any]]:
