@@ -1252,3 +1252,23 @@ def test_what_a_failed_assert_or_torch_asks_for_is_given(tmp_path: Path) -> None
     fusion = _probed(tmp_path, source, "Fusion")
     assert fusion["init_args"]["reduce_fn"].endswith("()") and fusion["init_args"]["transforms"].startswith("[Pass"), fusion
     assert len({tuple(s) for s in fusion["input_shapes"][0]}) == 1 and isinstance(fusion["output_shapes"], list), fusion
+
+
+_TAKES_ARRAYS = """
+import numpy as np
+import torch
+from torch import nn
+
+
+class ArrayToTensor(nn.Module):
+    def forward(self, image):
+        if not isinstance(image, np.ndarray):
+            raise TypeError(f"Input type is not a numpy.ndarray. Got {type(image)}")
+        return torch.from_numpy(image).permute(2, 0, 1)
+"""
+
+
+def test_a_forward_that_takes_arrays_gets_an_array(tmp_path: Path) -> None:
+    record = _probed(tmp_path, _TAKES_ARRAYS, "ArrayToTensor")
+    assert record["input_dtypes"] == [None] and len(record["input_shapes"][0]) == 3, record  # an array of an image  # type: ignore[index]
+    assert len(record["output_shapes"]) == 3  # type: ignore[arg-type]

@@ -22,7 +22,8 @@ from nnrag.workspace import Workspace
 
 LIMITS = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)
 # BandMix: its docstring's example; Masked: the README's; PlanBlock: PlanNet's, which passes on guesses
-RECORDED = {"ConvStage", "BoxPool", "TinyNet", "BandMix", "Masked", "PlanBlock"}
+# StageBase: built only as its subclass ScaledStage, whose recorded construction it takes
+RECORDED = {"ConvStage", "BoxPool", "TinyNet", "BandMix", "Masked", "PlanBlock", "ScaledStage", "StageBase"}
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +116,10 @@ def test_recorded_usage_validates_them(homes: dict[str, object]) -> None:
     assert entries["BandMix"]["record"]["input_shapes"] == [[2, 8, 8, 6]]  # as the example called it
     assert entries["BandMix"]["record"]["output_shapes"] == [2, 8, 8, 1]
     harvest = homes["report"].harvest  # type: ignore[attr-defined]
-    # six with recorded usage, WindowScorer with a companion
-    assert harvest["rescued"] == 7 and harvest["factories"] == 1 and harvest["examples"] == 2 and harvest["passed"] == 1
-    assert homes["report"].passed == homes["guess_report"].passed + 7
+    # eight with recorded usage, WindowScorer with a companion
+    assert harvest["rescued"] == 9 and harvest["factories"] == 1 and harvest["examples"] == 2 and harvest["passed"] == 1
+    assert homes["report"].passed == homes["guess_report"].passed + 9
+    assert entries["StageBase"]["record"]["init_args"]["setting"] == "namespace(out_chs=16, depth=1, stride=1)"  # type: ignore[index]
     # built as the passing network built it; its network's record holds how the gate ran it
     assert entries["PlanBlock"]["record"]["init_args"]["plan"] == "(('conv', 8), ('pool', 2), ('conv', 16))"  # type: ignore[index]
     assert entries["PlanBlock"]["record"]["input_shapes"][0][1] == 3  # type: ignore[index]
@@ -203,7 +205,7 @@ def test_usage_is_harvested_from_a_wheel_source(tmp_path: Path) -> None:
         zf.writestr("upkg-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: upkg\nVersion: 1.0\n\n{readme}")
     home = tmp_path / "home"
     report = nnrag.build([str(wheel)], home=home, limits=LIMITS)
-    assert report.harvest["rescued"] == 7, report.harvest  # six by usage, one with a companion
+    assert report.harvest["rescued"] == 9, report.harvest  # eight by usage, one with a companion
     with connect(Workspace.resolve(home)) as store:
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok, message FROM harvests ORDER BY factory")] == [
             ("upkg-1.0.dist-info/METADATA#0:<readme>", 1, None), ("upkg.blocks:BandMix.__doc__", 1, None),

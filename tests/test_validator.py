@@ -97,11 +97,21 @@ assert importlib.util.find_spec("cpkg") is None and importlib.util.find_spec("fp
 import torch
 spec = importlib.util.spec_from_file_location("block", "block.py")
 mod = importlib.util.module_from_spec(spec)
+sys.modules["block"] = mod  # as an import does: a dataclass looks its module up there
 spec.loader.exec_module(mod)
 cls = mod
 for part in sys.argv[1].split("."):
     cls = getattr(cls, part)
-model = cls(**{k: ast.literal_eval(v) for k, v in json.loads(sys.argv[3]).items()})
+
+
+def value(text):  # a literal, or a construction of the file's own config class: BlockConfig(width=16)
+    try:
+        return ast.literal_eval(text)
+    except ValueError:
+        return eval(text, vars(mod))
+
+
+model = cls(**{k: value(v) for k, v in json.loads(sys.argv[3]).items()})
 dtypes = json.loads(sys.argv[4])
 out = model(*[torch.randint(0, 2, s) if d == "int64" else torch.randn(s) for s, d in zip(json.loads(sys.argv[2]), dtypes)])
 print("ran", type(out).__name__)
@@ -286,6 +296,48 @@ def test_an_ephemeral_loopback_probe_is_no_violation_but_a_known_port_is() -> No
         probe, listener = gate.check_code(PROBES, "ProbesIPv6"), gate.check_code(PROBES, "Listens")
     assert probe.ok, probe.message
     assert (listener.ok, listener.code) == (False, "sandbox-violation") and "socket.bind" in listener.message
+
+
+PRETRAINED = '''
+import torch.nn as nn
+from torch.hub import load_state_dict_from_url
+
+URL = "https://203.0.113.1/descriptor_weights.pth"
+
+
+class Pretrained(nn.Module):
+    """Loads its weights whatever it is given, as a descriptor network that ships them does."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        checkpoint = load_state_dict_from_url(URL, map_location="cpu")
+        self.load_state_dict({k.replace("module.", ""): v for k, v in checkpoint["state_dict"].items()})
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+class Fetches(nn.Module):
+    def __init__(self):
+        super().__init__()
+        import urllib.request
+        urllib.request.urlopen(URL)
+
+    def forward(self, x):
+        return x
+'''
+
+
+def test_pretrained_weights_a_block_always_loads_are_not_fetched_and_it_is_checked_at_random_init() -> None:
+    from nnrag.validator.gate import Gate
+
+    with Gate(1) as gate:
+        pretrained, fetches = gate.check_code(PRETRAINED, "Pretrained"), gate.check_code(PRETRAINED, "Fetches")
+    assert pretrained.ok, pretrained.message
+    assert pretrained.weights_not_fetched == ["https://203.0.113.1/descriptor_weights.pth"]
+    # any other request is still refused
+    assert (fetches.ok, fetches.code) == (False, "sandbox-violation") and "203.0.113.1" in fetches.message
 
 
 GRAPH_BATCH = '''

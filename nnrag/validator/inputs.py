@@ -12,6 +12,7 @@ import re
 from types import SimpleNamespace
 from typing import Any, Iterator
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -262,6 +263,8 @@ def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
         return SimpleNamespace(**{name: torch.randn(shape) for name in kind.removeprefix(FIELDS).split(",")})
     if kind == "uint8":  # an image as stored: bytes
         return torch.randint(0, 256, shape, dtype=torch.uint8)
+    if kind == "numpy":  # an image as loaded, values in [0, 1]
+        return torch.rand(shape).numpy()
     if kind.startswith("long"):
         high = int(kind.split(":")[1]) if ":" in kind else 8
         return torch.randint(0, max(1, high), shape)
@@ -505,7 +508,7 @@ def _placed(args: list[Any], kwargs: dict[str, Any], where: list[tuple[bool, int
 
 def shapes(value: Any, depth: int = 0) -> Any:
     """Shapes of every tensor in a (nested) output, in a JSON-friendly structure."""
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, (torch.Tensor, np.ndarray)):
         return list(value.shape)
     if depth > 4:
         return None

@@ -15,10 +15,12 @@ from pathlib import Path
 from types import CodeType, SimpleNamespace
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import torch
 from torch import nn
 
 from . import record as R
+from . import weights
 from .arguments import Sizes, constructor_attempts, is_depth
 from .companions import companion_recipes, offer
 from .repairs import forward_repairs, repairs
@@ -210,6 +212,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     # the CPU generator only: torch.manual_seed would also queue a lazy CUDA seeding, formatting a
     # stack trace (~6 ms of a trivial candidate's ~40)
     torch.default_generator.manual_seed(0)
+    weights.install()
     result["stage"] = "import"
     progress("import")
     spec = importlib.util.spec_from_file_location(R.CANDIDATE_MODULE, path)
@@ -284,11 +287,12 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         # counted after forward: lazy modules have no parameter sizes before it
         result["params"] = sum(p.numel() for p in model.parameters())
         result["submodules"] = _inventory(model)
-        result["input_shapes"] = [shapes(a) if isinstance(a, (torch.Tensor, list, tuple, dict, SimpleNamespace)) else short_repr(a)
+        result["input_shapes"] = [shapes(a) if isinstance(a, (torch.Tensor, np.ndarray, list, tuple, dict, SimpleNamespace)) else short_repr(a)
                                   for a in args]
         result["input_dtypes"] = [str(a.dtype).removeprefix("torch.") if isinstance(a, torch.Tensor) else None for a in args]
         result["output_shapes"] = shapes(out)
         result["recipe"] = _recipe(init, kwargs, args, kw)
+        result["weights_not_fetched"] = weights.refused()
         result["stage"] = "backward"
         progress("backward")
         result["backward"] = _backward(model, args, kw)
@@ -328,7 +332,7 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
         tried.add((kind, shape))
         main = make_tensor(kind, shape)
         repaired = False
-        if kind.startswith("graph") or kind == "images":
+        if kind.startswith("graph") or kind in ("images", "numpy"):
             calls: Any = [([main], {})]
         elif kind.startswith(FIELDS):  # the other arguments as for the first field's tensor
             inner = next(iter(vars(main).values()))

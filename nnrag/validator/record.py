@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "40"  # 39: flags flipped on a NameError, indices, tensor lists; 40: small dataclass configs, config dicts rebuilt with their class
+GATE_VERSION = "41"  # 40: small dataclass configs, config dicts rebuilt with their class; 41: weights not fetched, arrays, subclass usage
 CANDIDATE_MODULE = "nnrag_candidate"  # the module name the probe imports a block file as
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ class ValidationRecord:
     params: int | None = None
     submodules: dict[str, int] = field(default_factory=dict)  # submodule type -> count, from the built block
     backward: bool | None = None  # None: outputs not differentiable
+    weights_not_fetched: list[str] = field(default_factory=list)  # pretrained weights asked for: checked at random init
     seconds: float = 0.0
     peak_mb: float | None = None  # resident memory growth over the warm worker
     isolation: dict[str, str] = field(default_factory=dict)

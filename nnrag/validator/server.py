@@ -404,9 +404,11 @@ def main() -> None:
             __import__(name)
         except Exception:
             pass
+    from . import weights
     from .sandbox import kernel_confinement, status_kb
 
     kernel_confinement()  # asked once here (a fork), inherited by every candidate
+    weights.install()  # here, where it walks the preloaded modules once; every candidate inherits it
     # a child's garbage collection must not write to (and so copy) every object the imports made
     _GUARDED[:] = _guarded()
     gc.freeze()

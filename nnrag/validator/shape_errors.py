@@ -28,6 +28,7 @@ _UNPACK = re.compile(r"(?:too many|not enough) values to unpack \(expected (\d)"
 _RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
 _EMBED = re.compile(r"expecting embedding dimension of (\d+)")  # torch's multi-head attention
 _ONE_SAMPLE = re.compile(r"\b(?:1|one) batch size|batch size (?:of |must be |should be )?(?:1|one)\b", re.IGNORECASE)
+_NUMPY = re.compile(r"\b(?:numpy|np)\.ndarray\b")  # a forward that takes arrays, not tensors
 _GRAPH_ATTRIBUTE = re.compile(r"'Tensor' object has no attribute '(?:x|edge_index|edge_attr|batch|num_nodes|num_graphs)'")
 _FIELD = re.compile(r"'(?:Tensor|(?:types\.)?SimpleNamespace)' object has no attribute '([a-z_]\w*)'")
 _MODEL_SIDE = re.compile(r"doesn't match model \((\d+)|(?:size|resolution) (?:should|must) be (\d+) ?[x*×] ?\d+")
@@ -194,6 +195,8 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             out.append((FIELDS + ",".join([*fields, m.group(1)]), shape))
     if "uint8" in text and kind != "uint8":  # "image must have dtype torch.uint8"
         out.append(("uint8", shape))
+    if _NUMPY.search(text) and kind != "numpy":  # "Input type is not a numpy.ndarray": an image as loaded
+        out.append(("numpy", shape))
     if kind == "graph" and ("Long" in text or "indices" in text or "Embedding" in text):
         out.append(("graph:long:2", shape))
     elif not kind.startswith(("long", "graph")) and ("Long" in text or "indices" in text or "Embedding" in text):

@@ -257,14 +257,28 @@ def _save(conn: sqlite3.Connection, factory: Factory, record: dict[str, Any]) ->
 
 
 def hints(conn: sqlite3.Connection, source: str, block: str, limit: int = 4) -> list[dict[str, Any]]:
-    """Recorded usages of one block (``module.Qualname``), those with a recorded call first."""
-    entries: list[dict[str, Any]] = []
-    for (text,) in conn.execute("SELECT entries FROM usage WHERE source=? AND block=? ORDER BY factory", (source, block)):
-        entries.extend(json.loads(text))
+    """Recorded usages of one block (``module.Qualname``), those with a recorded call first. A
+    block nothing built itself (a base class: mmdet's ``SingleStageInstanceSegmentor``, PyG's
+    ``BasicGNN``) gets those of its direct subclasses, as constructions of the block itself: a
+    subclass that passes its arguments through (``SOLO(backbone, neck, mask_head, ...)``) was
+    built with what the base takes; where it was not, the probe's attempt fails and guesses follow."""
+    entries = _recorded(conn, source, block)
+    row = None if entries else conn.execute(
+        "SELECT f.module, b.qualname FROM blocks b JOIN files f ON f.id = b.file_id JOIN sources s ON s.id = b.source_id"
+        " WHERE s.name=? AND b.qualname=?", (source, block)).fetchone()
+    if row is not None and row["qualname"].startswith(row["module"] + "."):
+        own = [row["module"], row["qualname"][len(row["module"]) + 1:]]
+        for sub in conn.execute("SELECT b.qualname FROM blocks b JOIN sources s ON s.id = b.source_id WHERE s.name=?"
+                                " AND json_extract(b.bases_chain, '$[1]')=? ORDER BY b.qualname", (source, block)):
+            entries += [{**e, "init": {**e["init"], "cls": own}} for e in _recorded(conn, source, sub["qualname"])
+                        if isinstance(e.get("init"), dict)]
     entries.sort(key=lambda e: not e.get("call"))
     return entries[:limit]
 
 
+def _recorded(conn: sqlite3.Connection, source: str, block: str) -> list[dict[str, Any]]:
+    return [e for (text,) in conn.execute("SELECT entries FROM usage WHERE source=? AND block=? ORDER BY factory", (source, block))
+            for e in json.loads(text)]
 
 
 @dataclass(frozen=True)
