@@ -38,7 +38,9 @@ def _not_fetched(url: str, *args: Any, **kwargs: Any) -> NoWeights:
 def install() -> None:
     """Answer downloads of state dicts with :class:`NoWeights`, also where a module bound the
     download function before (``from torch.hub import load_state_dict_from_url``), and let a load
-    of no weights after such a download keep the module as it is."""
+    of no weights after such a download keep the module as it is. What an earlier check in this
+    process asked for is forgotten."""
+    _refused.clear()
     fetch = torch.hub.load_state_dict_from_url
     if fetch is _not_fetched:
         return
