@@ -318,6 +318,18 @@ class Pretrained(nn.Module):
         return self.proj(x)
 
 
+class Backbone(nn.Module):
+    """torchvision's weights API bound the download function when the worker imported it."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models import resnet18
+        self.net = resnet18(weights="DEFAULT")
+
+    def forward(self, x):
+        return self.net(x)
+
+
 class Fetches(nn.Module):
     def __init__(self):
         super().__init__()
@@ -334,8 +346,10 @@ def test_pretrained_weights_a_block_always_loads_are_not_fetched_and_it_is_check
 
     with Gate(1) as gate:
         pretrained, fetches = gate.check_code(PRETRAINED, "Pretrained"), gate.check_code(PRETRAINED, "Fetches")
+        backbone = gate.check_code(PRETRAINED, "Backbone")
     assert pretrained.ok, pretrained.message
     assert pretrained.weights_not_fetched == ["https://203.0.113.1/descriptor_weights.pth"]
+    assert backbone.ok and backbone.weights_not_fetched == ["https://download.pytorch.org/models/resnet18-f37072fd.pth"], backbone
     # any other request is still refused
     assert (fetches.ok, fetches.code) == (False, "sandbox-violation") and "203.0.113.1" in fetches.message
 

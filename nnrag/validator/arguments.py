@@ -130,11 +130,14 @@ def _class_in(annotation: Any) -> Any:
     return args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 else annotation
 
 
+_INDEX_WORDS = ("ind", "idx", "index")  # a name ending so is a position: ``prev_layer_ind``, ``padding_idx``
+
+
 def _capacity(name: str) -> bool:
     """A bound rather than a size (``max_position_embeddings``, ``pad_token_id``): cheap, and what
     indexes or positions must stay below."""
     w = _words(name)
-    return bool(w) and (w[0] == "max" or "position" in w or "positions" in w or w[-1] in ("id", "ind", "idx", "index"))
+    return bool(w) and (w[0] == "max" or "position" in w or "positions" in w or w[-1] in ("id", *_INDEX_WORDS))
 
 
 def _parameters(cls: type) -> tuple[inspect.Signature, list[inspect.Parameter], dict[str, Any]] | None:
@@ -320,7 +323,7 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
         return 3
     if "axis" in w or "dim" in w and {"split", "concat", "cat", "stack", "reduce"} & set(w):
         return 1  # ``dim_split``, ``concat_axis``: an axis index, never a width
-    if w and w[-1] in ("ind", "idx", "index") and "num" not in w:
+    if w and w[-1] in _INDEX_WORDS and "num" not in w:
         return 0  # ``prev_layer_ind``, ``padding_idx``: a position, the first is always there
     if "stride" in n:
         return 1
