@@ -330,11 +330,35 @@ class Backbone(nn.Module):
         return self.net(x)
 
 
+class OwnDownloader(nn.Module):
+    """Fetches its checkpoint into the hub cache itself, then loads the file, as libraries with a
+    downloader of their own do; and a second one through torch's file download."""
+
+    def __init__(self):
+        super().__init__()
+        import os
+        import urllib.request
+
+        import torch
+        self.proj = nn.Linear(4, 4)
+        cached = os.path.join(torch.hub.get_dir(), "checkpoints", "own.pth")
+        os.makedirs(os.path.dirname(cached), exist_ok=True)
+        with urllib.request.urlopen(urllib.request.Request("https://203.0.113.1/own.pth")) as response, open(cached, "wb") as f:
+            f.write(response.read())
+        self.load_state_dict(torch.load(cached, map_location="cpu", weights_only=True)["model"])
+        torch.hub.download_url_to_file("https://203.0.113.1/files/head.safetensors?download=1", cached + ".st")
+        from safetensors.torch import load_file
+        self.load_state_dict(load_file(cached + ".st"))
+
+    def forward(self, x):
+        return self.proj(x)
+
+
 class Fetches(nn.Module):
     def __init__(self):
         super().__init__()
         import urllib.request
-        urllib.request.urlopen(URL)
+        urllib.request.urlopen("https://203.0.113.1/data/images.tar.gz")
 
     def forward(self, x):
         return x
@@ -347,7 +371,10 @@ def test_pretrained_weights_a_block_always_loads_are_not_fetched_and_it_is_check
     with Gate(1) as gate:
         pretrained, fetches = gate.check_code(PRETRAINED, "Pretrained"), gate.check_code(PRETRAINED, "Fetches")
         backbone = gate.check_code(PRETRAINED, "Backbone")
+        own = gate.check_code(PRETRAINED, "OwnDownloader")
     assert pretrained.ok, pretrained.message
+    assert own.ok and own.weights_not_fetched == ["https://203.0.113.1/own.pth",
+                                                  "https://203.0.113.1/files/head.safetensors?download=1"], own
     assert pretrained.weights_not_fetched == ["https://203.0.113.1/descriptor_weights.pth"]
     assert backbone.ok and backbone.weights_not_fetched == ["https://download.pytorch.org/models/resnet18-f37072fd.pth"], backbone
     # any other request is still refused

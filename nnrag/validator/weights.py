@@ -5,13 +5,23 @@ network and then loads ``torch.hub.load_state_dict_from_url(url)``, a perceptual
 pretrained backbone) would stop at the sandbox's closed network. The gate checks the architecture,
 as it does with ``pretrained=False`` where a switch exists: a download of a state dict is answered
 with no weights, without any request, the load that follows keeps the random initialisation, and
-the record lists what was asked for. Runs inside the sandbox child, before the candidate is imported.
+the record lists what was asked for. Libraries with downloaders of their own (a prefetch into the
+hub cache with ``urlopen``, ``torch.hub.download_url_to_file`` then ``torch.load``) are answered
+the same way where the request is opened: a checkpoint file's address gets an empty checkpoint.
+Every other request still reaches the sandbox's audit and is refused. Runs inside the sandbox
+child, before the candidate is imported.
 """
 
 from __future__ import annotations
 
+import io
+import struct
 import sys
+import urllib.request
+import urllib.response
+from email.message import Message
 from typing import Any
+from urllib.parse import urlsplit
 
 import torch.hub
 from torch import nn
@@ -35,6 +45,35 @@ def _not_fetched(url: str, *args: Any, **kwargs: Any) -> NoWeights:
     return NoWeights()
 
 
+# What a checkpoint's address ends with; anything else (an archive of data, a page) is refused as before.
+_CHECKPOINTS = (".pth", ".pt", ".ckpt", ".pth.tar", ".bin", ".safetensors")
+
+
+def _empty_checkpoint(path: str) -> bytes:
+    if path.endswith(".safetensors"):
+        header = b"{}      "  # the format's JSON header, padded to 8 bytes: no tensors
+        return struct.pack("<Q", len(header)) + header
+    buffer = io.BytesIO()
+    torch.save(NoWeights(), buffer)
+    return buffer.getvalue()
+
+
+def _answer_checkpoints(open_: Any) -> Any:
+    def open(self: urllib.request.OpenerDirector, fullurl: Any, data: Any = None, *args: Any, **kwargs: Any) -> Any:
+        url = fullurl.full_url if isinstance(fullurl, urllib.request.Request) else str(fullurl)
+        path = urlsplit(url).path.lower()
+        if urlsplit(url).scheme in ("http", "https") and path.endswith(_CHECKPOINTS):
+            _refused.append(url)
+            body = _empty_checkpoint(path)
+            headers = Message()
+            headers["Content-Length"] = str(len(body))
+            headers["Content-Type"] = "application/octet-stream"
+            return urllib.response.addinfourl(io.BytesIO(body), headers, url, 200)
+        return open_(self, fullurl, data, *args, **kwargs)
+
+    return open
+
+
 def install() -> None:
     """Answer downloads of state dicts with :class:`NoWeights`, also where a module bound the
     download function before (``from torch.hub import load_state_dict_from_url``), and let a load
@@ -44,6 +83,9 @@ def install() -> None:
     fetch = torch.hub.load_state_dict_from_url
     if fetch is _not_fetched:
         return
+    # a checkpoint saved from NoWeights loads as one also under torch.load(weights_only=True)
+    torch.serialization.add_safe_globals([NoWeights])
+    urllib.request.OpenerDirector.open = _answer_checkpoints(urllib.request.OpenerDirector.open)  # type: ignore[method-assign]
     for module in list(sys.modules.values()):
         for name, value in list(getattr(module, "__dict__", {}).items()):
             if value is fetch:
