@@ -138,6 +138,31 @@ def test_writes_outside_the_folder_fail(gate: Gate, payload: str) -> None:
     assert not any(m.exists() for m in markers)  # with the hook switched off, the kernel refused them
 
 
+WRITES_HERE = '''
+import os
+import torch.nn as nn
+
+
+class CachesBeside(nn.Module):
+    """Keeps a cache in the working directory, as some libraries do with their downloads."""
+
+    def __init__(self):
+        super().__init__()
+        os.makedirs(".hub", exist_ok=True)
+        with open(os.path.join(".hub", "index.txt"), "w") as f:
+            f.write(os.getcwd())
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.proj(x)
+'''
+
+
+def test_a_candidate_writes_relative_paths_into_its_own_folder(gate: Gate) -> None:
+    record = gate.check_code(WRITES_HERE, "CachesBeside")
+    assert record.ok, record.message  # the working directory is the writable folder, not a read-only view of it
+
+
 def test_a_worker_removes_the_folders_of_workers_that_died_mid_check() -> None:
     stale = Path(tempfile.gettempdir()) / "nnrag-sandbox-4194000-left"
     stale.mkdir(exist_ok=True)

@@ -322,6 +322,9 @@ def _read_only_filesystem(folder: Path, visible: Sequence[str] = ()) -> bool:
     own = str(folder).encode()
     if libc.mount(own, own, None, _MS_BIND, None) != 0:
         raise OSError(ctypes.get_errno(), f"sandbox setup: cannot bind the folder {folder}")
+    # the working directory still names the folder as it was before the bind (read-only once the
+    # view is remounted): a relative write (``os.makedirs(".hub")``) must reach the writable one
+    os.chdir(folder)
     try:
         with open("/proc/self/mountinfo") as f:
             mounts = [(fields[4], fields[5]) for fields in (line.split() for line in f)]
