@@ -26,7 +26,7 @@ from . import records
 from .report import BuildReport
 from .retry import RETRY_CODES, Retry
 
-_ROUNDS = 6  # environments a block may try, each with one more missing module (mmdet needs five)
+_ROUNDS = 8  # environments a block may try, each with one more missing module (mmdet needs five, BoxInst a sixth)
 
 
 def _stopped_at(record: ValidationRecord) -> str | None:
