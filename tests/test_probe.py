@@ -1050,6 +1050,21 @@ def test_an_option_on_by_default_the_message_rules_out_is_turned_off() -> None:
     assert error is None and kwargs == {"num_layers": 1, "post_norm_cfg": None}
 
 
+class Encoder(nn.Module):
+    def __init__(self, out_channels: int, depth: int = 5) -> None:
+        super().__init__()
+        if depth > 5 or depth < 2:  # the message states another range, as real ones do
+            raise ValueError(f"{type(self).__name__} depth should be in range [1, 5], got {depth}")
+        self.stages = nn.ModuleList(nn.Conv2d(3, out_channels, 3) for _ in range(depth))
+
+
+def test_a_guessed_argument_the_message_names_goes_back_to_its_default() -> None:
+    from nnrag.validator.probe import _instantiate
+
+    _, kwargs, error = _instantiate(Encoder, {"out_channels": 16, "depth": 1}, Sizes())
+    assert error is None and kwargs == {"out_channels": 16, "depth": 5}
+
+
 def test_a_dict_input_gets_the_keys_the_forward_reads(tmp_path: Path) -> None:
     result = _probed(tmp_path, """
         from typing import Dict

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import shutil
@@ -22,8 +23,9 @@ from nnrag.workspace import Workspace
 
 LIMITS = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048)
 # BandMix: its docstring's example; Masked: the README's; PlanBlock: PlanNet's, which passes on guesses
-# StageBase: built only as its subclass ScaledStage, whose recorded construction it takes
-RECORDED = {"ConvStage", "BoxPool", "TinyNet", "BandMix", "Masked", "PlanBlock", "ScaledStage", "StageBase"}
+# StageBase: built only as its subclass ScaledStage, whose recorded construction it takes;
+# TableEncoder: built by the first entry of its module's registry table
+RECORDED = {"ConvStage", "BoxPool", "TinyNet", "BandMix", "Masked", "PlanBlock", "ScaledStage", "StageBase", "TableEncoder"}
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +97,15 @@ def test_factories_are_found_statically() -> None:
     assert ranked[0] == "net_tiny"
 
 
+def test_registry_tables_are_found_statically() -> None:
+    from nnrag.validator.usage.tables import table_names
+
+    assert table_names((FIXTURES / "usage_repo" / "upkg" / "encoders.py").read_text()) == ["table_encoders"]
+    # settings without a class, a class without arguments, a table inside a function: none
+    assert table_names('URLS = {"a": {"url": "x", "mean": [0.5]}}\nNAMES = {"a": {"cls": Net}}\n'
+                       'def f():\n    T = {"a": {"cls": Net, "params": {"w": 1}}}\n') == []
+
+
 def test_guesses_alone_fail_these_blocks(homes: dict[str, object]) -> None:
     entries = _entries(homes["without"])
     for name in RECORDED:
@@ -116,9 +127,10 @@ def test_recorded_usage_validates_them(homes: dict[str, object]) -> None:
     assert entries["BandMix"]["record"]["input_shapes"] == [[2, 8, 8, 6]]  # as the example called it
     assert entries["BandMix"]["record"]["output_shapes"] == [2, 8, 8, 1]
     harvest = homes["report"].harvest  # type: ignore[attr-defined]
-    # eight with recorded usage, WindowScorer with a companion
-    assert harvest["rescued"] == 9 and harvest["factories"] == 1 and harvest["examples"] == 2 and harvest["passed"] == 1
-    assert homes["report"].passed == homes["guess_report"].passed + 9
+    # nine with recorded usage, WindowScorer with a companion; the table counts as a factory
+    assert harvest["rescued"] == 10 and harvest["factories"] == 2 and harvest["examples"] == 2 and harvest["passed"] == 1
+    assert homes["report"].passed == homes["guess_report"].passed + 10
+    assert entries["TableEncoder"]["record"]["init_args"]["layout"] == "[(3, 8), (8, 16)]"  # type: ignore[index]
     assert entries["StageBase"]["record"]["init_args"]["setting"] == "namespace(out_chs=16, depth=1, stride=1)"  # type: ignore[index]
     # built as the passing network built it; its network's record holds how the gate ran it
     assert entries["PlanBlock"]["record"]["init_args"]["plan"] == "(('conv', 8), ('pool', 2), ('conv', 16))"  # type: ignore[index]
@@ -151,8 +163,8 @@ def test_harvest_is_stored_and_not_rerun(homes: dict[str, object]) -> None:
     with connect(Workspace.resolve(homes["with"])) as store:  # type: ignore[arg-type]
         assert usage.plan(store, "usage_repo", {"upkg.models", "upkg.blocks"}) == []  # ran against this very text
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok FROM harvests ORDER BY factory")] == [
-            ("README.md#0:<readme>", 1), ("upkg.blocks:BandMix.__doc__", 1), ("upkg.models:PlanNet.<passed>", 1),
-            ("upkg.models:tiny_net", 1)]
+            ("README.md#0:<readme>", 1), ("upkg.blocks:BandMix.__doc__", 1), ("upkg.encoders:<tables>", 1),
+            ("upkg.models:PlanNet.<passed>", 1), ("upkg.models:tiny_net", 1)]
 
 
 _RUNNER = """
@@ -205,11 +217,11 @@ def test_usage_is_harvested_from_a_wheel_source(tmp_path: Path) -> None:
         zf.writestr("upkg-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: upkg\nVersion: 1.0\n\n{readme}")
     home = tmp_path / "home"
     report = nnrag.build([str(wheel)], home=home, limits=LIMITS)
-    assert report.harvest["rescued"] == 9, report.harvest  # eight by usage, one with a companion
+    assert report.harvest["rescued"] == 10, report.harvest  # nine by usage, one with a companion
     with connect(Workspace.resolve(home)) as store:
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok, message FROM harvests ORDER BY factory")] == [
             ("upkg-1.0.dist-info/METADATA#0:<readme>", 1, None), ("upkg.blocks:BandMix.__doc__", 1, None),
-            ("upkg.models:PlanNet.<passed>", 1, None), ("upkg.models:tiny_net", 1, None)]
+            ("upkg.encoders:<tables>", 1, None), ("upkg.models:PlanNet.<passed>", 1, None), ("upkg.models:tiny_net", 1, None)]
 
 
 def test_registry_configs_are_chosen_statically(tmp_path: Path) -> None:
@@ -344,10 +356,17 @@ def test_recipes_keep_small_integer_tensors_and_sets() -> None:
     # a config dict whose class the file lacks still reads by attribute, as the block reads it
     settings = load(dump(_Settings(loss_weight=2.0), {}), resolve)
     assert settings == {"loss_weight": 2.0} and settings.loss_weight == 2.0
+    # a named tuple whose class the file lacks reads by field and by position (EfficientNet's BlockArgs)
+    args = load(dump(_BlockArgs(3, 6), {}), resolve)
+    assert args == (3, 6) and args.expand_ratio == 6 and type(args).__name__ == "_BlockArgs"
+    assert type(load(dump(_BlockArgs(3, 6), {}), Resolver({"_BlockArgs": _BlockArgs}, lambda m: False))) is _BlockArgs
 
 
 class _Settings(dict):
     """A dict subclass standing for a config dict (mmengine's ``ConfigDict``)."""
+
+
+_BlockArgs = collections.namedtuple("_BlockArgs", ["kernel_size", "expand_ratio"])
 
 
 _WRAPPER_SOURCE = '''

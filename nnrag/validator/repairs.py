@@ -93,6 +93,7 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
     if isinstance(error, (AssertionError, ValueError)):
         yield from _relations(cls, kwargs, text)
         yield from _named_default_off(cls, kwargs, text)
+        yield from _named_back_to_default(cls, kwargs, text)
     if m := _PARITY.search(text):  # "window_length must be odd": the integers the message names, one up
         odd = m.group(1) == "odd"
         named = set(_IDENTIFIER.findall(text))
@@ -174,6 +175,20 @@ def _named_default_off(cls: type, kwargs: dict[str, Any], text: str) -> Iterator
     words = set(_IDENTIFIER.findall(text))
     change = {p.name: None for p in params if p.name not in kwargs and isinstance(p.default, (dict, str))
               and ((stem := _OPTION_SUFFIX.sub("", p.name)) in words and len(stem) >= 4)}
+    if change:
+        yield change
+
+
+def _named_back_to_default(cls: type, kwargs: dict[str, Any], text: str) -> Iterator[dict[str, Any]]:
+    """Guessed arguments the message names that have a plain default of their own, back at it
+    ("depth should be in range [2, 5], got 1" for a guessed ``depth=1`` whose default is 5)."""
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return
+    words = set(_IDENTIFIER.findall(text))
+    change = {p.name: p.default for p in params if p.name in words and p.name in kwargs
+              and type(p.default) in (int, float, str) and kwargs[p.name] != p.default}
     if change:
         yield change
 

@@ -38,6 +38,7 @@ from .examples import EXAMPLE_SUFFIX, example_sources
 from .readme import README_UNIT, code_blocks, imported_modules
 from ..record import CANDIDATE_MODULE
 from .recipes import Resolver, Unrecordable, call_args, dump, ref
+from .tables import TABLE_UNIT, run_tables
 
 _ENTRIES_PER_CLASS = 3
 _INPUTS = ((1, 3, 64, 64), (1, 3, 224, 224), "list", (1, 3, 8, 64, 64), (1, 3, 16, 112, 112), "pair")
@@ -375,6 +376,7 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
     named ``Class.__doc__`` stands for the examples in that class's docstrings; one named
     ``<config>`` builds the model of the config file at the path given as its module; one named
     ``<readme>`` runs code block N of the README at the ``PATH#N`` given as its module; one named
+    ``<tables>`` builds the classes the module's registry tables name (see tables.py); one named
     ``Class.<passed>`` runs a block that passed the gate, by the recipe (JSON) given third.
     Examples run real models at real sizes (SAM's at 1024 pixels takes 27 s on two quiet cores):
     ``per_factory_s`` leaves room for a loaded machine; what a factory recorded before its time
@@ -402,6 +404,10 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
                 error = _run_readme(module_name, packages, recorder)
             elif function.endswith(PASSED_SUFFIX) and given:
                 error = _run_passed(module_name, function.removesuffix(PASSED_SUFFIX), json.loads(given[0]), recorder)
+            elif function == TABLE_UNIT:
+                module = importlib.import_module(module_name)
+                recorder.wrap_loaded()
+                error = run_tables(module, _exercise)
             elif function.endswith(EXAMPLE_SUFFIX):
                 module = importlib.import_module(module_name)
                 recorder.wrap_loaded()

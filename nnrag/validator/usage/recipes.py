@@ -12,6 +12,7 @@ Runs inside the sandbox (torch imported).
 from __future__ import annotations
 
 import builtins
+import collections
 import enum
 import functools
 import importlib
@@ -77,6 +78,14 @@ def dump(value: Any, instances: dict[int, dict[str, Any]], depth: int = 0) -> An
         if len(value) > _MAX_ITEMS:
             raise Unrecordable("sequence too long")
         items = [dump(v, instances, depth + 1) for v in value]
+        if isinstance(value, tuple) and isinstance(fields := getattr(type(value), "_fields", None), tuple):
+            # a named tuple (EfficientNet's ``BlockArgs``): read by field as well as by position
+            named: dict[str, Any] = {"tuple": items, "fields": list(fields)}
+            try:
+                named["type"] = ref(type(value))
+            except Unrecordable:
+                pass
+            return named
         return {"tuple": items} if isinstance(value, tuple) else {"list": items}
     if isinstance(value, dict):
         if len(value) > _MAX_ITEMS or not all(isinstance(k, (str, int)) for k in value):
@@ -148,7 +157,14 @@ def load(recipe: Any, resolve: Resolver) -> Any:
     if "device" in recipe:
         return torch.device("cpu")
     if "tuple" in recipe:
-        return tuple(load(r, resolve) for r in recipe["tuple"])
+        items = tuple(load(r, resolve) for r in recipe["tuple"])
+        if "fields" not in recipe:
+            return items
+        try:
+            return resolve(*recipe["type"])(*items)
+        except Exception:  # the file lacks the class (or anything of foreign code failed): one with the same fields
+            return collections.namedtuple(recipe.get("type", ["", "Record"])[-1].rpartition(".")[2] or "Record",
+                                          recipe["fields"], rename=True)(*items)
     if "list" in recipe:
         return [load(r, resolve) for r in recipe["list"]]
     if "set" in recipe:

@@ -23,6 +23,7 @@ from . import PASSED_SUFFIX, configs
 from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
 from .readme import README_UNIT, blocks_using, code_blocks, readme_files
+from .tables import TABLE_UNIT, table_names
 from ...db import Database
 from ...extract.lending import lenders
 from ..envs import missing_module
@@ -41,8 +42,9 @@ _JOB_TIMEOUT_S = 900.0
 
 @dataclass(frozen=True)
 class Factory:
-    """A unit the harvest runs: a model factory, the examples of a class (``Class.__doc__``), or a
-    registry config file (function ``<config>``, module its path relative to the source's root)."""
+    """A unit the harvest runs: a model factory, the examples of a class (``Class.__doc__``), the
+    registry tables of a module (``<tables>``), or a registry config file (function ``<config>``,
+    module its path relative to the source's root)."""
 
     source: str
     module: str
@@ -105,7 +107,7 @@ class HarvestStats:
 def plan(store: Database, source: str, focus: set[str], requirements: tuple[str, ...] = (),
          per_focus_module: int = 2, classes: frozenset[str] = frozenset(), passed: Sequence[Passed] = ()) -> list[Factory]:
     """What to run for ``source``: the blocks in ``passed`` as the gate ran them, the documented
-    examples and up to ``per_focus_module`` factories of the modules in ``focus`` (those holding
+    examples, registry tables and up to ``per_focus_module`` factories of the modules in ``focus`` (those holding
     blocks that still fail), then registry config files that together name every model type and
     the README's code blocks that name a class in ``classes`` (the blocks that still fail), then
     the examples and the smallest factory of every other module, since a block of a shared layers
@@ -141,6 +143,8 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
         names = factory_functions(text)[: per_focus_module if module in focus else 1]
         if ">>>" in text:
             names += [name + EXAMPLE_SUFFIX for name in documented_classes(text)]
+        if table_names(text):
+            names.append(TABLE_UNIT)
         chosen = [Factory(source, module, n, stamp(sha1)) for n in names]
         (first if module in focus else rest).extend(f for f in chosen if done.get(f.key) != f.stamp)
     if focus and row["root"]:
