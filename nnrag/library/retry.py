@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 
 # A guess-based failure waiting for its retry with recorded usage; redone by the next build.
 AWAITING_USAGE = GATE_VERSION + "-guess"
-# Failures that recorded arguments or inputs may fix.
-RETRY_CODES = {"constructor-args", "input-inference", "runtime-error", "timeout", "memory", "backward-error"}
+# Failures that recorded arguments or inputs may fix; a missing key too: a registry name a guessed
+# argument made up (``depth=300`` of a VGG), or a key the forward reads off a dict input (``data["image0"]``).
+RETRY_CODES = {"constructor-args", "input-inference", "runtime-error", "timeout", "memory", "backward-error",
+               "dynamic-registry"}
 _ROUNDS = 4  # environments a source's harvest may widen through, each with what it stopped at
 
 
