@@ -59,10 +59,13 @@ def _empty_checkpoint(path: str) -> bytes:
 
 
 def _answer_checkpoints(open_: Any) -> Any:
-    def open(self: urllib.request.OpenerDirector, fullurl: Any, data: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``OpenerDirector.open`` (what ``urlopen`` and ``urlretrieve`` go through) answering the
+    address of a checkpoint file itself; any other request goes on to the audit that refuses it."""
+    def answered(self: urllib.request.OpenerDirector, fullurl: Any, data: Any = None, *args: Any, **kwargs: Any) -> Any:
         url = fullurl.full_url if isinstance(fullurl, urllib.request.Request) else str(fullurl)
-        path = urlsplit(url).path.lower()
-        if urlsplit(url).scheme in ("http", "https") and path.endswith(_CHECKPOINTS):
+        parts = urlsplit(url)
+        path = parts.path.lower()
+        if parts.scheme in ("http", "https") and path.endswith(_CHECKPOINTS):
             _refused.append(url)
             body = _empty_checkpoint(path)
             headers = Message()
@@ -71,7 +74,7 @@ def _answer_checkpoints(open_: Any) -> Any:
             return urllib.response.addinfourl(io.BytesIO(body), headers, url, 200)
         return open_(self, fullurl, data, *args, **kwargs)
 
-    return open
+    return answered
 
 
 def install() -> None:
