@@ -73,6 +73,10 @@ def test_import_is_cheap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+    # the build process plans, extracts and stores; torch (half a gigabyte) is loaded only by the gate's workers
+    code = "import sys, nnrag.library.build, nnrag.validator.usage.runs; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
 
 
 def test_one_bad_source_does_not_stop_the_others(forms_repo: Path, home: Path, tmp_path: Path) -> None:

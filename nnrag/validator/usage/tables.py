@@ -15,8 +15,6 @@ import ast
 import inspect
 from typing import Any, Callable
 
-from torch import nn
-
 TABLE_UNIT = "<tables>"
 
 
@@ -51,6 +49,8 @@ def _entry(value: Any) -> tuple[type, dict[str, Any]] | None:
     """The module class of one table entry and the dict of its keyword arguments: the one whose
     keys the constructor takes (beside it an entry may hold settings of its own: weights' sources);
     through ``**kwargs`` too, when it also names one of the constructor's own parameters."""
+    from torch import nn  # here, not at the top: planning (in the build process) must not import torch
+
     if not isinstance(value, dict):
         return None
     classes = [v for v in value.values() if inspect.isclass(v) and issubclass(v, nn.Module)]
