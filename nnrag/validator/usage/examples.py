@@ -10,6 +10,8 @@ import ast
 import codeop
 import doctest
 
+from . import module_tree
+
 # The docstrings of a class that are read: its own and those of the methods that show its use.
 _METHODS = ("__init__", "forward", "__call__")
 EXAMPLE_SUFFIX = ".__doc__"  # a harvest unit named "Class.__doc__" runs that class's examples
@@ -22,9 +24,8 @@ def _has_example(doc: str | None) -> bool:
 def documented_classes(text: str) -> list[str]:
     """Top-level classes of a module's source whose docstring, or a docstring of their
     ``__init__``/``forward``, holds an example, in source order."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
+    tree = module_tree(text)
+    if tree is None:
         return []
     found = []
     for node in tree.body:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import re
 
+from . import module_tree
+
 _SWITCHES = {"pretrained", "weights", "progress", "pretrained_cfg"}
 _SMALL = re.compile(r"(?:^|_)(atto|femto|pico|nano|tiny|micro|mini|small|xs|xxs|s|t|lite|mobile|b0|18|050|0_5|x0_5|t0|s0|a0)(?:_|$)")
 
@@ -40,9 +42,8 @@ def _rank(name: str) -> tuple[int, int, str]:
 
 def factory_functions(text: str) -> list[str]:
     """Factory names defined at the top of a module's source, smallest-sounding first."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
+    tree = module_tree(text)
+    if tree is None:
         return []
     found = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and _is_factory(n)]
     return sorted(set(found), key=_rank)

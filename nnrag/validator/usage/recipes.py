@@ -160,11 +160,13 @@ def load(recipe: Any, resolve: Resolver) -> Any:
         items = tuple(load(r, resolve) for r in recipe["tuple"])
         if "fields" not in recipe:
             return items
-        try:
-            return resolve(*recipe["type"])(*items)
-        except Exception:  # the file lacks the class (or anything of foreign code failed): one with the same fields
-            return collections.namedtuple(recipe.get("type", ["", "Record"])[-1].rpartition(".")[2] or "Record",
-                                          recipe["fields"], rename=True)(*items)
+        if "type" in recipe:
+            try:
+                return resolve(*recipe["type"])(*items)
+            except Exception:  # the file lacks the class (or its own code failed): one with the same fields
+                pass
+        name = recipe["type"][1].rpartition(".")[2] if "type" in recipe else "Record"
+        return collections.namedtuple(name, recipe["fields"], rename=True)(*items)
     if "list" in recipe:
         return [load(r, resolve) for r in recipe["list"]]
     if "set" in recipe:

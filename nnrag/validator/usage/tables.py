@@ -15,6 +15,8 @@ import ast
 import inspect
 from typing import Any, Callable
 
+from . import module_tree
+
 TABLE_UNIT = "<tables>"
 
 
@@ -32,9 +34,8 @@ def table_names(text: str) -> list[str]:
     """Module-level names bound to a table: a dict literal whose values are such entries."""
     if "{" not in text:
         return []
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
+    tree = module_tree(text)
+    if tree is None:
         return []
     found: list[str] = []
     for node in tree.body:
