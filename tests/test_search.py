@@ -132,6 +132,19 @@ def test_retrieval_eval(lib: dict[str, object], tmp_path: Path) -> None:
         assert set(figures) >= {"recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10", "misses"}
         assert all(0.0 <= figures[k] <= 1.0 for k in ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"))
     assert data["hybrid"]["recall@5"] == 1.0
+    # an index that is out of date is brought up to date first, with progress
+    import shutil
+    import sqlite3
+
+    home = tmp_path / "stale"
+    shutil.copytree(str(lib["home"]), home)
+    with sqlite3.connect(home / "index.sqlite3") as conn:
+        conn.execute("DELETE FROM specs")
+        conn.execute("DELETE FROM search_state")
+    heard: list[tuple[str, int, int]] = []
+    again = evaluate(nnrag.search_index(home=home), load_queries(queries), progress=lambda *a: heard.append(a))
+    assert ("specs", 7, 7) in heard and again.to_dict()["hybrid"] == data["hybrid"] | {
+        k: again.to_dict()["hybrid"][k] for k in ("latency_p50_ms", "latency_p95_ms")}
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"query": "x"}\n')
     with pytest.raises(nnrag.ConfigError, match="bad.jsonl:1"):

@@ -126,7 +126,8 @@ def evals_retrieval(
         chosen = [q for q in load_queries(queries or SHIPPED_QUERIES) if split is None or q.split == split]
         if not chosen:
             fail(f"no query has split {split!r}", 2)
-        rep = evaluate(index, chosen, validated=True if validated else None)
+        with progress_bar(True) as progress:
+            rep = evaluate(index, chosen, validated=True if validated else None, progress=progress)
     if as_json:
         print_json(rep.to_dict())
         return

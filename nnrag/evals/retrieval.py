@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..progress import ProgressFn
 from ..search.index import METHODS, SearchIndex
 
 CUTOFF = 10
@@ -93,11 +94,13 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))] if ordered else 0.0
 
 
-def evaluate(index: SearchIndex, queries: list[Query], validated: bool | None = None) -> RetrievalReport:
-    """Run every query with every method; ``validated`` filters as search does (None: all blocks)."""
+def evaluate(index: SearchIndex, queries: list[Query], validated: bool | None = None,
+             progress: ProgressFn | None = None) -> RetrievalReport:
+    """Run every query with every method; ``validated`` filters as search does (None: all blocks).
+    ``progress`` hears about bringing the search index up to date first."""
     started = time.perf_counter()
     if index.stale():
-        index.sync()
+        index.sync(progress)
     index_seconds = time.perf_counter() - started
     names = index.names(validated)
     in_corpus = [q for q in queries if any(q.relevant(n) for n in names)]
