@@ -267,3 +267,56 @@ def test_spec_facts_of_a_class_defined_under_a_condition() -> None:
     assert class_facts(llama, "LlamaMLP").fingerprint != class_facts(other, "LlamaMLP").fingerprint
     thin = "class A(Base1):\n    pass\nclass B(Base2):\n    pass\n"
     assert class_facts(thin, "A").fingerprint != class_facts(thin, "B").fingerprint  # no method: names matter
+
+
+def test_spec_facts_read_from_the_class_alone_equal_those_of_the_whole_file() -> None:
+    """A spec reads one class and the top-level imports, not the whole file; where that reading
+    cannot settle a fact it falls back to the file's tree, with the same facts either way."""
+    import ast
+    import dataclasses
+
+    from nnrag.specs import static
+
+    code = (
+        "'''A module.\n"
+        "class Conv(nn.Module):   (a docstring line that looks like a class)\n"
+        "'''\n"
+        "import torch\n"
+        "from torch import (\n"
+        "    nn as tnn,\n"
+        "    Tensor)\n"
+        "import torch.nn.functional as F\n"
+        "class Base(tnn.Module):\n"
+        "    def __init__(self, width: int = 8, depth=2):\n"
+        "        super().__init__()\n"
+        "        self.proj = tnn.Linear(width, width)\n"
+        "class Child(Base):\n"
+        "    '''Inherits its constructor.\n"
+        "Unindented docstring line.\n"
+        "    '''\n"
+        "    def forward(self, x: Tensor) -> Tensor:\n"
+        "        return F.gelu(self.proj(x)) + torch.tanh(x)\n"
+        "class Conv(tnn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return tnn.functional.relu(x)\n"
+        "    class Inner(tnn.Module):\n"
+        "        pass\n"
+        "def helper():\n"
+        "    pass\n"
+    )
+    for name in ("Base", "Child", "Conv", "Conv.Inner"):
+        cheap = static.class_facts(code, name)
+        whole = static._Source(code)
+        whole._classes = static._classes(ast.parse(code))  # the whole file's reading, forced
+        cls = whole.classes[name]
+        facts = dataclasses.replace(cheap, constructor=static.parameters(static._method(cls, "__init__", whole.classes))
+                                    if static._method(cls, "__init__", whole.classes) else [],
+                                    operations=static.operations(ast.parse(code), code),
+                                    fingerprint=static._fingerprint(cls))
+        assert cheap == facts, name
+    child = static.class_facts(code, "Child")
+    assert [p.name for p in child.constructor] == ["width", "depth"]
+    assert child.operations == ["F.gelu", "F.relu", "nn.Linear", "torch.tanh"]
+    assert child.identifiers == ["Base", "Child", "Conv", "helper"]
+    with pytest.raises(KeyError):
+        static.class_facts(code, "Missing")

@@ -8,7 +8,7 @@ operations are those of the block and of everything it needs, and nothing else.
 from __future__ import annotations
 
 import ast
-import copy
+import functools
 import hashlib
 import re
 from collections import Counter
@@ -51,7 +51,7 @@ def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
     return found
 
 
-def _method(cls: ast.ClassDef, name: str, classes: dict[str, ast.ClassDef]) -> ast.FunctionDef | None:
+def _method(cls: ast.ClassDef, name: str, classes: _Source | dict[str, ast.ClassDef]) -> ast.FunctionDef | None:
     """``name`` as defined by ``cls`` or the nearest base defined in the same file (depth first, like
     the MRO of single inheritance)."""
     seen: set[str] = set()
@@ -152,47 +152,137 @@ def operations(tree: ast.Module, code: str) -> list[str]:
     return [name for name, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-class _Anonymise(ast.NodeTransformer):
-    """Class names (capitalised names) become one placeholder: libraries copy a block under each
-    model's prefix (``LlamaMLP`` -> ``MistralMLP``, with ``MistralRMSNorm`` inside)."""
+# a name of a class in ``ast.dump`` text: ``Name(id='LlamaMLP', ctx=Load())``
+_CLASS_NAME = re.compile(r"Name\(id='([^']+)'")
 
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        return ast.Name(id="_C", ctx=node.ctx) if node.id[:1].isupper() else node
+
+def _anonymised(match: re.Match[str]) -> str:
+    return "Name(id='_C'" if match.group(1)[:1].isupper() else match.group(0)
 
 
 def _fingerprint(cls: ast.ClassDef) -> str:
     """Hash of the class's structure without its docstring, its name or the names of the classes
     it refers to: the same block copied into two repositories, or under another model's prefix,
     has the same fingerprint whatever its formatting and comments. A class with no method of its
-    own keeps its names: it is what its bases make it."""
+    own keeps its names: it is what its bases make it.
+
+    Class names (capitalised names) become one placeholder in the dump's text, not in a copy of
+    the tree: libraries copy a block under each model's prefix (``LlamaMLP`` -> ``MistralMLP``,
+    with ``MistralRMSNorm`` inside), and copying the tree cost a third of building a spec."""
     body = cls.body[1:] if ast.get_docstring(cls) is not None else cls.body
     own = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in body)
     clone = ast.ClassDef(name="_C" if own else cls.name, bases=cls.bases, keywords=cls.keywords, body=body,
                          decorator_list=[], type_params=[])
-    if own:
-        clone = _Anonymise().visit(copy.deepcopy(clone))
-    return hashlib.sha1(ast.dump(clone, include_attributes=False).encode()).hexdigest()
+    dump = ast.dump(clone, include_attributes=False)
+    return hashlib.sha1((_CLASS_NAME.sub(_anonymised, dump) if own else dump).encode()).hexdigest()
+
+
+_TOP_IMPORT = re.compile(r"^(?:import|from)[ \t]", re.MULTILINE)
+_TOP_DEF = re.compile(r"^(?:class|def)[ \t]+(\w+)", re.MULTILINE)
+_TOP_LINE = re.compile(r"^[^\s#]", re.MULTILINE)  # a line that starts a top-level statement
+
+
+class _Source:
+    """One file's text, read as little as a spec needs. A standalone block file holds its whole
+    closure (thousands of lines for a diffusion or language-model block) and a language-model
+    library defines dozens of blocks per modelling file: parsing the class alone, and the
+    top-level imports for the torch aliases, is ten to a hundred times cheaper than the file.
+    Whatever the cheap reading cannot settle (a nested or conditional class, an import that does
+    not parse alone) comes from the whole file's tree, as before."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        self._tree: ast.Module | None = None
+        self._classes: dict[str, ast.ClassDef] | None = None
+        self._alone: dict[str, ast.ClassDef | None] = {}
+
+    @property
+    def tree(self) -> ast.Module:
+        if self._tree is None:
+            self._tree = ast.parse(self.code)
+        return self._tree
+
+    @property
+    def classes(self) -> dict[str, ast.ClassDef]:
+        if self._classes is None:
+            self._classes = _classes(self.tree)
+        return self._classes
+
+    def _segment(self, name: str) -> ast.ClassDef | None:
+        """The class parsed from its own lines, when its first definition is a top-level one."""
+        found = re.search(rf"^([ \t]*)class[ \t]+{re.escape(name)}\b", self.code, re.MULTILINE)
+        if found is None or found.group(1):
+            return None
+        nxt = _TOP_LINE.search(self.code, found.end())
+        segment = self.code[found.start(): nxt.start() if nxt else len(self.code)]
+        try:
+            body = ast.parse(segment).body
+        except SyntaxError:  # cut inside a string or brackets: the whole file decides
+            return None
+        return body[0] if len(body) == 1 and isinstance(body[0], ast.ClassDef) else None
+
+    def get(self, name: str) -> ast.ClassDef | None:
+        if self._classes is None and "." not in name:
+            if name not in self._alone:
+                self._alone[name] = self._segment(name)
+            if self._alone[name] is not None:
+                return self._alone[name]
+            if not re.search(rf"\bclass[ \t]+{re.escape(name)}\b", self.code):
+                return None
+        return self.classes.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def __getitem__(self, name: str) -> ast.ClassDef:
+        cls = self.get(name)
+        if cls is None:
+            raise KeyError(name)
+        return cls
+
+    def _imports(self) -> ast.Module:
+        """The top-level imports, each parsed alone (the whole tree if one does not parse)."""
+        body: list[ast.stmt] = []
+        for m in _TOP_IMPORT.finditer(self.code):
+            nxt = _TOP_LINE.search(self.code, self.code.find("\n", m.start()) + 1 or len(self.code))
+            text = self.code[m.start(): nxt.start() if nxt else len(self.code)]
+            try:
+                body += ast.parse(text).body
+            except SyntaxError:
+                return self.tree
+        return ast.Module(body=body, type_ignores=[])
+
+    @functools.cached_property
+    def operations(self) -> list[str]:
+        return operations(self._imports(), self.code)
+
+    @functools.cached_property
+    def identifiers(self) -> list[str]:
+        return sorted(set(_TOP_DEF.findall(self.code)))
+
+
+@functools.lru_cache(maxsize=4)
+def _source(code: str) -> _Source:
+    return _Source(code)
 
 
 def class_facts(code: str, class_name: str) -> ClassFacts:
-    tree = ast.parse(code)
-    classes = _classes(tree)
-    cls = classes.get(class_name)
+    module = _source(code)
+    cls = module.get(class_name)
     if cls is None:
         raise KeyError(f"the file defines no class {class_name!r}")
-    init = _method(cls, "__init__", classes)
-    fwd = _method(cls, "forward", classes)
+    init = _method(cls, "__init__", module)
+    fwd = _method(cls, "forward", module)
     forward = None
     if fwd is not None:
         forward = ForwardSignature(parameters=parameters(fwd), returns=_text(fwd.returns))
-    identifiers = sorted({n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))})
     return ClassFacts(
         name=cls.name,
         bases=[ast.unparse(b) for b in cls.bases],
         docstring=ast.get_docstring(cls),
         constructor=parameters(init) if init is not None else [],
         forward=forward,
-        operations=operations(tree, code),
+        operations=list(module.operations),
         fingerprint=_fingerprint(cls),
-        identifiers=identifiers,
+        identifiers=list(module.identifiers),
     )
