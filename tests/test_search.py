@@ -320,3 +320,29 @@ def test_spec_facts_read_from_the_class_alone_equal_those_of_the_whole_file() ->
     assert child.identifiers == ["Base", "Child", "Conv", "helper"]
     with pytest.raises(KeyError):
         static.class_facts(code, "Missing")
+
+
+def test_lexical_tables_hold_exactly_the_documents_given(tmp_path: Path) -> None:
+    """Many changes rewrite the tables at once, a few are written one by one; either way the
+    tables end up holding exactly the documents of the last sync."""
+    from nnrag.db import connect
+    from nnrag.search import lexical
+    from nnrag.workspace import Workspace
+
+    def doc(i: int, extra: str = "") -> lexical.LexicalDoc:
+        return lexical.LexicalDoc(f"s:m.Block{i}", f"block {i} {extra}", "m", f"doc {i}", "ident")
+
+    with connect(Workspace.resolve(tmp_path), create=True) as store:
+        conn = store.conn
+
+        def contents() -> set[tuple[str, str]]:
+            return {(r[0], r[1]) for r in conn.execute("SELECT block_id, text FROM search_name")}
+
+        assert lexical.sync(conn, [doc(i) for i in range(500)]) == 500  # all at once
+        assert lexical.sync(conn, [doc(i) for i in range(500)]) == 0
+        assert lexical.sync(conn, [doc(i, "gated" if i == 7 else "") for i in range(1, 500)]) == 1  # one by one
+        assert contents() == {(f"s:m.Block{i}", f"block {i} {'gated' if i == 7 else ''}") for i in range(1, 500)}
+        assert [b for b, _ in lexical.search(conn, "gated", 5)] == ["s:m.Block7"]
+        assert lexical.sync(conn, [doc(i, "new") for i in range(300)]) == 300  # rewritten again
+        assert contents() == {(f"s:m.Block{i}", f"block {i} new") for i in range(300)}
+        assert conn.execute("SELECT count(*) FROM search_doc").fetchone()[0] == 300
