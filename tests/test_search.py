@@ -346,3 +346,20 @@ def test_lexical_tables_hold_exactly_the_documents_given(tmp_path: Path) -> None
         assert lexical.sync(conn, [doc(i, "new") for i in range(300)]) == 300  # rewritten again
         assert contents() == {(f"s:m.Block{i}", f"block {i} new") for i in range(300)}
         assert conn.execute("SELECT count(*) FROM search_doc").fetchone()[0] == 300
+
+
+def test_a_question_near_a_technique_definition_ranks_the_blocks_named_after_it(lib: dict[str, object]) -> None:
+    """The technique ranking scores a block by how near the query is to the definition of the
+    technique its name spells; blocks whose names spell none score nothing."""
+    from nnrag.db import connect
+    from nnrag.workspace import Workspace
+
+    index = nnrag.search_index(home=lib["home"])  # type: ignore[arg-type]
+    with connect(Workspace.resolve(lib["home"])) as store:  # type: ignore[arg-type]
+        ids = {r[0] for r in store.conn.execute("SELECT block_id FROM library")}
+        vector = index.embedder.embed(["pool each channel globally and rescale it with learned gates"])[0]
+        ranked = index._techniques(store, vector, ids)
+    names = [b.rsplit(".", 1)[-1] for b, _ in ranked]
+    scores = dict(ranked)
+    assert names[:2] == ["SqueezeExcite", "SqueezeExcite"] and scores[ranked[0][0]] > scores[ranked[2][0]] > 0
+    assert all(score == 0.0 for b, score in ranked if b.endswith(("TokenSelfAttention", "NativeOnly")))

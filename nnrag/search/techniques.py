@@ -14,6 +14,8 @@ A key matches whole words of the class name (or of the spelled-out abbreviations
 
 from __future__ import annotations
 
+import functools
+
 from .glossary import expand_only
 
 _MAX_MATCHES = 2
@@ -266,9 +268,10 @@ def _index() -> list[tuple[str, int]]:
 _KEYS = _index()
 
 
-def describe(words: str) -> list[str]:
-    """Definitions of the techniques ``words`` (a class name as ``split_words`` spells it) names,
-    longest key first, at most ``_MAX_MATCHES``."""
+@functools.lru_cache(maxsize=65536)
+def techniques_of(words: str) -> tuple[int, ...]:
+    """Which techniques ``words`` (a class name as ``split_words`` spells it) names, as indices
+    into :func:`definitions`, longest key first, at most ``_MAX_MATCHES``."""
     text = f" {words.lower()} ; {expand_only(words).replace(';', ' ;')} "
     found: list[int] = []
     for key, entry in _KEYS:
@@ -276,7 +279,17 @@ def describe(words: str) -> list[str]:
             found.append(entry)
             if len(found) == _MAX_MATCHES:
                 break
-    return [_ENTRIES[i][1] for i in found]
+    return tuple(found)
+
+
+def describe(words: str) -> list[str]:
+    """Definitions of the techniques ``words`` names (:func:`techniques_of`)."""
+    return [_ENTRIES[i][1] for i in techniques_of(words)]
+
+
+def definitions() -> list[str]:
+    """Every technique's definition, in a fixed order."""
+    return [definition for _, definition in _ENTRIES]
 
 
 def entries() -> int:
