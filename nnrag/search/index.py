@@ -7,6 +7,7 @@ embedded before. ``search`` answers a query; it syncs first when the library cha
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -246,7 +247,7 @@ class SearchIndex:
 
         near = self._definition_vectors(store.conn) @ np.asarray(vector, dtype=np.float32)
         names = _column(store, "SELECT block_id, name FROM library WHERE block_id IN ({})", sorted(candidates))
-        scores = [(b, max((float(near[e]) for e in techniques_of(split_words(name))), default=0.0))
+        scores = [(b, max((float(near[e]) for e in _named_techniques(name)), default=0.0))
                   for b, name in names.items()]
         return sorted(scores, key=lambda kv: (-kv[1], kv[0]))
 
@@ -340,6 +341,12 @@ class SearchIndex:
                 weights += [1.0, _TECHNIQUE_WEIGHT]
             fused = _fuse(rankings, weights)
             return _hits(store, fused, k)
+
+
+@functools.lru_cache(maxsize=65536)
+def _named_techniques(name: str) -> tuple[int, ...]:
+    """The techniques a class name spells; a warm server meets the same names query after query."""
+    return techniques_of(split_words(name))
 
 
 def _synced(conn: sqlite3.Connection) -> str | None:
