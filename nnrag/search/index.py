@@ -42,6 +42,9 @@ _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hit
 # split of the wide evaluation (0.25-1.0 all raised MRR@10 there; 0.5 left the default corpus's
 # independent queries where they were)
 _TECHNIQUE_WEIGHT = 0.5
+# what a synced index holds; 2: the technique definitions' vectors (an index synced before embeds
+# them in its next sync, not in a search, which would load the bulk embedder and torch)
+_INDEX_VERSION = "2"
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
 
@@ -263,7 +266,7 @@ class SearchIndex:
         row = conn.execute("SELECT count(*), max(updated_at), total(updated_at), group_concat(DISTINCT gate_version) "
                            "FROM library").fetchone()
         where = self.chroma_url or "embedded"
-        return _sha1(json.dumps([list(row), collection_name(self.embedder), where, cache.SPEC_VERSION]))
+        return _sha1(json.dumps([list(row), collection_name(self.embedder), where, cache.SPEC_VERSION, _INDEX_VERSION]))
 
     def stale(self) -> bool:
         with self._store() as store:
