@@ -54,21 +54,21 @@ def sync(conn: sqlite3.Connection, docs: Iterable[LexicalDoc]) -> int:
     change (a first index, a new spec version) every table is emptied and written again: deleting
     them one by one cost minutes on 15,000 blocks."""
     known = dict(conn.execute("SELECT block_id, key FROM search_keys").fetchall())
-    docs = list(docs)
-    seen = {d.block_id for d in docs}
-    changed = [d for d in docs if known.get(d.block_id) != _key(d)]
+    keyed = [(d, _key(d)) for d in docs]
+    seen = {d.block_id for d, _ in keyed}
+    changed = [(d, key) for d, key in keyed if known.get(d.block_id) != key]
     gone = [b for b in known if b not in seen]
     if len(changed) + len(gone) > max(_FEW_CHANGES, len(known) // 10):
         for f in _FIELDS:
             conn.execute(f"DELETE FROM search_{f}")
         conn.execute("DELETE FROM search_keys")
-        changed = docs
+        changed = keyed
     else:
-        delete(conn, [d.block_id for d in changed if d.block_id in known] + gone)
-    for d in changed:
+        delete(conn, [d.block_id for d, _ in changed if d.block_id in known] + gone)
+    for d, key in changed:
         for f in _FIELDS:
             conn.execute(f"INSERT INTO search_{f} (block_id, text) VALUES (?,?)", (d.block_id, getattr(d, f)))
-        conn.execute("INSERT INTO search_keys VALUES (?,?)", (d.block_id, _key(d)))
+        conn.execute("INSERT INTO search_keys VALUES (?,?)", (d.block_id, key))
     return len(changed)
 
 
