@@ -1287,3 +1287,43 @@ def test_a_forward_that_takes_arrays_gets_an_array(tmp_path: Path) -> None:
     record = _probed(tmp_path, _TAKES_ARRAYS, "ArrayToTensor")
     assert record["input_dtypes"] == [None] and len(record["input_shapes"][0]) == 3, record  # an array of an image  # type: ignore[index]
     assert len(record["output_shapes"]) == 3  # type: ignore[arg-type]
+
+
+def test_widths_left_at_none_are_chosen_together(tmp_path: Path) -> None:
+    # NAS-FPN's merge cells: ``in_channels=None, out_channels=None`` passed to a conv that needs both
+    result = _probed(tmp_path, """
+        import torch.nn as nn
+
+        class Cell(nn.Module):
+            def __init__(self, in_channels=None, out_channels=None):
+                super().__init__()
+                self.conv = nn.Conv2d(in_channels, out_channels, 3, padding=in_channels % 2)
+
+            def forward(self, x1, x2):
+                return self.conv(x1 + x2)
+        """, "Cell")
+    assert result["stage"] == "backward", result
+    assert set(result["init_args"]) == {"in_channels", "out_channels"}  # type: ignore[arg-type]
+
+
+def test_a_token_sequence_gets_its_grid_as_the_input_size(tmp_path: Path) -> None:
+    result = _probed(tmp_path, """
+        from collections.abc import Sequence
+        import torch.nn as nn
+
+        class Merge(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.norm = nn.LayerNorm(4 * dim)
+
+            def forward(self, x, input_size):
+                assert isinstance(input_size, Sequence), f"Expect input_size is `Sequence` but get {input_size}"
+                B, L, C = x.shape
+                H, W = input_size
+                assert L == H * W
+                x = x.view(B, H // 2, 2, W // 2, 2, C).permute(0, 1, 3, 2, 4, 5).reshape(B, -1, 4 * C)
+                return self.norm(x), (H // 2, W // 2)
+        """, "Merge")
+    assert result["stage"] == "backward", result
+    shapes = result["input_shapes"]
+    assert len(shapes[0]) == 3 and shapes[1] == ["int", "int"]  # type: ignore[index]

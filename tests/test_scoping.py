@@ -789,6 +789,34 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return self.Inner()(x)
         """}, "Outer.Inner", ["act", "Outer"], {"import torch.nn as nn"}),
+    # the block is the class the branch defines, whichever branch runs where it is checked
+    "conditional_class_lifted": ({"m.py": """
+        import torch
+        import torch.nn as nn
+        VERSION = (2, 0)
+        if VERSION >= (1, 7):
+            Swish = nn.SiLU
+        else:
+            @torch.jit.ignore
+            class Swish(nn.Module):
+                \"\"\"x * sigmoid(x).
+        For torch before 1.7.\"\"\"
+                def forward(self, x):
+                    return x * torch.sigmoid(x)
+        """}, "Swish", ["Swish"], {"import torch", "import torch.nn as nn"}),
+    # a class that reads what its branch imports exists only with it: the conditional, once
+    "conditional_class_reading_its_branch": ({"m.py": """
+        import torch.nn as nn
+        AVAILABLE = True
+        if AVAILABLE:
+            from .fast import fast_op
+            class Fast(nn.Module):
+                def forward(self, x):
+                    return fast_op(x)
+        """, "fast.py": """
+        def fast_op(x):
+            return x
+        """}, "Fast", ["fast_op_fast", "AVAILABLE", "Fast,fast_op"], {"import torch.nn as nn"}),
 }
 
 
@@ -797,7 +825,7 @@ def _layout(code: str) -> tuple[list[str], set[str]]:
     and its import statements."""
     units = ModuleUnits("out", "out.py", code, is_package=False)
     imports = {ast.unparse(s.node) for s in units.stmts if s.is_import}
-    return [",".join(sorted(s.binds)) for s in units.stmts if not s.is_import], imports
+    return [",".join(sorted(s.binds)) for s in units.stmts if not s.is_import and not s.dedent], imports
 
 
 @pytest.fixture(scope="module")
@@ -872,6 +900,11 @@ def test_closure(cases_home: Path, case: str) -> None:
         import torch
 
         assert namespace["TwoOptional"]()(torch.ones(1)) is not None  # type: ignore[operator]
+    if case == "conditional_class_lifted":  # the class, dedented, its docstring kept as written
+        import torch
+
+        assert namespace["Swish"]()(torch.zeros(1)).item() == 0 and "VERSION" not in result.code  # type: ignore[operator]
+        assert '"""x * sigmoid(x).\nFor torch before 1.7."""' in result.code
     if case == "foreign_registry":  # filled by the copied statements, the loop's too
         assert type(namespace["UsesRegistry"]().loop).__name__ == "SiLU"  # type: ignore[operator]
 

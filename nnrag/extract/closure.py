@@ -241,9 +241,13 @@ class Extractor(RegistryNames):
         assert ref.module is not None and ref.definition is not None
         return DefTarget(ref.module.module, ref.definition.qualname.split(".")[0])
 
-    def units_for(self, target: DefTarget) -> list[UnitKey]:
+    def units_for(self, target: DefTarget, lift: bool = False) -> list[UnitKey]:
+        """The statements that bind or fill ``target``; with ``lift``, a class defined only in a
+        branch of an ``if``/``try`` is its own statement instead of the whole conditional."""
         mu = self.units_of(target.module)
         ks = [k for k in mu.binders.get(target.name, []) if not mu.stmts[k].type_checking and not mu.stmts[k].is_import]
+        if lift and target.name in mu.lifted:
+            ks = [mu.lifted[target.name]]
         ks += mu.mutators.get(target.name, [])
         return [(target.module, k) for k in sorted(set(ks))]
 
@@ -276,7 +280,7 @@ class Extractor(RegistryNames):
 
         def want(t: DefTarget) -> list[UnitKey]:
             if t not in targets:
-                targets[t] = self.units_for(t) + foreign.get(t, [])
+                targets[t] = self.units_for(t, lift=t == top) + foreign.get(t, [])
                 fillers.update((t.module, k) for k in self.units_of(t.module).mutators.get(t.name, []))
                 fillers.update(foreign.get(t, []))
                 pending.extend(targets[t])
@@ -549,7 +553,7 @@ class Extractor(RegistryNames):
             first = node.lineno - st.start
             last = (node.end_lineno or node.lineno) - st.start
             line = mu.lines[node.lineno - 1]
-            indent = line[: len(line) - len(line.lstrip())]
+            indent = line[st.dedent : len(line) - len(line.lstrip())]
             out.append((first, last, indent, pairs))
         self._nested[(mu.module, k)] = out
         return out

@@ -148,6 +148,17 @@ def _registering(stmt: ast.stmt) -> set[str]:
     return found
 
 
+def _conditional_classes(stmt: ast.If | ast.Try) -> list[ast.ClassDef]:
+    """Classes defined in the branches of a module-level ``if``/``try``, also nested ones."""
+    out: list[ast.ClassDef] = []
+    for inner in branches(stmt):
+        if isinstance(inner, ast.ClassDef):
+            out.append(inner)
+        elif isinstance(inner, (ast.If, ast.Try)):
+            out += _conditional_classes(inner)
+    return out
+
+
 @dataclass
 class Stmt:
     index: int
@@ -157,6 +168,7 @@ class Stmt:
     binds: frozenset[str]
     type_checking: bool
     is_import: bool  # a plain ``import`` / ``from ... import`` statement
+    dedent: int = 0  # a class lifted out of a conditional: the columns its lines lose
 
 
 class ModuleUnits:
@@ -214,6 +226,27 @@ class ModuleUnits:
             for registry in _registering(st.node) & own:
                 if k not in self.binders.get(registry, []):
                     self.mutators.setdefault(registry, []).append(k)
+        # ``if torch_version >= 1.7: register(nn.SiLU) else: class SiLU(nn.Module): ...``: a class
+        # defined only inside a branch, as a unit of its own, for a block that is that class (the
+        # branch that defines it may never run where the block is checked); never a binder. Not
+        # where the class reads a name its conditional binds (``if IS_MLU_AVAILABLE: from
+        # torchvision.ops import deform_conv2d; class DeformConv2dPack_MLU``): it exists only with it
+        self.lifted: dict[str, int] = {}
+        plain = {name for name, ks in self.binders.items()
+                 if any(isinstance(self.stmts[k].node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) for k in ks)}
+        nested: dict[str, list[tuple[int, ast.ClassDef | None]]] = {}
+        for k, st in enumerate(self.stmts):
+            if isinstance(st.node, (ast.If, ast.Try)) and not st.type_checking:
+                for cls in _conditional_classes(st.node):
+                    reads = {n.id for n in ast.walk(cls) if isinstance(n, ast.Name)}
+                    nested.setdefault(cls.name, []).append((k, cls if not reads & (st.binds - {cls.name}) else None))
+        for name, found in sorted(nested.items()):
+            k, cls = found[0]
+            if len(found) == 1 and cls is not None and name not in plain:
+                start = min([cls.lineno] + [d.lineno for d in cls.decorator_list])
+                self.lifted[name] = len(self.stmts)
+                self.stmts.append(Stmt(self.stmts[k].index, cls, start, cls.end_lineno or cls.lineno,
+                                       frozenset({name}), False, False, cls.col_offset))
         self._names: dict[int, UnitNames] = {}
         self._texts: dict[int, str] = {}
 
@@ -226,6 +259,10 @@ class ModuleUnits:
     def _text_of(self, k: int) -> str:
         st = self.stmts[k]
         node = st.node
+        if st.dedent:
+            lines = self.lines[st.start - 1 : st.end]
+            text = "".join(line[min(st.dedent, len(line) - len(line.lstrip(" \t"))):] for line in lines)
+            return text if text.endswith("\n") else text + "\n"
         if node.col_offset or k in self.shared_lines:  # ``a = 1; b = 2``: copy just its own source
             return (ast.get_source_segment(self.text, node) or "") + "\n"
         text = "".join(self.lines[st.start - 1 : st.end])
@@ -243,6 +280,8 @@ class ModuleUnits:
         seen: dict[int, int] = {}
         out: set[int] = set()
         for k, st in enumerate(self.stmts):
+            if st.dedent:
+                continue
             if st.node.lineno in seen:
                 out.update({k, seen[st.node.lineno]})
             seen[st.end] = k

@@ -510,7 +510,8 @@ def _attempts(cls: type, sig: inspect.Signature, usable: list[inspect.Parameter]
     A shallow variant (one block per stage) comes first: a whole architecture proves the same code
     paths with one block as with twelve, at a fraction of the time and memory. Then the defaults
     with each size variant, then variants that fill one ``None`` default each, for classes whose
-    ``None`` defaults mean "the caller must choose" (``Upsample(size=None, scale_factor=None)``).
+    ``None`` defaults mean "the caller must choose" (``Upsample(size=None, scale_factor=None)``),
+    and one that fills every such width at once.
     """
     shallow = {p.name: v for p in passed_through(cls, sig) if is_depth(p.name) and (v := _shallow(p.default)) is not None}
     # and at a small resolution: a ViT at its 1024-pixel default attends over 4096 tokens
@@ -533,10 +534,15 @@ def _attempts(cls: type, sig: inspect.Signature, usable: list[inspect.Parameter]
                 yield sizes, {**kwargs, **shallow}
         if fresh(kwargs):
             yield sizes, kwargs
+    widths: dict[str, Any] = {}
     for p in [p for p in usable if p.default is None][:4]:
         value = guess_value(p.name, hints.get(p.name, p.annotation), SIZE_VARIANTS[0], cls)
+        if value is not None and p.name.lower() in CHANNEL_NAMES:
+            widths[p.name] = value
         if value is not None and fresh({**first, p.name: value}):
             yield SIZE_VARIANTS[0], {**first, p.name: value}
+    if len(widths) > 1 and fresh({**first, **widths}):  # ``in_channels=None, out_channels=None``: both chosen
+        yield SIZE_VARIANTS[0], {**first, **widths}
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:

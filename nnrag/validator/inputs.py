@@ -441,7 +441,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         elif n in ("h", "w", "height", "width", "hh", "ww"):
             tokens_side = tokens_side or int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
             value = tokens_side
-        elif n in ("hw_shape", "hw", "size", "feat_size", "shape", "x_size", "spatial_shape"):
+        elif n in ("hw_shape", "hw", "size", "feat_size", "shape", "x_size", "spatial_shape") or n == "input_size" and main.dim() == 3:
+            # a token sequence's grid: (H, W) with H * W tokens
             side = int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
             value = (side, side)
         elif length := int_tuple_length(p):
