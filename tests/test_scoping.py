@@ -138,6 +138,20 @@ def test_units_split_a_module_into_statements() -> None:
     assert (mu.text_of(10), mu.text_of(11)) == ("a = 1\n", "b = 2\n")  # one line, two statements
 
 
+def test_a_class_only_a_conditional_defines_is_lifted_once() -> None:
+    lifted = "if OLD:\n    class A:\n        pass\ntry:\n    from x import B\nexcept ImportError:\n    class B:\n        pass\n"
+    mu = ModuleUnits("m", "m.py", lifted, is_package=False)
+    assert sorted(mu.lifted) == ["A", "B"] and mu.text_of(mu.lifted["B"]) == "class B:\n    pass\n"
+    assert all(k < 2 for ks in mu.binders.values() for k in ks)  # never a binder of other statements
+    kept = [  # rebound at the top level, defined in two branches, reading what its branch imports
+        "if OLD:\n    class A:\n        pass\nA = wrap(A)\n",
+        "if OLD:\n    class A:\n        pass\nelse:\n    class A:\n        x = 1\n",
+        "if FAST:\n    from fast import op\n    class A:\n        f = op\n",
+    ]
+    for text in kept:
+        assert ModuleUnits("m", "m.py", text, is_package=False).lifted == {}, text
+
+
 # Closure cases: the files of a small package (dedented), the block, then exactly what its
 # standalone file holds: top-level definitions in output order and import statements.
 CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {

@@ -228,12 +228,12 @@ class ModuleUnits:
                     self.mutators.setdefault(registry, []).append(k)
         # ``if torch_version >= 1.7: register(nn.SiLU) else: class SiLU(nn.Module): ...``: a class
         # defined only inside a branch, as a unit of its own, for a block that is that class (the
-        # branch that defines it may never run where the block is checked); never a binder. Not
-        # where the class reads a name its conditional binds (``if IS_MLU_AVAILABLE: from
-        # torchvision.ops import deform_conv2d; class DeformConv2dPack_MLU``): it exists only with it
+        # branch that defines it may never run where the block is checked) when only conditionals
+        # bind the name; never a binder. Not where the class reads a name its conditional binds
+        # (``if IS_MLU_AVAILABLE: from torchvision.ops import deform_conv2d; class
+        # DeformConv2dPack_MLU``): it exists only with it
         self.lifted: dict[str, int] = {}
-        plain = {name for name, ks in self.binders.items()
-                 if any(isinstance(self.stmts[k].node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) for k in ks)}
+        plain = {name for name, ks in self.binders.items() if any(not isinstance(self.stmts[k].node, (ast.If, ast.Try)) for k in ks)}
         nested: dict[str, list[tuple[int, ast.ClassDef | None]]] = {}
         for k, st in enumerate(self.stmts):
             if isinstance(st.node, (ast.If, ast.Try)) and not st.type_checking:
