@@ -19,6 +19,7 @@ import time
 import nnrag
 from nnrag.db import connect
 from nnrag.extract.block import Extractors
+from nnrag.extract.lending import PREFER
 from nnrag.index.lookup import BlockRef
 from nnrag.library.build import build_library
 from nnrag.workspace import Workspace
@@ -32,6 +33,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--home", default=None, help="nnrag home (default: a temporary one)")
     parser.add_argument("--no-harvest", action="store_true", help="guessed arguments only, no recorded usage")
+    parser.add_argument("--requirements", choices=("off", "install"), default="off",
+                        help="'install': validate blocks that miss a distribution in an environment that has it")
+    parser.add_argument("--prefer", choices=PREFER, default="installed",
+                        help="a package another indexed source holds: keep the installed one, or copy it from the corpus")
     parser.add_argument("--scheduler", default=None,
                         help="validate on this Dask scheduler's workers (tcp://HOST:PORT), or 'local' for a "
                              "one-worker cluster on 127.0.0.1 with a thread per CPU (to measure the executor's overhead)")
@@ -64,7 +69,8 @@ def main(argv: list[str] | None = None) -> None:
                                                        host="127.0.0.1", dashboard_address=None))
             scheduler = cluster.scheduler_address
         report = build_library(workspace, sources=source_names, limit=args.limit, workers=args.workers,
-                               harvest=not args.no_harvest, scheduler=scheduler)
+                               harvest=not args.no_harvest, scheduler=scheduler, prefer=args.prefer,
+                               requirements=args.requirements)
     print(f"machine: {os.cpu_count()} CPUs; sources: {', '.join(source_names)}; blocks: {len(rows)}"
           + (f"; validated on Dask ({args.scheduler})" if args.scheduler else ""))
     print(f"extraction, warm: median {statistics.median(times) * 1000:.1f} ms/block, p95 "
@@ -76,8 +82,14 @@ def main(argv: list[str] | None = None) -> None:
               f"{h['rescued']} of {h['retried']} failed blocks then pass")
     print(f"pass rate: {report.passed}/{report.tried} = {report.pass_rate:.1%}; whole build {report.seconds:.0f} s")
     print("failures by code: " + ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items(), key=lambda kv: -kv[1])))
+    with connect(workspace) as db:  # what each source's failures are, to tell compiled code from the rest
+        codes: dict[str, dict[str, int]] = {}
+        for r in db.conn.execute("SELECT source, code, COUNT(*) AS n FROM library WHERE status != 'validated'"
+                                 " GROUP BY source, code ORDER BY n DESC"):
+            codes.setdefault(r["source"], {})[r["code"] or "unknown"] = r["n"]
     for name, s in report.per_source.items():
-        print(f"  {name}: {int(s['passed'])}/{int(s['tried'])} = {s['pass_rate']:.1%}")
+        failed = ", ".join(f"{k} {v}" for k, v in codes.get(name, {}).items())
+        print(f"  {name}: {int(s['passed'])}/{int(s['tried'])} = {s['pass_rate']:.1%}" + (f" (failed: {failed})" if failed else ""))
 
 
 if __name__ == "__main__":
