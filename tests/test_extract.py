@@ -159,3 +159,25 @@ def test_a_module_in_a_declared_encoding_is_copied_as_its_text(tmp_path: Path) -
     nnrag.index([str(tmp_path / "repo")], home=home)
     code = nnrag.extract("Labelled", home=home).code
     assert "LABEL = 'caf\xe9'" in code
+
+
+def test_the_extraction_key_follows_the_corpus_and_the_choice_of_lender(tmp_path: Path) -> None:
+    from nnrag.db import connect
+    from nnrag.extract.key import extraction_key
+    from nnrag.workspace import Workspace
+
+    src = tmp_path / "src"
+    shutil.copytree(FIXTURES / "closure_repo", src)
+    home = tmp_path / "home"
+    nnrag.index([str(src)], home=home)
+
+    def key(prefer: str = "installed") -> str:
+        with connect(Workspace.resolve(home)) as db:
+            return extraction_key(db.conn, prefer)
+
+    first = key()
+    assert key() == first and key("corpus") != first
+    helper = next(src.rglob("helpers.py"))
+    helper.write_text(helper.read_text() + "\nEXTRA = 1\n")  # any file of the corpus, used or not
+    nnrag.index([str(src)], home=home)
+    assert key() != first

@@ -80,7 +80,12 @@ def test_probe_reads_losses_layouts_and_depth(built: Path) -> None:
 
 def test_build_is_resumable_and_report_matches(built: Path) -> None:
     again = nnrag.build(home=built, limits=LIMITS)
-    assert again.cached == again.tried - sum(1 for s, _ in FAILING.values() if s == "extract")
+    unextractable = sum(1 for s, _ in FAILING.values() if s == "extract")
+    assert again.cached == again.tried - unextractable
+    assert again.extracted == unextractable  # the others' files depend on nothing that changed
+    # another extraction key (here ``prefer``): every block extracted again, verdicts reused by text
+    other = nnrag.build(home=built, limits=LIMITS, prefer="corpus", search=False)
+    assert (other.extracted, other.cached) == (other.tried, again.cached)
     rep = nnrag.report(home=built)
     assert (rep.tried, rep.passed) == (again.tried, again.passed)
     assert rep.failures["sandbox-violation"] == 3

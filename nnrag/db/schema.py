@@ -13,7 +13,7 @@ import sqlite3
 from typing import Callable
 
 # Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
@@ -124,6 +124,8 @@ CREATE TABLE IF NOT EXISTS library (
 CREATE INDEX IF NOT EXISTS library_source ON library(source);
 -- covers the search index's check that the library is unchanged (count, newest stamp, sum)
 CREATE INDEX IF NOT EXISTS library_stamp ON library(updated_at, gate_version);
+-- the extraction key (nnrag.extract.key) each block's file was last made under, and its SHA-1
+CREATE TABLE IF NOT EXISTS extract_keys (block_id TEXT PRIMARY KEY, key TEXT NOT NULL, code_sha1 TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS harvests (
     source TEXT NOT NULL,
     factory TEXT NOT NULL,                   -- module:function
@@ -250,5 +252,11 @@ def _v4_to_v5(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE definitions ADD COLUMN stubs TEXT")
 
 
+def _v5_to_v6(conn: sqlite3.Connection) -> None:
+    """The extraction key of each block's file: a build over an unchanged corpus extracts nothing."""
+    conn.execute("CREATE TABLE IF NOT EXISTS extract_keys (block_id TEXT PRIMARY KEY, key TEXT NOT NULL, code_sha1 TEXT NOT NULL)")
+
+
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
+                                                               5: _v5_to_v6}

@@ -1,6 +1,7 @@
 """``nnrag build``: extract every selected block, validate it through the gate, store its file and
-verdict. A block is re-validated only when its extracted text (SHA-1) or the gate changes, so an
-interrupted build resumes where it stopped and an unchanged corpus costs only extraction."""
+verdict. A block is re-validated only when its extracted text (SHA-1) or the gate changes, and
+extracted again only when what its file depends on changes (:mod:`nnrag.extract.key`), so an
+interrupted build resumes where it stopped and an unchanged corpus costs next to nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..db import connect
 from ..extract.block import Extractors
+from ..extract.key import extraction_key
 from ..extract.plan import ClosureIssue
 from ..index.lookup import BlockRef
 from ..progress import ProgressFn
@@ -76,9 +78,31 @@ def build_library(
         pending: list[tuple[records.Candidate, str, str]] = []
         extract_times: list[float] = []
         total = len(selected)
+        # files made under the same extraction key are made again identically: reused without extracting
+        key = extraction_key(conn, extractors.prefer)
+        made = {r["block_id"]: r["code_sha1"] for r in conn.execute("SELECT block_id, code_sha1 FROM extract_keys WHERE key=?", (key,))}
+        extracted: list[tuple[str, str, str]] = []
+
+        def reusable(block_id: str, sha1: str | None) -> bool:
+            """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
+            prev = known.get(block_id)
+            return bool(prev and sha1 and sha1 in (prev["code_sha1"], prev["extracted_as"])
+                        and prev["gate_version"] == GATE_VERSION
+                        and records.file_for(workspace, block_id).exists()
+                        and not (requirements == "install" and (prev["code"] == MISSING_DEPENDENCY or prev["waits_for"])))
+
+        def reuse(ref: BlockRef) -> None:
+            prev = known[ref.block_id]
+            report.cached += 1
+            report.count(ref.source, prev["status"] == "validated", prev["code"])
 
         for i, row in enumerate(selected):
             ref = BlockRef.from_row(row)
+            if reusable(ref.block_id, made.get(ref.block_id)):
+                reuse(ref)
+                if progress:
+                    progress("extract", i + 1, total)
+                continue
             try:
                 closure, assembled, seconds = extractors.extract(ref)
                 issues = closure.issues
@@ -87,6 +111,7 @@ def build_library(
                 closure, assembled, seconds = None, None, 0.0
                 issues = [ClosureIssue("extract-error", ref.name_in_module, ref.module, 0, f"{type(e).__name__}: {e}")]
             extract_times.append(seconds)
+            report.extracted += 1
             if progress:
                 progress("extract", i + 1, total)
             if assembled is None:
@@ -96,18 +121,16 @@ def build_library(
                     seconds, GATE_VERSION, None, closure.files if closure else {}))
                 report.count(ref.source, False, issues[0].code)
                 continue
-            prev = known.get(ref.block_id)
-            if (prev and records.code_sha1(assembled.code) in (prev["code_sha1"], prev["extracted_as"])
-                    and prev["gate_version"] == GATE_VERSION
-                    and records.file_for(workspace, ref.block_id).exists()
-                    and not (requirements == "install" and (prev["code"] == MISSING_DEPENDENCY or prev["waits_for"]))):
-                report.cached += 1
-                report.count(ref.source, prev["status"] == "validated", prev["code"])
+            sha1 = records.code_sha1(assembled.code)
+            extracted.append((ref.block_id, key, sha1))
+            if reusable(ref.block_id, sha1):
+                reuse(ref)
                 continue
             if not pending:
                 gate.warm()  # torch imports in the workers while the other blocks are extracted
             pending.append((records.Candidate(ref, row["name"], closure.files, assembled, seconds), assembled.code, assembled.class_name))
 
+        conn.executemany("INSERT OR REPLACE INTO extract_keys VALUES (?, ?, ?)", extracted)
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
         v_started = time.perf_counter()
         done = 0

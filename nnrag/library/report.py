@@ -14,6 +14,7 @@ class BuildReport:
     tried: int = 0
     passed: int = 0
     cached: int = 0  # verdicts reused from an earlier run (same text, same gate)
+    extracted: int = 0  # blocks extracted by this run (the others' files depend on nothing changed)
     failures: dict[str, int] = field(default_factory=dict)
     per_source: dict[str, dict[str, float]] = field(default_factory=dict)
     extract_median_s: float | None = None
