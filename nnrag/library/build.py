@@ -130,6 +130,7 @@ def build_library(
                 gate.warm()  # torch imports in the workers while the other blocks are extracted
             pending.append((records.Candidate(ref, row["name"], closure.files, assembled, seconds), assembled.code, assembled.class_name))
 
+        conn.execute("DELETE FROM extract_keys WHERE key != ?", (key,))  # made under a corpus that is gone
         conn.executemany("INSERT OR REPLACE INTO extract_keys VALUES (?, ?, ?)", extracted)
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
         v_started = time.perf_counter()
