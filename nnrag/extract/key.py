@@ -5,7 +5,7 @@ another source can become the lender of a package that was an import), where a p
 source holds comes from (``prefer``), the installed distributions (what stays an import, and the
 versions the header pins) and the extraction code itself. A build that finds a block's key
 unchanged reuses its verdict without extracting it again: an interrupted build of a large corpus
-resumes at once instead of extracting every block anew.
+extracts only the blocks it had not judged, an unchanged one none.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parents[1]
-_CODE = ("extract", "index", "_version.py")  # the code a block's file comes from
+_CODE = ("extract", "index", "sources", "_version.py")  # the code a block's file comes from (the header's origin too)
 
 
 def _code_digest() -> bytes:
