@@ -125,6 +125,8 @@ def test_a_build_whose_stderr_is_a_pipe_prints_plain_progress_lines(tmp_path: Pa
     lines = proc.stderr.splitlines()
     assert any(line.startswith("validate: 8/8") for line in lines), proc.stderr
     assert not any("\x1b[" in line or "━" in line for line in lines)  # no bars or escapes in a log
+    again = run_cli("build", str(repo), "--home", str(tmp_path / "home"), "--no-search-index", "--no-harvest")
+    assert "8 verdicts reused, 8 of them without extracting" in " ".join(again.stdout.split()), again.stdout
 
 
 def test_console_text_keeps_bracketed_words(tmp_path: Path) -> None:

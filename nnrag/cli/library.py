@@ -285,6 +285,8 @@ def _print_build(report: Any, title: str) -> None:
     line = f"{report.passed:,} of {report.tried:,} blocks pass the gate ({report.pass_rate:.1%})"
     if report.cached:
         line += f"; {report.cached:,} verdicts reused"
+        if report.extracted < report.tried:  # nothing their files depend on changed
+            line += f", {report.tried - report.extracted:,} of them without extracting"
     out.print(line)
     timing = []
     if report.extract_median_s is not None:
