@@ -55,7 +55,7 @@ def test_a_home_of_the_previous_release_is_migrated_and_used(old_home: tuple[Pat
         assert schema_version(db.conn) == SCHEMA_VERSION == 6
         columns = {r["name"] for r in db.conn.execute("PRAGMA table_info(definitions)")}
         assert {"calls", "stubs"} <= columns
-        assert {"synthesized", "lemur", "dedup_signatures", "dedup_clusters", "extract_keys"} <= _tables(home / "index.sqlite3")
+        assert {"synthesized", "lemur", "dedup_signatures", "dedup_clusters", "extracted"} <= _tables(home / "index.sqlite3")
         after = [tuple(r) for r in db.conn.execute(
             "SELECT block_id, status, code, code_sha1 FROM library ORDER BY block_id")]
     assert after == library_before and (report.tried, report.passed) == (6, 5)

@@ -93,6 +93,9 @@ def test_build_is_resumable_and_report_matches(built: Path) -> None:
     data = json.loads(proc.stdout)
     assert data["pass_rate"] == pytest.approx(rep.passed / rep.tried, abs=1e-4)
     assert set(data["per_source"]) == {"closure_repo", "failing_repo"}
+    by_source = {name: s["failures"] for name, s in data["per_source"].items()}
+    assert sum(f.get(code, 0) for f in by_source.values() for code in rep.failures) == rep.tried - rep.passed
+    assert by_source["failing_repo"]["sandbox-violation"] == 3  # every one of them in that repository
     assert "<svg" in (built / "r.html").read_text()
 
 

@@ -124,8 +124,8 @@ CREATE TABLE IF NOT EXISTS library (
 CREATE INDEX IF NOT EXISTS library_source ON library(source);
 -- covers the search index's check that the library is unchanged (count, newest stamp, sum)
 CREATE INDEX IF NOT EXISTS library_stamp ON library(updated_at, gate_version);
--- the extraction key (nnrag.extract.key) each block's file was last made under, and its SHA-1
-CREATE TABLE IF NOT EXISTS extract_keys (block_id TEXT PRIMARY KEY, key TEXT NOT NULL, code_sha1 TEXT NOT NULL);
+-- the SHA-1 of each block's file as made under the extraction key in meta ('extraction_key')
+CREATE TABLE IF NOT EXISTS extracted (block_id TEXT PRIMARY KEY, code_sha1 TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS harvests (
     source TEXT NOT NULL,
     factory TEXT NOT NULL,                   -- module:function
@@ -253,8 +253,9 @@ def _v4_to_v5(conn: sqlite3.Connection) -> None:
 
 
 def _v5_to_v6(conn: sqlite3.Connection) -> None:
-    """The extraction key of each block's file: a build over an unchanged corpus extracts nothing."""
-    conn.execute("CREATE TABLE IF NOT EXISTS extract_keys (block_id TEXT PRIMARY KEY, key TEXT NOT NULL, code_sha1 TEXT NOT NULL)")
+    """Each block's file as made under the current extraction key: a build over an unchanged corpus
+    extracts nothing."""
+    conn.execute("CREATE TABLE IF NOT EXISTS extracted (block_id TEXT PRIMARY KEY, code_sha1 TEXT NOT NULL)")
 
 
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.

@@ -82,13 +82,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{h['rescued']} of {h['retried']} failed blocks then pass")
     print(f"pass rate: {report.passed}/{report.tried} = {report.pass_rate:.1%}; whole build {report.seconds:.0f} s")
     print("failures by code: " + ", ".join(f"{k} {v}" for k, v in sorted(report.failures.items(), key=lambda kv: -kv[1])))
-    with connect(workspace) as db:  # what each source's failures are, to tell compiled code from the rest
-        codes: dict[str, dict[str, int]] = {}
-        for r in db.conn.execute("SELECT source, code, COUNT(*) AS n FROM library WHERE status != 'validated'"
-                                 " GROUP BY source, code ORDER BY n DESC"):
-            codes.setdefault(r["source"], {})[r["code"] or "unknown"] = r["n"]
-    for name, s in report.per_source.items():
-        failed = ", ".join(f"{k} {v}" for k, v in codes.get(name, {}).items())
+    for name, s in report.per_source.items():  # each source's failures: compiled code, or the probe's
+        failed = ", ".join(f"{k} {v}" for k, v in sorted(s["failures"].items(), key=lambda kv: -kv[1]))
         print(f"  {name}: {int(s['passed'])}/{int(s['tried'])} = {s['pass_rate']:.1%}" + (f" (failed: {failed})" if failed else ""))
 
 

@@ -78,10 +78,15 @@ def build_library(
         pending: list[tuple[records.Candidate, str, str]] = []
         extract_times: list[float] = []
         total = len(selected)
-        # files made under the same extraction key are made again identically: reused without extracting
+        # files made under the same extraction key are made again identically: reused without extracting;
+        # under another key (a corpus or nnrag that is gone) they tell nothing
         key = extraction_key(conn, extractors.prefer)
-        made = {r["block_id"]: r["code_sha1"] for r in conn.execute("SELECT block_id, code_sha1 FROM extract_keys WHERE key=?", (key,))}
-        extracted: list[tuple[str, str, str]] = []
+        stored = conn.execute("SELECT value FROM meta WHERE key='extraction_key'").fetchone()
+        if stored is None or stored["value"] != key:
+            conn.execute("DELETE FROM extracted")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('extraction_key', ?)", (key,))
+        made = dict(conn.execute("SELECT block_id, code_sha1 FROM extracted").fetchall())
+        extracted: list[tuple[str, str]] = []
 
         def reusable(block_id: str, sha1: str | None) -> bool:
             """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
@@ -122,7 +127,7 @@ def build_library(
                 report.count(ref.source, False, issues[0].code)
                 continue
             sha1 = records.code_sha1(assembled.code)
-            extracted.append((ref.block_id, key, sha1))
+            extracted.append((ref.block_id, sha1))
             if reusable(ref.block_id, sha1):
                 reuse(ref)
                 continue
@@ -130,8 +135,7 @@ def build_library(
                 gate.warm()  # torch imports in the workers while the other blocks are extracted
             pending.append((records.Candidate(ref, row["name"], closure.files, assembled, seconds), assembled.code, assembled.class_name))
 
-        conn.execute("DELETE FROM extract_keys WHERE key != ?", (key,))  # made under a corpus that is gone
-        conn.executemany("INSERT OR REPLACE INTO extract_keys VALUES (?, ?, ?)", extracted)
+        conn.executemany("INSERT OR REPLACE INTO extracted VALUES (?, ?)", extracted)
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
         v_started = time.perf_counter()
         done = 0

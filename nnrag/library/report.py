@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
 from dataclasses import asdict, dataclass, field
 
 from ..db import connect
@@ -16,7 +17,7 @@ class BuildReport:
     cached: int = 0  # verdicts reused from an earlier run (same text, same gate)
     extracted: int = 0  # blocks extracted by this run (the others' files depend on nothing changed)
     failures: dict[str, int] = field(default_factory=dict)
-    per_source: dict[str, dict[str, float]] = field(default_factory=dict)
+    per_source: dict[str, dict[str, Any]] = field(default_factory=dict)  # tried, passed, pass_rate, failures by code
     extract_median_s: float | None = None
     validate_per_s: float | None = None
     seconds: float = 0.0
@@ -35,12 +36,13 @@ class BuildReport:
         """Add one verdict to the totals, the per-source figures and the failures by code."""
         self.tried += 1
         self.passed += ok
-        s = self.per_source.setdefault(source, {"tried": 0, "passed": 0, "pass_rate": 0.0})
+        s = self.per_source.setdefault(source, {"tried": 0, "passed": 0, "pass_rate": 0.0, "failures": {}})
         s["tried"] += 1
         s["passed"] += ok
         s["pass_rate"] = round(s["passed"] / s["tried"], 4)
         if not ok and code:
             self.failures[code] = self.failures.get(code, 0) + 1
+            s["failures"][code] = s["failures"].get(code, 0) + 1  # which are compiled code, which the probe's
 
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)

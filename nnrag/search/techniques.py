@@ -14,8 +14,6 @@ A key matches whole words of the class name (or of the spelled-out abbreviations
 
 from __future__ import annotations
 
-import functools
-
 from .glossary import expand_only
 
 _MAX_MATCHES = 2
@@ -268,7 +266,6 @@ def _index() -> list[tuple[str, int]]:
 _KEYS = _index()
 
 
-@functools.lru_cache(maxsize=65536)
 def techniques_of(words: str) -> tuple[int, ...]:
     """Which techniques ``words`` (a class name as ``split_words`` spells it) names, as indices
     into :func:`definitions`, longest key first, at most ``_MAX_MATCHES``."""
