@@ -116,6 +116,37 @@ def test_incremental_update_and_reopening(lib: dict[str, object], tmp_path: Path
     assert (again.specs_built, again.embedded, again.upserted) == (0, 0, 0)
 
 
+def test_blocks_of_one_class_name_are_one_answer(lib: dict[str, object]) -> None:
+    """Two libraries' ``DiceLoss`` with different code take one place among the hits, the other
+    listed under it, so that they do not crowd out other answers."""
+    from nnrag.db import connect
+    from nnrag.workspace import Workspace
+
+    home, src = Path(lib["home"]), Path(lib["src"])  # type: ignore[arg-type]
+    other = src / "search_mirror" / "mpkg" / "dice.py"
+    other.write_text('import torch\nimport torch.nn as nn\n\n\nclass DiceLoss(nn.Module):\n'
+                     '    """Dice loss over mask logits with a smoothing term."""\n\n'
+                     '    def __init__(self, smooth: float = 1.0, eps: float = 1e-7) -> None:\n'
+                     '        super().__init__()\n        self.smooth, self.eps = smooth, eps\n\n'
+                     '    def forward(self, logits, target):\n        p = logits.sigmoid().flatten(1)\n'
+                     '        t = target.flatten(1)\n        inter = (p * t).sum(1)\n'
+                     '        dice = (2 * inter + self.smooth) / (p.sum(1) + t.sum(1) + self.smooth + self.eps)\n'
+                     '        return (1 - dice).mean()\n')
+    try:
+        nnrag.build([str(src / "search_mirror")], home=home, limits=LIMITS)
+        with connect(Workspace.resolve(home)) as store:
+            prints = {r["fingerprint"] for r in store.conn.execute(
+                "SELECT s.fingerprint FROM specs s JOIN library l USING (block_id) WHERE l.name='DiceLoss'")}
+        assert len(prints) == 2  # different code: only the name groups them
+        hits = nnrag.search("overlap loss for segmentation masks", 5, home=home, validated=None)
+        dice = [h for h in hits if h.name == "DiceLoss"]
+        assert len(dice) == 1 and len(dice[0].also_in) == 1, [(h.name, h.also_in) for h in hits]
+        assert {dice[0].id, dice[0].also_in[0]} == {"search_repo:spkg.layers.DiceLoss", "search_mirror:mpkg.dice.DiceLoss"}
+    finally:
+        other.unlink()
+        nnrag.build([str(src / "search_mirror")], home=home, limits=LIMITS)
+
+
 def test_retrieval_eval(lib: dict[str, object], tmp_path: Path) -> None:
     queries = tmp_path / "q.jsonl"
     queries.write_text("\n".join(json.dumps(q) for q in [
@@ -349,20 +380,3 @@ def test_lexical_tables_hold_exactly_the_documents_given(tmp_path: Path) -> None
         assert lexical.sync(conn, [doc(i, "new") for i in range(300)]) == 300  # rewritten again
         assert contents() == {(f"s:m.Block{i}", f"block {i} new") for i in range(300)}
         assert conn.execute("SELECT count(*) FROM search_doc").fetchone()[0] == 300
-
-
-def test_a_question_near_a_technique_definition_ranks_the_blocks_named_after_it(lib: dict[str, object]) -> None:
-    """The technique ranking scores a block by how near the query is to the definition of the
-    technique its name spells; blocks whose names spell none score nothing."""
-    from nnrag.db import connect
-    from nnrag.workspace import Workspace
-
-    index = nnrag.search_index(home=lib["home"])  # type: ignore[arg-type]
-    with connect(Workspace.resolve(lib["home"])) as store:  # type: ignore[arg-type]
-        ids = {r[0] for r in store.conn.execute("SELECT block_id FROM library")}
-        vector = index.embedder.embed(["pool each channel globally and rescale it with learned gates"])[0]
-        ranked = index._techniques(store, vector, ids)
-    names = [b.rsplit(".", 1)[-1] for b, _ in ranked]
-    scores = dict(ranked)
-    assert names[:2] == ["SqueezeExcite", "SqueezeExcite"] and scores[ranked[0][0]] > scores[ranked[2][0]] > 0
-    assert all(score == 0.0 for b, score in ranked if b.endswith(("TokenSelfAttention", "NativeOnly")))

@@ -7,7 +7,6 @@ embedded before. ``search`` answers a query; it syncs first when the library cha
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -25,7 +24,7 @@ from . import lexical
 from .embedders import Embedder, make_embedder
 from .glossary import expand, expand_only
 from .lexical import LexicalDoc, split_words
-from .techniques import definitions, describe, techniques_of
+from .techniques import describe
 from ..progress import ProgressFn
 from .vectors import VectorIndex, collection_name
 from ..specs import cache
@@ -38,13 +37,7 @@ Method = Literal["hybrid", "lexical", "dense"]
 METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-# how much the technique ranking counts beside the lexical and dense ones (each 1): tuned on the dev
-# split of the wide evaluation (0.25-1.0 all raised MRR@10 there; 0.5 left the default corpus's
-# independent queries where they were)
-_TECHNIQUE_WEIGHT = 0.5
-# what a synced index holds; 2: the technique definitions' vectors (an index synced before embeds
-# them in its next sync, not in a search, which would load the bulk embedder and torch)
-_INDEX_VERSION = "2"
+_INDEX_VERSION = "2"  # what a synced index holds: a new version makes the next search sync first
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
 
@@ -184,7 +177,6 @@ class SearchIndex:
         self._vectors: VectorIndex | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._allowed_for: dict[str, Any] = {}  # "signature", and per filter set (ids, share)
-        self._definitions: Any = None  # the technique definitions' vectors (numpy, one row each)
 
     @property
     def vectors(self) -> VectorIndex:
@@ -232,28 +224,6 @@ class SearchIndex:
                 return near[:_CANDIDATES]
         return [(h.id, 1.0 - h.distance) for h in self.vectors.query(vector, _CANDIDATES, where) if h.id in ids]
 
-    def _definition_vectors(self, conn: sqlite3.Connection) -> Any:
-        """The technique definitions' vectors, embedded once per model and kept in the index."""
-        if self._definitions is None:
-            import numpy as np
-
-            vectors = _embed_cached(conn, self.embedder, definitions(), SyncReport(), None)
-            self._definitions = np.asarray(vectors, dtype=np.float32)
-        return self._definitions
-
-    def _techniques(self, store: Database, vector: Sequence[float], candidates: set[str]) -> list[tuple[str, float]]:
-        """(id, score) of the candidates by how near the query is to the definition of a technique
-        their name spells (0 for none): a question that paraphrases what a technique does meets
-        the blocks named after it, where the whole text view of a block dilutes the definition
-        with everything else it says."""
-        import numpy as np
-
-        near = self._definition_vectors(store.conn) @ np.asarray(vector, dtype=np.float32)
-        names = _column(store, "SELECT block_id, name FROM library WHERE block_id IN ({})", sorted(candidates))
-        scores = [(b, max((float(near[e]) for e in _named_techniques(name)), default=0.0))
-                  for b, name in names.items()]
-        return sorted(scores, key=lambda kv: (-kv[1], kv[0]))
-
     def _lexical(self, query: str, allowed: set[str] | None) -> list[tuple[str, float]]:
         with self._store() as store:
             return lexical.search(store.conn, query, _CANDIDATES, allowed)
@@ -298,7 +268,6 @@ class SearchIndex:
                 self.vectors.upsert(ids, vectors[j:j + 500], [texts[i] for i in ids], [metas[i] for i in ids])
             report.upserted = len(todo)
             self.vectors.delete([i for i in state if i not in wanted])
-            self._definition_vectors(conn)
             conn.execute("INSERT OR REPLACE INTO search_state VALUES ('synced', ?)", (signature,))
             conn.commit()
         report.seconds = time.perf_counter() - started
@@ -336,20 +305,10 @@ class SearchIndex:
             if method in ("dense", "hybrid"):
                 vector = self.embedder.embed([query])[0]
                 rankings.append(self._nearest(vector, allowed, _where(source, category, validated)))
-            weights = [1.0] * len(rankings)
             if method == "hybrid":
                 rankings.append(words.result())
-                candidates = {b for ranking in rankings for b, _ in ranking}
-                rankings.append(self._techniques(store, vector, candidates))
-                weights += [1.0, _TECHNIQUE_WEIGHT]
-            fused = _fuse(rankings, weights)
+            fused = _fuse(rankings)
             return _hits(store, fused, k)
-
-
-@functools.lru_cache(maxsize=65536)
-def _named_techniques(name: str) -> tuple[int, ...]:
-    """The techniques a class name spells; a warm server meets the same names query after query."""
-    return techniques_of(split_words(name))
 
 
 def _synced(conn: sqlite3.Connection) -> str | None:
@@ -385,20 +344,20 @@ def _where(source: str | None, category: str | None, validated: bool | None) -> 
     return terms[0] if len(terms) == 1 else {"$and": terms}
 
 
-def _fuse(rankings: list[list[tuple[str, float]]], weights: Sequence[float]) -> list[tuple[str, float]]:
-    """Score fusion: each ranking's scores min-max normalised over its candidates, weighted, summed.
+def _fuse(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """Score fusion: each ranking's scores min-max normalised over its candidates, summed.
 
     On the retrieval eval this beats reciprocal rank fusion (MRR@10 0.705 against 0.656 at k=60):
     a confident lexical match keeps its lead instead of counting only as rank one. Weighting
     lexical 1.5-3x moved the wide evaluation's dev split by a query or two either way."""
     fused: dict[str, float] = {}
-    for ranking, weight in zip(rankings, weights):
+    for ranking in rankings:
         if not ranking:
             continue
         top, bottom = ranking[0][1], ranking[-1][1]
         span = (top - bottom) or 1.0
         for block_id, score in ranking:
-            fused[block_id] = fused.get(block_id, 0.0) + weight * (score - bottom) / span
+            fused[block_id] = fused.get(block_id, 0.0) + (score - bottom) / span
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
@@ -419,19 +378,20 @@ def _column(store: Database, sql: str, ids: list[str]) -> dict[str, str]:
 
 def _hits(store: Database, fused: list[tuple[str, float]], k: int) -> list[Hit]:
     """The top ``k`` fused results, copies grouped under the first: blocks of one near-copy
-    cluster (``nnrag dedup``), or of one structural fingerprint. Groups are formed from two
-    columns; only the ``k`` shown blocks have their specs read."""
+    cluster (``nnrag dedup``), of one structural fingerprint, or of one class name (four
+    libraries' ``DiceLoss`` are one answer with three alternatives, not four of the ten places).
+    Groups are formed from three columns; only the ``k`` shown blocks have their specs read."""
     ids = [b for b, _ in fused]
-    # near-copy clusters (``nnrag dedup``) and structural fingerprints
     clusters = {b: "cluster:" + c for b, c in _column(
         store, "SELECT block_id, cluster FROM dedup_clusters WHERE level='near' AND block_id IN ({})", ids).items()}
     prints = _column(store, "SELECT block_id, fingerprint FROM specs WHERE block_id IN ({})", ids)
+    names = {b: "name:" + n for b, n in _column(store, "SELECT block_id, name FROM library WHERE block_id IN ({})", ids).items()}
     leaders: list[tuple[str, float, list[str]]] = []
     by_key: dict[str, list[str]] = {}
     for block_id, score in fused:
         if block_id not in prints:  # no spec: not searchable
             continue
-        keys = [key for key in (clusters.get(block_id), prints[block_id]) if key]
+        keys = [key for key in (clusters.get(block_id), prints[block_id], names.get(block_id)) if key]
         group = next((by_key[key] for key in keys if key in by_key), None)
         if group is not None:
             group.append(block_id)

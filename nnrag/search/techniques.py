@@ -282,13 +282,3 @@ def techniques_of(words: str) -> tuple[int, ...]:
 def describe(words: str) -> list[str]:
     """Definitions of the techniques ``words`` names (:func:`techniques_of`)."""
     return [_ENTRIES[i][1] for i in techniques_of(words)]
-
-
-def definitions() -> list[str]:
-    """Every technique's definition, in a fixed order."""
-    return [definition for _, definition in _ENTRIES]
-
-
-def entries() -> int:
-    """How many techniques are described."""
-    return len(_ENTRIES)
