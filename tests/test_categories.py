@@ -29,6 +29,8 @@ M = "torch.nn.Module"
         ("LSTM", ("torch.nn.modules.rnn.RNNBase", M), "torch.nn.modules.rnn", None, "recurrent"),
         ("Thing", (M,), "pkg.misc", "Applies a depthwise separable filter.", "convolution"),
         ("Identity", (M,), "torch.nn.modules.linear", None, "utility"),
+        ("RgbToHsv", (M,), "kornia.color.hsv", "Convert an image from RGB to HSV.", "utility"),
+        ("Deconv", (M,), "pkg.misc", None, "convolution"),
     ],
 )
 def test_guess_category(name: str, chain: tuple[str, ...], module: str, doc: str | None, expected: str) -> None:

@@ -36,7 +36,9 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("transformer block", r"transformer|encoder.?layer|decoder.?layer|\bvit.?block|\bblock\b.*\b(?:attn|attention)|\bmlp.?mixer|mixer.?block|swin|\bformer\b"),
         ("embedding", r"embed|positional|\bpos.?enc|patch.?embed|token"),
         ("recurrent", r"\b(?:rnn|lstm|gru)\b|recurrent"),
-        ("convolution", r"conv|\bcnn\b|depthwise|pointwise|separable|\bdw\b|bottleneck|basic block|\bstem\d*\b"),
+        # "conv" anywhere (DWConv, Conv2d, deconv, ConvNeXt), but not the English words a
+        # docstring starts with ("Convert an image from RGB to HSV")
+        ("convolution", r"conv(?!ert|ers|ex|erg|ent|ey)|\bcnn\b|depthwise|pointwise|separable|\bdw\b|bottleneck|basic block|\bstem\d*\b"),
         ("architecture", r"net\b|\bnet\d|resnet|resnext|vgg|alexnet|inception|mobilenet|efficientnet|densenet|regnet|convnext|vision.?transformer|\bvit\b|\bdeit\b|\bbeit\b|\bswin\b|squeezenet|shufflenet|googlenet|mnasnet|\bmodel\b|backbone|classifier|detector|segment|\byolo|\bfcn\b|deeplab|unet"),
     )
 )
