@@ -268,7 +268,7 @@ _KEYS = _index()
 
 def techniques_of(words: str) -> tuple[int, ...]:
     """Which techniques ``words`` (a class name as ``split_words`` spells it) names, as indices
-    into :func:`definitions`, longest key first, at most ``_MAX_MATCHES``."""
+    into the glossary's entries, longest key first, at most ``_MAX_MATCHES``."""
     text = f" {words.lower()} ; {expand_only(words).replace(';', ' ;')} "
     found: list[int] = []
     for key, entry in _KEYS:
