@@ -114,6 +114,15 @@ def test_incremental_update_and_reopening(lib: dict[str, object], tmp_path: Path
     assert "PixelGate" not in [h.name for h in nnrag.search("sigmoid mask over pixels", 10, home=home, validated=None)]
     again = nnrag.sync_search(home=home)
     assert (again.specs_built, again.embedded, again.upserted) == (0, 0, 0)
+    # the graph search explores enough neighbours to find nearly all of the exact nearest, also
+    # in an index made before that setting (lowered here as an older release left it)
+    from nnrag.search.index import SearchIndex
+    from nnrag.workspace import Workspace
+
+    vectors = SearchIndex(Workspace.resolve(home)).vectors
+    assert vectors.collection.configuration["hnsw"]["ef_search"] == 800
+    vectors.collection.modify(configuration={"hnsw": {"ef_search": 100}})
+    assert SearchIndex(Workspace.resolve(home)).vectors.collection.configuration["hnsw"]["ef_search"] == 800
 
 
 def test_blocks_of_one_class_name_are_one_answer(lib: dict[str, object]) -> None:
@@ -346,7 +355,8 @@ def test_spec_facts_read_from_the_class_alone_equal_those_of_the_whole_file() ->
             forward=static.ForwardSignature(parameters=static.parameters(fwd), returns=static._text(fwd.returns))
             if fwd else None,
             operations=static.operations(tree, code), fingerprint=static._fingerprint(cls),
-            identifiers=sorted(n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))))
+            identifiers=sorted(n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))),
+            attributes=static.attributes(cls)[0], config_fields=static.attributes(cls)[1])
         assert static.class_facts(code, name) == whole, name
     child = static.class_facts(code, "Child")
     assert [p.name for p in child.constructor] == ["width", "depth"]
@@ -380,3 +390,66 @@ def test_lexical_tables_hold_exactly_the_documents_given(tmp_path: Path) -> None
         assert lexical.sync(conn, [doc(i, "new") for i in range(300)]) == 300  # rewritten again
         assert contents() == {(f"s:m.Block{i}", f"block {i} new") for i in range(300)}
         assert conn.execute("SELECT count(*) FROM search_doc").fetchone()[0] == 300
+
+
+def test_british_and_american_spellings_meet(tmp_path: Path) -> None:
+    """The stemmer keeps ``normalisation`` and ``normalization`` apart; folding both sides lets a
+    query in either spelling find a document in the other, and leaves look-alikes ("four") alone."""
+    from nnrag.db import connect
+    from nnrag.search import lexical
+    from nnrag.workspace import Workspace
+
+    docs = [lexical.LexicalDoc("s:m.A", "a", "m", "Filter response normalization of each neighbor", ""),
+            lexical.LexicalDoc("s:m.B", "b", "m", "codebook quantiser in a colour space", ""),
+            lexical.LexicalDoc("s:m.C", "c", "m", "for four channels", "")]
+    with connect(Workspace.resolve(tmp_path), create=True) as store:
+        lexical.sync(store.conn, docs)
+        assert [b for b, _ in lexical.search(store.conn, "normalisation over neighbours", 3)] == ["s:m.A"]
+        assert [b for b, _ in lexical.search(store.conn, "vector quantizer, color", 3)] == ["s:m.B"]
+        assert [b for b, _ in lexical.search(store.conn, "four", 3)] == ["s:m.C"]
+    assert lexical.fold_spelling("standardised optimisers") == "standardized optimizers"
+
+
+def test_a_config_built_block_is_described_by_its_package_docs(tmp_path: Path) -> None:
+    """A block built from a config has no parameters or docstring to say what it does; the config
+    fields it reads do, and the package documents them in its config class: both reach the spec's
+    bundle (identifiers and notes), read from a real index."""
+    from nnrag.db import connect
+    from nnrag.specs import static
+    from nnrag.specs.config_docs import PackageDocs, argument_docs
+    from nnrag.workspace import Workspace
+
+    pkg = tmp_path / "repo" / "lm" / "models" / "nys"
+    pkg.mkdir(parents=True)
+    for d in (pkg.parent.parent, pkg.parent, pkg):
+        (d / "__init__.py").write_text("")
+    (pkg / "configuration_nys.py").write_text(
+        'class NysConfig:\n'
+        '    r"""\n'
+        '    num_landmarks (`int`, *optional*, defaults to 64):\n'
+        '        The number of landmark points of the Nystrom approximation\n'
+        '        of the attention matrix.\n'
+        '    hidden_act (`str`): the activation\n'
+        '    """\n')
+    model = ("import torch.nn as nn\n"
+             "class NysAttention(nn.Module):\n"
+             "    def __init__(self, config):\n"
+             "        super().__init__()\n"
+             "        self.num_landmarks = config.num_landmarks\n"
+             "        self.__kernel = self.config.conv_kernel_size\n"
+             "    def forward(self, x):\n"
+             "        return x * self.scale\n")
+    (pkg / "modeling_nys.py").write_text(model)
+    facts = static.class_facts(model, "NysAttention")
+    assert (facts.attributes, facts.config_fields) == (["kernel", "num_landmarks"], ["num_landmarks", "conv_kernel_size"])
+
+    home = tmp_path / "home"
+    nnrag.index([str(tmp_path / "repo")], home=home)
+    source = nnrag.sources(home=home)[0].name
+    with connect(Workspace.resolve(home)) as store:
+        notes = PackageDocs(store.conn).notes(source, "lm.models.nys.modeling_nys", facts.config_fields)
+    assert notes == ("num_landmarks: The number of landmark points of the Nystrom approximation of the attention "
+                     "matrix.")
+    numpy_style = argument_docs("Parameters\n----------\nwidth : int\n    Channels of the input.\n")
+    assert numpy_style == {"width": "Channels of the input."}
+    assert argument_docs("Args:\n    width: channels\n")["width"] == "channels"

@@ -13,7 +13,7 @@ import sqlite3
 from typing import Callable
 
 # Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
@@ -153,7 +153,8 @@ CREATE TABLE IF NOT EXISTS specs (
     docstring TEXT,
     identifiers TEXT,
     fingerprint TEXT,
-    context TEXT
+    context TEXT,
+    notes TEXT                  -- what the package documents about the config fields the block reads
 );
 CREATE TABLE IF NOT EXISTS embeddings (
     model TEXT NOT NULL, text_sha1 TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, text_sha1)
@@ -258,6 +259,13 @@ def _v5_to_v6(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE IF NOT EXISTS extracted (block_id TEXT PRIMARY KEY, code_sha1 TEXT NOT NULL)")
 
 
+def _v6_to_v7(conn: sqlite3.Connection) -> None:
+    """Beside each spec, what its package documents about the config fields the block reads (a
+    home that had no specs table got it, with the column, from an earlier step)."""
+    if "notes" not in {r[1] for r in conn.execute("PRAGMA table_info(specs)")}:
+        conn.execute("ALTER TABLE specs ADD COLUMN notes TEXT")
+
+
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
-                                                               5: _v5_to_v6}
+                                                               5: _v5_to_v6, 6: _v6_to_v7}

@@ -37,7 +37,7 @@ Method = Literal["hybrid", "lexical", "dense"]
 METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-_INDEX_VERSION = "2"  # what a synced index holds: a new version makes the next search sync first
+_INDEX_VERSION = "3"  # what a synced index holds: a new version makes the next search sync first
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
 
@@ -94,6 +94,8 @@ def dense_text(b: SpecBundle) -> str:
         parts.append(f"Context: {spelled}.")
     if b.docstring:
         parts.append(" ".join(b.docstring.split())[:_DOC_CHARS])
+    if b.notes:  # here only: in the lexical view every block of a model matched its config's words
+        parts.append(b.notes[:_DOC_CHARS])
     if module_doc:
         parts.append(module_doc[:200])
     return " ".join(p for p in parts if p)

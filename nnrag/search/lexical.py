@@ -3,7 +3,9 @@
 The table lives in the index database beside everything else, so it updates in the same
 transactions and needs no extra service. Names are split into words before indexing
 (``BlurPool2d`` -> ``blur pool 2d``) and the porter stemmer folds ``downsampling`` and
-``downsample`` together.
+``downsample`` together. British spellings are folded to American ones first on both sides
+(``normalisation`` -> ``normalization``, ``neighbour`` -> ``neighbor``), since the stemmer keeps
+them apart and code and docs mix both.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from ..db.schema import SEARCH_FIELDS  # one FTS5 table per field
@@ -24,6 +26,26 @@ _STOPWORDS = frozenset(
     "a an and are as at be by for from in into is it its of on or over that the their then this to used using "
     "with without which each all find me give block blocks layer module".split()
 )
+
+
+# -ise/-isation/-yse verb forms; "our" and "tre" endings only in these words ("four", "metre" ...)
+_BRITISH_SUFFIX = re.compile(r"\b([a-z]{2,})([iy])s(e|ed|es|er|ers|ing|ation|ations)\b")
+_BRITISH_WORDS = {
+    **{w: w[:-3] + "or" for w in ("colour", "neighbour", "behaviour", "favour", "flavour", "labour", "harbour",
+                                   "honour", "humour", "vapour", "rumour", "vigour", "odour", "armour")},
+    "centre": "center", "centred": "centered", "centres": "centers", "fibre": "fiber", "metre": "meter",
+    "litre": "liter", "grey": "gray", "analogue": "analog", "catalogue": "catalog", "dialogue": "dialog",
+    "licence": "license", "defence": "defense",
+}
+_BRITISH_WORD = re.compile(r"\b(" + "|".join(sorted(_BRITISH_WORDS, key=len, reverse=True)) + r")(s?)\b")
+
+
+def fold_spelling(text: str) -> str:
+    """British spellings in lower-case ``text`` made American, so the stemmer sees one word:
+    ``normalisation`` -> ``normalization``, ``neighbours`` -> ``neighbors``. Words that merely end
+    like a verb (``noise``) are folded too, the same way on both sides, which is harmless."""
+    text = _BRITISH_SUFFIX.sub(lambda m: f"{m[1]}{m[2]}z{m[3]}", text)
+    return _BRITISH_WORD.sub(lambda m: _BRITISH_WORDS[m[1]] + m[2], text)
 
 
 @dataclass(frozen=True)
@@ -54,7 +76,8 @@ def sync(conn: sqlite3.Connection, docs: Iterable[LexicalDoc]) -> int:
     change (a first index, a new spec version) every table is emptied and written again: deleting
     them one by one cost minutes on 15,000 blocks."""
     known = dict(conn.execute("SELECT block_id, key FROM search_keys").fetchall())
-    keyed = [(d, _key(d)) for d in docs]
+    folded = (replace(d, **{f: fold_spelling(getattr(d, f).lower()) for f in _FIELDS}) for d in docs)
+    keyed = [(d, _key(d)) for d in folded]
     seen = {d.block_id for d, _ in keyed}
     changed = [(d, key) for d, key in keyed if known.get(d.block_id) != key]
     gone = [b for b in known if b not in seen]
@@ -80,7 +103,7 @@ def delete(conn: sqlite3.Connection, ids: Iterable[str]) -> None:
 
 
 def query_terms(text: str) -> list[str]:
-    words = split_words(text).split()
+    words = fold_spelling(split_words(text)).split()
     return list(dict.fromkeys(w for w in words if (w not in _STOPWORDS and len(w) > 1) or w.isdigit()))
 
 

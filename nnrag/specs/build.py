@@ -19,6 +19,7 @@ from ..library.records import library_row
 from ..sources.spec import origin
 from ..workspace import Workspace
 from .model import BlockSpec, Parameter, Provenance, ShapeProbe, Submodule, Validation
+from .config_docs import PackageDocs
 from .static import ClassFacts, class_facts, first_sentence
 from .summary import summarize
 
@@ -28,9 +29,10 @@ class SpecBundle:
 
     spec: BlockSpec
     docstring: str | None
-    identifiers: list[str]
+    identifiers: list[str]  # names the file defines, then the class's attributes and config fields
     fingerprint: str
     context: str = ""  # the defining module's docstring and definition names
+    notes: str = ""  # what the package documents about the config fields the block reads
 
 
 _CONTEXT_NAMES = 60
@@ -92,8 +94,9 @@ def _facts(db: Database, workspace: Workspace, row: sqlite3.Row) -> ClassFacts:
     return class_facts(db.file_text(row["file_sha1"]), inner)
 
 
-def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row) -> SpecBundle:
-    """The spec of one library row (see ``nnrag.library.records.LIBRARY_ROW``) and what search keeps beside it."""
+def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: PackageDocs | None = None) -> SpecBundle:
+    """The spec of one library row (see ``nnrag.library.records.LIBRARY_ROW``) and what search keeps
+    beside it. ``docs``: the packages' argument documentation, shared by the rows of one refresh."""
     name, category, file_sha1, status = row["name"], row["category"], row["file_sha1"], row["status"]
     record = json.loads(row["record"] or "{}")
     facts = _facts(db, workspace, row)
@@ -125,7 +128,9 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row) -> Spe
         context = module_context(db.file_text(file_sha1)) if file_sha1 else ""
     except Exception:
         context = ""
-    return SpecBundle(spec_, facts.docstring, facts.identifiers, facts.fingerprint, context)
+    notes = (docs or PackageDocs(db.conn)).notes(row["source"], row["module"] or "", facts.config_fields)
+    return SpecBundle(spec_, facts.docstring, facts.identifiers + facts.attributes + facts.config_fields, facts.fingerprint,
+                      context, notes)
 
 
 def find_row(conn: sqlite3.Connection, name: str, source: str | None = None) -> sqlite3.Row:

@@ -14,6 +14,7 @@ from ..db import Database
 from ..library.records import library_rows
 from ..workspace import Workspace
 from .build import SpecBundle, bundle_from_row
+from .config_docs import PackageDocs
 from .model import SPEC_VERSION, BlockSpec
 
 log = logging.getLogger(__name__)
@@ -26,9 +27,13 @@ class Refresh:
     failed: dict[str, str]
 
 
+# what is kept beside a spec for search (docstring, identifiers, context, notes): a new one rebuilds them
+_BUNDLE_VERSION = "2"  # 2: identifiers also hold the class's attributes and config fields; notes
+
+
 def row_key(row: sqlite3.Row) -> str:
-    """Key of a library row: its file, verdict and record, and the spec format."""
-    parts = (SPEC_VERSION, row["block_id"], row["category"], row["status"], row["code"], row["record"],
+    """Key of a library row: its file, verdict and record, and the spec and bundle formats."""
+    parts = (SPEC_VERSION, _BUNDLE_VERSION, row["block_id"], row["category"], row["status"], row["code"], row["record"],
              row["gate_version"], row["file_sha1"], row["path"])
     return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()
 
@@ -41,17 +46,18 @@ def refresh(store: Database, workspace: Workspace, progress: Callable[[int, int]
     todo = [(r, k) for r in rows if known.get(r["block_id"]) != (k := row_key(r))]
     built: list[str] = []
     failed: dict[str, str] = {}
+    docs = PackageDocs(conn)
     for i, (row, key) in enumerate(todo, 1):
         try:
-            b = bundle_from_row(store, workspace, row)
+            b = bundle_from_row(store, workspace, row, docs)
         except Exception as e:  # one unreadable block must not stop the rest
             failed[row["block_id"]] = f"{type(e).__name__}: {e}"
             log.warning("no spec for %s: %s", row["block_id"], failed[row["block_id"]])
         else:
-            conn.execute("INSERT OR REPLACE INTO specs (block_id, key, spec, docstring, identifiers, fingerprint, context)"
-                         " VALUES (?,?,?,?,?,?,?)",
+            conn.execute("INSERT OR REPLACE INTO specs (block_id, key, spec, docstring, identifiers, fingerprint, context,"
+                         " notes) VALUES (?,?,?,?,?,?,?,?)",
                          (row["block_id"], key, b.spec.to_json(None), b.docstring, json.dumps(b.identifiers), b.fingerprint,
-                          b.context))
+                          b.context, b.notes))
             built.append(row["block_id"])
         if progress:
             progress(i, len(todo))
@@ -63,9 +69,9 @@ def refresh(store: Database, workspace: Workspace, progress: Callable[[int, int]
 
 
 def bundles(store: Database, ids: list[str] | None = None) -> Iterator[SpecBundle]:
-    sql = "SELECT spec, docstring, identifiers, fingerprint, context FROM specs"
+    sql = "SELECT spec, docstring, identifiers, fingerprint, context, notes FROM specs"
     rows = store.conn.execute(sql + " ORDER BY block_id").fetchall() if ids is None else [
         r for i in ids for r in store.conn.execute(sql + " WHERE block_id=?", (i,)).fetchall()]
     for r in rows:
         yield SpecBundle(BlockSpec.model_validate_json(r["spec"]), r["docstring"], json.loads(r["identifiers"] or "[]"),
-                         r["fingerprint"] or "", r["context"] or "")
+                         r["fingerprint"] or "", r["context"] or "", r["notes"] or "")

@@ -31,6 +31,8 @@ class ClassFacts:
     operations: list[str]
     fingerprint: str
     identifiers: list[str] = field(default_factory=list)  # names defined in the file, for lexical search
+    attributes: list[str] = field(default_factory=list)  # names the class keeps on self
+    config_fields: list[str] = field(default_factory=list)  # what it reads from a model config
 
 
 def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
@@ -160,6 +162,24 @@ def _anonymised(match: re.Match[str]) -> str:
     return "Name(id='_C'" if match.group(1)[:1].isupper() else match.group(0)
 
 
+def attributes(cls: ast.ClassDef) -> tuple[list[str], list[str]]:
+    """The attribute names a class stores on ``self`` (sorted), and the fields it reads from a
+    ``config`` (in the order the code first reads them): a block built from a model config
+    (``config.num_landmarks``) often names the parts of its technique nowhere else, having
+    neither parameters nor a docstring."""
+    stored: set[str] = set()
+    fields: list[tuple[int, int, str]] = []
+    for node in ast.walk(cls):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value
+        if (isinstance(owner, ast.Attribute) and owner.attr == "config") or (isinstance(owner, ast.Name) and owner.id == "config"):
+            fields.append((node.lineno, node.col_offset, node.attr))
+        elif isinstance(owner, ast.Name) and owner.id == "self" and isinstance(node.ctx, ast.Store):
+            stored.add(node.attr)
+    return sorted({n.strip("_") for n in stored} - {""}), list(dict.fromkeys(f for _, _, f in sorted(fields)))
+
+
 def _fingerprint(cls: ast.ClassDef) -> str:
     """Hash of the class's structure without its docstring, its name or the names of the classes
     it refers to: the same block copied into two repositories, or under another model's prefix,
@@ -276,6 +296,7 @@ def class_facts(code: str, class_name: str) -> ClassFacts:
     forward = None
     if fwd is not None:
         forward = ForwardSignature(parameters=parameters(fwd), returns=_text(fwd.returns))
+    stored, fields = attributes(cls)
     return ClassFacts(
         name=cls.name,
         bases=[ast.unparse(b) for b in cls.bases],
@@ -285,4 +306,6 @@ def class_facts(code: str, class_name: str) -> ClassFacts:
         operations=list(module.operations),
         fingerprint=_fingerprint(cls),
         identifiers=list(module.identifiers),
+        attributes=stored,
+        config_fields=fields,
     )
