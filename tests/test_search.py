@@ -453,3 +453,58 @@ def test_a_config_built_block_is_described_by_its_package_docs(tmp_path: Path) -
     numpy_style = argument_docs("Parameters\n----------\nwidth : int\n    Channels of the input.\n")
     assert numpy_style == {"width": "Channels of the input."}
     assert argument_docs("Args:\n    width: channels\n")["width"] == "channels"
+
+
+def test_mechanisms_are_read_from_the_class_own_code() -> None:
+    """Blocks named opaquely are described by what their code does: a softmax over a product
+    of tensors is attention, a sigmoid that multiplies is a gate, a wrapper says what the
+    function it calls says (a signature spread over lines, closed at the margin, included); a
+    block that only holds an attention part is not itself one."""
+    from nnrag.specs.static import class_facts
+
+    code = (
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+        "class GPSA(nn.Module):\n"
+        "    def __init__(self, dim):\n"
+        "        super().__init__()\n"
+        "        self.qk = nn.Linear(dim, 2 * dim)\n"
+        "        self.gate = nn.Parameter(torch.zeros(1))\n"
+        "    def forward(self, x):\n"
+        "        q, k = self.qk(x).chunk(2, dim=-1)\n"
+        "        scores = q @ k.transpose(-1, -2)\n"
+        "        attn = self._mix(scores.softmax(dim=-1))\n"
+        "        return attn @ x\n"
+        "    def _mix(self, a):\n"
+        "        g = torch.sigmoid(self.gate)\n"
+        "        return (1.0 - g) * a + g * torch.eye(a.shape[-1])\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self, dim):\n"
+        "        super().__init__()\n"
+        "        self.attn = GPSA(dim)\n"
+        "        self.dw = nn.Conv2d(dim, dim, 3, padding=2, dilation=2, groups=dim)\n"
+        "    def forward(self, x):\n"
+        "        return x + self.attn(x)\n"
+        "class SoftArgmax(nn.Module):\n"
+        "    def forward(self, heat):\n"
+        "        return soft_argmax(\n"
+        "            heat,\n"
+        "        )\n"
+        "def soft_argmax(\n"
+        "    heat: torch.Tensor,\n"
+        ") -> torch.Tensor:\n"
+        "    '''Expected coordinates of each heatmap under its softmax.\n\n    Args: heat.'''\n"
+        "    return heat\n"
+        "class Loss(nn.Module):\n"
+        "    def forward(self, logits, target):\n"
+        "        return F.binary_cross_entropy_with_logits(logits, target)\n"
+    )
+    gpsa = class_facts(code, "GPSA").mechanisms
+    assert gpsa[0].startswith("attention: softmax") and any("sigmoid" in m for m in gpsa)
+    assert "mixes two terms with weights g and 1 - g" in gpsa
+    assert not any("gated unit" in m for m in gpsa)  # chunk(2) without a product of the halves
+    block = class_facts(code, "Block").mechanisms
+    assert not any(m.startswith("attention") for m in block)
+    assert {"residual connection adds the input back", "dilated (atrous) convolutions",
+            "depthwise convolution (one filter per channel)"} <= set(block)
+    assert class_facts(code, "SoftArgmax").mechanisms == ["soft_argmax: Expected coordinates of each heatmap under its softmax."]
+    assert class_facts(code, "Loss").mechanisms == ["binary cross-entropy of probabilities or logits"]

@@ -37,7 +37,7 @@ Method = Literal["hybrid", "lexical", "dense"]
 METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-_INDEX_VERSION = "3"  # what a synced index holds: a new version makes the next search sync first
+_INDEX_VERSION = "4"  # what a synced index holds: a new version makes the next search sync first
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
 
@@ -85,7 +85,8 @@ def dense_text(b: SpecBundle) -> str:
     s = b.spec
     params = ", ".join(p.name for p in s.constructor if p.name not in ("device", "dtype"))
     words = split_words(s.name)
-    parts = [f"{expand(words)}.", *(f"{d}." for d in describe(words)), s.summary, f"Category: {s.category}." if s.category else "",
+    parts = [f"{expand(words)}.", *(f"{d}." for d in describe(words)), s.summary,
+             f"Does: {'; '.join(s.mechanisms)}." if s.mechanisms else "", f"Category: {s.category}." if s.category else "",
              f"Module: {split_words(s.provenance.module)}.", f"Parameters: {params}." if params else "",
              f"Uses: {', '.join(s.operations[:12])}." if s.operations else ""]
     module_doc, _, names = b.context.partition(" | ")
@@ -110,7 +111,7 @@ def lexical_doc(b: SpecBundle) -> LexicalDoc:
     words = split_words(s.name)
     return LexicalDoc(
         block_id=s.id, name=f"{s.name} {expand(words)}", module=split_words(s.provenance.module),
-        doc=" ".join(filter(None, [*describe(words), s.summary, b.docstring or "", module_doc, about])),
+        doc=" ".join(filter(None, [*describe(words), s.summary, *s.mechanisms, b.docstring or "", module_doc, about])),
         identifiers=expand(" ".join(split_words(w) for w in names + context.split())),
     )
 

@@ -20,7 +20,8 @@ from ..sources.spec import origin
 from ..workspace import Workspace
 from .model import BlockSpec, Parameter, Provenance, ShapeProbe, Submodule, Validation
 from .config_docs import PackageDocs
-from .static import ClassFacts, class_facts, first_sentence
+from .docstrings import first_sentence
+from .static import ClassFacts, class_facts
 from .summary import summarize
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
         summary=summarize(category, first_sentence(facts.docstring), submodules, probe, _spatial_rank(name, probe)),
         bases=facts.bases,
         constructor=_with_probe_values(facts.constructor, used if record.get("ok") else {}),
-        forward=facts.forward, probe=probe, submodules=submodules, operations=facts.operations,
+        forward=facts.forward, probe=probe, submodules=submodules, operations=facts.operations, mechanisms=facts.mechanisms,
         requirements=json.loads(row["requirements"] or "[]"),
         provenance=Provenance(
             source=row["source"], origin=origin(row["source_kind"], row["source_spec"], row["version"], row["git_commit"]),

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-SPEC_VERSION = "3"  # 3: fingerprints ignore class names (copies under model prefixes group)
+SPEC_VERSION = "4"  # 3: fingerprints ignore class names (copies under model prefixes group); 4: mechanisms
 
 
 class _Frozen(BaseModel):
@@ -85,6 +85,9 @@ class BlockSpec(_Frozen):
     probe: ShapeProbe | None = None
     submodules: list[Submodule] = Field(default_factory=list)
     operations: list[str] = Field(default_factory=list, description="torch operations the code calls or builds")
+    mechanisms: list[str] = Field(default_factory=list, description="textbook patterns read from the class's own code "
+                                  "(softmax attention, sigmoid gating, residual connection ...) and what the file's "
+                                  "functions it calls say they do")
     requirements: list[str] = Field(default_factory=list, description="PEP 508 requirements")
     provenance: Provenance
     validation: Validation
@@ -130,6 +133,8 @@ def markdown(spec: BlockSpec, provenance: bool = True) -> str:
     mark = "validated" if v.status == "validated" else f"{v.status}" + (f" ({v.code} at {v.stage})" if v.code else "")
     where = f"`{spec.id}` · " if provenance else ""
     lines = [f"# {spec.name}", "", f"{where}{spec.category or 'uncategorised'} · {mark}", "", spec.summary, ""]
+    if spec.mechanisms:
+        lines += ["## Mechanisms", ""] + [f"- {m}" for m in spec.mechanisms] + [""]
     if spec.bases:
         lines += [f"Bases: {', '.join(f'`{b}`' for b in spec.bases)}", ""]
     lines += ["## Constructor", ""] + ([_param_line(p) for p in spec.constructor] or ["- no arguments"]) + [""]

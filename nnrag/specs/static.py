@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..index.parse import branches
+from .mechanisms import mechanisms
 from .model import ForwardSignature, Parameter
 
 _SHORT = {"torch.nn.functional": "F", "torch.nn": "nn"}
@@ -33,6 +34,7 @@ class ClassFacts:
     identifiers: list[str] = field(default_factory=list)  # names defined in the file, for lexical search
     attributes: list[str] = field(default_factory=list)  # names the class keeps on self
     config_fields: list[str] = field(default_factory=list)  # what it reads from a model config
+    mechanisms: list[str] = field(default_factory=list)  # textbook patterns its own code shows
 
 
 def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
@@ -96,21 +98,6 @@ def parameters(fn: ast.FunctionDef, skip_first: bool = True) -> list[Parameter]:
     if a.kwarg:
         out.append(Parameter(name=a.kwarg.arg, kind="var-keyword", annotation=_text(a.kwarg.annotation)))
     return out
-
-
-def first_sentence(doc: str | None, limit: int = 240) -> str | None:
-    """The docstring's first sentence: its first paragraph up to the first full stop, one line."""
-    if not doc:
-        return None
-    para = re.split(r"\n\s*\n", doc.strip(), maxsplit=1)[0]
-    para = " ".join(para.split())
-    if not para or para.lower().startswith(("args", "arguments", "parameters", "example", ">>>")):
-        return None
-    m = re.search(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bet al)[.!?](\s|$)", para)
-    sentence = para[: m.end()].strip() if m else para
-    if len(sentence) > limit:
-        sentence = sentence[: limit - 3].rsplit(" ", 1)[0] + "..."
-    return sentence
 
 
 def _torch_aliases(tree: ast.Module) -> dict[str, str]:
@@ -199,7 +186,7 @@ def _fingerprint(cls: ast.ClassDef) -> str:
 
 _TOP_IMPORT = re.compile(r"^(?:import|from)[ \t]", re.MULTILINE)
 _TOP_DEF = re.compile(r"^(?:class|def)[ \t]+(\w+)", re.MULTILINE)
-_TOP_LINE = re.compile(r"^[^\s#]", re.MULTILINE)  # a line that starts a top-level statement
+_TOP_LINE = re.compile(r"^[^\s#)\]}]", re.MULTILINE)  # a line that starts a top-level statement (not a closing bracket)
 
 
 class _Source:
@@ -215,6 +202,7 @@ class _Source:
         self._tree: ast.Module | None = None
         self._classes: dict[str, ast.ClassDef] | None = None
         self._alone: dict[str, ast.ClassDef | None] = {}
+        self._functions: dict[str, ast.FunctionDef | None] = {}
 
     @property
     def tree(self) -> ast.Module:
@@ -253,6 +241,21 @@ class _Source:
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.get(name) is not None
+
+    def function(self, name: str) -> ast.FunctionDef | None:
+        """The top-level function ``name``, parsed from its own lines."""
+        if name not in self._functions:
+            found = re.search(rf"^def[ \t]+{re.escape(name)}\b", self.code, re.MULTILINE)
+            node = None
+            if found is not None:
+                nxt = _TOP_LINE.search(self.code, self.code.find("\n", found.start()) + 1 or len(self.code))
+                try:
+                    body = ast.parse(self.code[found.start(): nxt.start() if nxt else len(self.code)]).body
+                    node = body[0] if body and isinstance(body[0], ast.FunctionDef) else None
+                except SyntaxError:
+                    node = None
+            self._functions[name] = node
+        return self._functions[name]
 
     def __getitem__(self, name: str) -> ast.ClassDef:
         cls = self.get(name)
@@ -308,4 +311,5 @@ def class_facts(code: str, class_name: str) -> ClassFacts:
         identifiers=list(module.identifiers),
         attributes=stored,
         config_fields=fields,
+        mechanisms=mechanisms(lambda name: _method(cls, name, module), module.function),
     )

@@ -1,0 +1,341 @@
+"""What a block's own code does, in words: "softmax attention over query-key products", "a
+sigmoid gate multiplies the features", "residual connection".
+
+A class name like ``GPSA`` or ``MSCAAttention`` says nothing to someone who asks for "attention
+mixed with a positional map through a learned gate", and many blocks have no docstring. The
+code says it: which torch operations the class's ``forward`` (and the methods it calls on
+``self``) combines, and which layers its constructor builds with which arguments. Each rule
+below reads one textbook pattern from the syntax tree and names it; nothing is run.
+
+Only the class's own methods are read (also those inherited from classes of the same file), not
+the whole standalone file: the file holds every helper of the closure, and a block that merely
+contains an attention submodule is not itself an attention.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable, Iterator
+
+from .docstrings import first_sentence
+
+Finder = Callable[[str], "ast.FunctionDef | None"]
+_MAX_DEPTH = 2
+_DOC_CHARS = 200  # methods called from forward, and the ones those call
+_PRODUCTS = {"matmul", "bmm", "einsum", "baddbmm", "mm"}
+_SIGMOIDS = {"sigmoid", "hardsigmoid", "hard_sigmoid", "sigmoid_"}
+_UPSAMPLE = {"interpolate", "upsample", "upsample_bilinear", "upsample_nearest", "upsamplingbilinear2d",
+             "upsamplingnearest2d"}
+_SCATTER = {"scatter", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_mean", "scatter_max", "index_add",
+            "index_add_", "segment_csr", "propagate"}
+_FFT = {"fft", "rfft", "fft2", "rfft2", "fftn", "rfftn", "ifft", "irfft", "irfft2", "ifft2", "irfftn", "ifftn"}
+_LOSSES = (
+    ({"cross_entropy", "nll_loss", "crossentropyloss", "nllloss"}, "cross-entropy (negative log-likelihood) of the target class"),
+    ({"binary_cross_entropy_with_logits", "binary_cross_entropy", "bcewithlogitsloss", "bceloss"},
+     "binary cross-entropy of probabilities or logits"),
+    ({"mse_loss", "mseloss"}, "mean squared error"),
+    ({"l1_loss", "smooth_l1_loss", "l1loss", "smoothl1loss", "huber_loss"}, "absolute (L1 or smooth L1) error"),
+    ({"kl_div", "kldivloss"}, "Kullback-Leibler divergence between distributions"),
+)
+
+
+def _name(func: ast.expr) -> str:
+    """The called name, lower-case and without its owner: ``F.softmax`` and ``x.softmax`` -> ``softmax``."""
+    if isinstance(func, ast.Attribute):
+        return func.attr.lower()
+    if isinstance(func, ast.Name):
+        return func.id.lower()
+    return ""
+
+
+def _owner(func: ast.expr) -> str:
+    """``torch.fft.rfft2`` -> ``fft``; ``self.conv`` -> ``self``."""
+    if isinstance(func, ast.Attribute):
+        return _name(func.value)
+    return ""
+
+
+def _self_attr(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _constant(node: ast.expr | None) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Tuple) and all(isinstance(e, ast.Constant) for e in node.elts):
+        return tuple(e.value for e in node.elts)  # type: ignore[attr-defined]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return -node.operand.value if isinstance(node.operand.value, (int, float)) else None
+    return None
+
+
+def _keyword(call: ast.Call, name: str, position: int | None = None) -> ast.expr | None:
+    for k in call.keywords:
+        if k.arg == name:
+            return k.value
+    if position is not None and len(call.args) > position:
+        return call.args[position]
+    return None
+
+
+class _Facts:
+    """The names the methods call, the layers the constructor builds, and the shapes of a few
+    expressions, gathered in one walk."""
+
+    def __init__(self, methods: list[ast.FunctionDef], init: ast.FunctionDef | None) -> None:
+        self.calls: set[str] = set()
+        self.owners: set[str] = set()
+        self.layers: dict[str, str] = {}  # self.attr -> lower-case layer type built in __init__
+        self.built: list[ast.Call] = []  # every layer construction call in __init__
+        self.mult = self.matmul = self.div = self.sub_from_one = self.masked_inf = self.modulation = False
+        self.branches = False  # a list of calls (or a comprehension over self layers) concatenated or summed
+        self.residual = False
+        self.gated_halves = False  # a, b = x.chunk(2, ...) and a product of what both became
+        self.mean_over_two_dims = False
+        if init is not None:
+            for node in ast.walk(init):
+                if isinstance(node, ast.Call) and _name(node.func)[:1] and isinstance(node.func, (ast.Attribute, ast.Name)):
+                    self.built.append(node)
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    for target in node.targets:
+                        if attr := _self_attr(target):
+                            self.layers[attr] = _name(node.value.func)
+        self.attention = False  # a softmax over a product of two tensors (query-key scores)
+        for fn in methods:
+            inputs = {a.arg for a in fn.args.args[1:2]} | {"identity", "shortcut", "residual", "skip", "res", "inp", "x_in"}
+            scores, halves = _products(fn), _halves(fn)
+            self.gated_halves |= any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
+                                     and _mentions_any(n.left, halves) and _mentions_any(n.right, halves) for n in ast.walk(fn))
+            for node in ast.walk(fn):
+                self._visit(node, inputs)
+                if isinstance(node, ast.Call) and _name(node.func) in ("softmax", "softmax_"):
+                    operands = [*node.args[:1], *([node.func.value] if isinstance(node.func, ast.Attribute) else [])]
+                    self.attention |= any(_is_product(o, scores) for o in operands)
+
+    def _visit(self, node: ast.AST, inputs: set[str]) -> None:
+        if isinstance(node, ast.Call):
+            name = _name(node.func)
+            self.calls.add(name)
+            self.owners.add(_owner(node.func))
+            attr = _self_attr(node.func)
+            if attr and attr in self.layers:
+                self.calls.add(self.layers[attr])
+            if name in ("cat", "stack", "sum") and node.args and _is_branches(node.args[0]):
+                self.branches = True
+            if name in ("masked_fill", "masked_fill_", "where") and any(_is_minus_inf(a) for a in node.args):
+                self.masked_inf = True
+            if name == "mean" and isinstance(_constant(_keyword(node, "dim", 0)), tuple):
+                self.mean_over_two_dims |= len(_constant(_keyword(node, "dim", 0))) == 2  # type: ignore[arg-type]
+        elif isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Mult):
+                self.mult = True
+                self.modulation |= _is_one_plus(node.left) or _is_one_plus(node.right)
+            elif isinstance(node.op, ast.Div):
+                self.div = True
+            elif isinstance(node.op, ast.MatMult):
+                self.matmul = True
+            elif isinstance(node.op, ast.Sub) and _constant(node.left) in (1, 1.0):
+                self.sub_from_one = True
+            elif isinstance(node.op, ast.Add) and _mentions(node, inputs):
+                self.residual = self.residual or _is_input(node.left, inputs) or _is_input(node.right, inputs)
+        elif isinstance(node, ast.AugAssign):
+            if isinstance(node.op, ast.Mult):
+                self.mult = True
+            elif isinstance(node.op, ast.Add) and _is_input(node.value, inputs):
+                self.residual = True
+
+    def any(self, names: set[str]) -> bool:
+        return bool(self.calls & names)
+
+    def builds(self, names: set[str]) -> Iterator[ast.Call]:
+        return (c for c in self.built if _name(c.func) in names)
+
+
+def _is_input(node: ast.expr, inputs: set[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in inputs
+
+
+def _mentions(node: ast.BinOp, inputs: set[str]) -> bool:
+    return _is_input(node.left, inputs) or _is_input(node.right, inputs)
+
+
+def _is_product(node: ast.AST, names: set[str]) -> bool:
+    """Whether ``node`` multiplies two tensors (``@``, ``matmul``, ``einsum``, ...) or reads a name that holds such a product."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.MatMult):
+            return True
+        if isinstance(sub, ast.Call) and _name(sub.func) in _PRODUCTS:
+            return True
+        if isinstance(sub, ast.Name) and sub.id in names:
+            return True
+    return False
+
+
+def _assigns(fn: ast.FunctionDef) -> list[ast.Assign | ast.AugAssign]:
+    return sorted((n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign))), key=lambda n: n.lineno)
+
+
+def _targets(node: ast.Assign | ast.AugAssign) -> set[str]:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _mentions_any(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _products(fn: ast.FunctionDef) -> set[str]:
+    """Local names assigned a product of tensors, directly or through other such names, in source order."""
+    names: set[str] = set()
+    for node in _assigns(fn):
+        if _is_product(node.value, names):
+            names |= _targets(node)
+    return names
+
+
+def _halves(fn: ast.FunctionDef) -> set[str]:
+    """Names bound to the two halves of a ``chunk(2)`` (``u, v = x.chunk(2, dim=-1)``) and what is
+    computed from them (``v = self.proj(self.norm(v))``)."""
+    names: set[str] = set()
+    for node in _assigns(fn):
+        value = node.value
+        if (isinstance(value, ast.Call) and _name(value.func) == "chunk" and _constant(_keyword(value, "chunks", 0)) == 2
+                and isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple)):
+            names |= _targets(node)
+        elif names and _mentions_any(value, names):
+            names |= _targets(node)
+    return names
+
+
+def _is_one_plus(node: ast.expr) -> bool:
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _constant(node.left) in (1, 1.0)
+
+
+def _is_minus_inf(node: ast.expr) -> bool:
+    text = ast.unparse(node)
+    return "-inf" in text.replace(" ", "") or "finfo" in text or "-1e9" in text or "-10000" in text
+
+
+def _is_branches(node: ast.expr) -> bool:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return sum(isinstance(e, ast.Call) for e in node.elts) >= 2
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+        return isinstance(node.elt, ast.Call)
+    return False
+
+
+def _methods(find: Finder, function: Finder) -> list[ast.FunctionDef]:
+    """``forward``, the methods it calls on ``self`` and the file's functions it calls by name
+    (``return conv_soft_argmax2d(x, ...)``), to ``_MAX_DEPTH``."""
+    start = find("forward")
+    if start is None:
+        return []
+    seen = {"forward": start}
+    frontier = [start]
+    for _ in range(_MAX_DEPTH):
+        nxt = []
+        for fn in frontier:
+            for node in ast.walk(fn):
+                if not isinstance(node, ast.Call):
+                    continue
+                attr = _self_attr(node.func)
+                key = attr or (node.func.id if isinstance(node.func, ast.Name) else None)
+                if key is None or (attr or "def " + key) in seen:
+                    continue
+                if (target := find(key) if attr else function(key)) is not None:
+                    seen[attr or "def " + key] = target
+                    nxt.append(target)
+        frontier = nxt
+    return list(seen.values())
+
+
+def _rules(f: _Facts) -> Iterator[str]:
+    products = f.matmul or f.any(_PRODUCTS)
+    softmax = f.any({"softmax", "softmax2d"})
+    if f.attention or f.any({"scaled_dot_product_attention", "multiheadattention", "flash_attn_func"}):
+        yield "attention: softmax weights from query-key products, applied to the values"
+    if f.masked_inf:
+        yield "masks positions out before the softmax"
+    if softmax and f.any({"meshgrid", "linspace", "create_meshgrid", "arange"}) and not products:
+        yield "soft-argmax: coordinates averaged with softmax weights"
+    if f.any(_SIGMOIDS) and f.mult:
+        yield "gating: a sigmoid output multiplies the features"
+    if f.sub_from_one and f.mult:
+        yield "mixes two terms with weights g and 1 - g"
+    if f.gated_halves:
+        yield "splits the features in two and multiplies one half by the other (gated unit)"
+    if f.modulation:
+        yield "modulation: features scaled by (1 + scale) and shifted, both predicted from a condition"
+    if f.any({"normalize"}) or (f.div and (f.any({"norm"}) or f.any({"sqrt"}) and f.any({"pow", "square"}))):
+        yield "L2-normalises vectors to unit length"
+    if f.any({"var", "var_mean", "std"}) or (f.any({"rsqrt"}) and f.any({"mean"})):
+        yield "standardises features with statistics computed on the fly"
+    if f.branches:
+        yield "parallel branches combined"
+    if f.residual:
+        yield "residual connection adds the input back"
+    if f.any(_UPSAMPLE):
+        yield "resizes feature maps by interpolation"
+    if f.any({"pixel_shuffle", "pixelshuffle"}):
+        yield "pixel shuffle: sub-pixel upsampling that moves channels into space"
+    if f.any({"pixel_unshuffle", "pixelunshuffle"}):
+        yield "space-to-depth: moves spatial blocks into channels"
+    if f.any({"grid_sample"}):
+        yield "samples features at computed locations by bilinear interpolation"
+    if f.any({"deform_conv2d", "deformconv2d", "modulateddeformconv2d", "deformconv"}):
+        yield "deformable convolution with learned sampling offsets"
+    if f.calls & _FFT and ("fft" in f.owners or f.any({"rfft", "irfft"})):
+        yield "works in the frequency domain through a Fourier transform"
+    if f.any({"unfold"}):
+        yield "extracts sliding local patches (unfold)"
+    if f.any({"topk"}):
+        yield "keeps the top-k scoring elements"
+    if f.any(_SCATTER):
+        yield "message passing: aggregates features from neighbouring nodes"
+    if f.any({"adaptive_avg_pool2d", "adaptiveavgpool2d", "adaptive_avg_pool1d", "adaptiveavgpool1d"}) or f.mean_over_two_dims:
+        yield "global average pooling of each channel"
+    if f.any({"cumsum"}):
+        yield "cumulative sum along a dimension"
+    for names, phrase in _LOSSES:
+        if f.any(names):
+            yield phrase
+            break
+    yield from _conv_rules(f)
+
+
+def _conv_rules(f: _Facts) -> Iterator[str]:
+    convs = list(f.builds({"conv1d", "conv2d", "conv3d"}))
+    if any(_constant(_keyword(c, "dilation", 5)) not in (None, 1, (1, 1)) or
+           (_keyword(c, "dilation", 5) is not None and _constant(_keyword(c, "dilation", 5)) is None) for c in convs):
+        yield "dilated (atrous) convolutions"
+    for c in convs:
+        groups, channels = _keyword(c, "groups", 6), _keyword(c, "in_channels", 0)
+        if groups is not None and channels is not None and ast.dump(groups) == ast.dump(channels):
+            yield "depthwise convolution (one filter per channel)"
+            break
+    kernels = {_constant(_keyword(c, "kernel_size", 2)) for c in convs}
+    if any(isinstance(k, tuple) and len(k) == 2 and 1 in k and max(k) > 1 for k in kernels):  # type: ignore[arg-type]
+        yield "strip convolutions with 1 x k and k x 1 kernels"
+    if any(True for _ in f.builds({"convtranspose1d", "convtranspose2d", "convtranspose3d"})):
+        yield "transposed convolution (learned upsampling)"
+
+
+def mechanisms(find: Finder, function: Finder) -> list[str]:
+    """Phrases naming the textbook patterns in a class's own code, in a fixed order. ``find``
+    resolves a method name on the class (inherited ones included), ``function`` a function
+    defined at the top of the file; either returns None for a name it does not know."""
+    methods = _methods(find, function)
+    if not methods:
+        return []
+    return list(dict.fromkeys([*_rules(_Facts(methods, find("__init__"))), *_delegated(methods[0], function)]))
+
+
+def _delegated(forward: ast.FunctionDef, function: Finder) -> Iterator[str]:
+    """What the file's functions that ``forward`` calls say of themselves: a wrapper class
+    (``ConvSoftArgmax2d``) leaves its technique to a function (``conv_soft_argmax2d``)."""
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (fn := function(node.func.id)) is not None:
+            if first := first_sentence(ast.get_docstring(fn), _DOC_CHARS):
+                yield f"{node.func.id}: {first}"
