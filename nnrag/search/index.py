@@ -37,7 +37,7 @@ Method = Literal["hybrid", "lexical", "dense"]
 METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-_INDEX_VERSION = "4"  # what a synced index holds: a new version makes the next search sync first
+_INDEX_VERSION = "5"  # what a synced index holds: a new version makes the next search sync first
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
 
@@ -81,24 +81,23 @@ class SyncReport:
 
 # -- text views -----------------------------------------------------------------------------
 def dense_text(b: SpecBundle) -> str:
-    """What the embedder reads: words of the name first (the model stops at 256 tokens)."""
+    """What the embedder reads, most telling first, since the model stops at 256 tokens: name
+    words, summary, mechanisms and the docstring, then category, module, parameters, config notes,
+    the module's names and docstring, and last the torch operations (of the whole standalone
+    file, its helpers included)."""
     s = b.spec
     params = ", ".join(p.name for p in s.constructor if p.name not in ("device", "dtype"))
     words = split_words(s.name)
-    parts = [f"{expand(words)}.", *(f"{d}." for d in describe(words)), s.summary,
-             f"Does: {'; '.join(s.mechanisms)}." if s.mechanisms else "", f"Category: {s.category}." if s.category else "",
-             f"Module: {split_words(s.provenance.module)}.", f"Parameters: {params}." if params else "",
-             f"Uses: {', '.join(s.operations[:12])}." if s.operations else ""]
     module_doc, _, names = b.context.partition(" | ")
     spelled = expand_only(" ".join(split_words(w) for w in names.split()))
-    if spelled:
-        parts.append(f"Context: {spelled}.")
-    if b.docstring:
-        parts.append(" ".join(b.docstring.split())[:_DOC_CHARS])
-    if b.notes:  # here only: in the lexical view every block of a model matched its config's words
-        parts.append(b.notes[:_DOC_CHARS])
-    if module_doc:
-        parts.append(module_doc[:200])
+    parts = [f"{expand(words)}.", *(f"{d}." for d in describe(words)), s.summary,
+             f"Does: {'; '.join(s.mechanisms)}." if s.mechanisms else "",
+             " ".join(b.docstring.split())[:_DOC_CHARS] if b.docstring else "",
+             f"Category: {s.category}." if s.category else "", f"Module: {split_words(s.provenance.module)}.",
+             f"Parameters: {params}." if params else "",
+             # notes here only: in the lexical view every block of a model matched its config's words
+             b.notes[:_DOC_CHARS], f"Context: {spelled}." if spelled else "", module_doc[:200],
+             f"Uses: {', '.join(s.operations[:12])}." if s.operations else ""]
     return " ".join(p for p in parts if p)
 
 
