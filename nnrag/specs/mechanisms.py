@@ -20,8 +20,8 @@ from typing import Callable, Iterator
 from .docstrings import first_sentence
 
 Finder = Callable[[str], "ast.FunctionDef | None"]
-_MAX_DEPTH = 2
-_DOC_CHARS = 200  # methods called from forward, and the ones those call
+_MAX_DEPTH = 2  # methods called from forward, and the ones those call
+_DOC_CHARS = 200  # of a called function's first docstring sentence
 _PRODUCTS = {"matmul", "bmm", "einsum", "baddbmm", "mm"}
 _SIGMOIDS = {"sigmoid", "hardsigmoid", "hard_sigmoid", "sigmoid_"}
 _UPSAMPLE = {"interpolate", "upsample", "upsample_bilinear", "upsample_nearest", "upsamplingbilinear2d",
@@ -94,15 +94,15 @@ class _Facts:
         self.residual = False
         self.gated_halves = False  # a, b = x.chunk(2, ...) and a product of what both became
         self.mean_over_two_dims = False
+        self.attention = False  # a softmax over a product of two tensors (query-key scores)
         if init is not None:
             for node in ast.walk(init):
-                if isinstance(node, ast.Call) and _name(node.func)[:1] and isinstance(node.func, (ast.Attribute, ast.Name)):
+                if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
                     self.built.append(node)
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                     for target in node.targets:
                         if attr := _self_attr(target):
                             self.layers[attr] = _name(node.value.func)
-        self.attention = False  # a softmax over a product of two tensors (query-key scores)
         for fn in methods:
             inputs = {a.arg for a in fn.args.args[1:2]} | {"identity", "shortcut", "residual", "skip", "res", "inp", "x_in"}
             scores, halves = _products(fn), _halves(fn)
@@ -138,8 +138,8 @@ class _Facts:
                 self.matmul = True
             elif isinstance(node.op, ast.Sub) and _constant(node.left) in (1, 1.0):
                 self.sub_from_one = True
-            elif isinstance(node.op, ast.Add) and _mentions(node, inputs):
-                self.residual = self.residual or _is_input(node.left, inputs) or _is_input(node.right, inputs)
+            elif isinstance(node.op, ast.Add) and (_is_input(node.left, inputs) or _is_input(node.right, inputs)):
+                self.residual = True
         elif isinstance(node, ast.AugAssign):
             if isinstance(node.op, ast.Mult):
                 self.mult = True
@@ -155,10 +155,6 @@ class _Facts:
 
 def _is_input(node: ast.expr, inputs: set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in inputs
-
-
-def _mentions(node: ast.BinOp, inputs: set[str]) -> bool:
-    return _is_input(node.left, inputs) or _is_input(node.right, inputs)
 
 
 def _is_product(node: ast.AST, names: set[str]) -> bool:
