@@ -216,18 +216,22 @@ class _Source:
             self._classes = _classes(self.tree)
         return self._classes
 
+    def _statement(self, start: int) -> list[ast.stmt] | None:
+        """The statements from offset ``start`` up to the next top-level line, parsed alone; None
+        when the cut falls inside a string or brackets (the whole file decides then)."""
+        nxt = _TOP_LINE.search(self.code, self.code.find("\n", start) + 1 or len(self.code))
+        try:
+            return ast.parse(self.code[start: nxt.start() if nxt else len(self.code)]).body
+        except SyntaxError:
+            return None
+
     def _segment(self, name: str) -> ast.ClassDef | None:
         """The class parsed from its own lines, when its first definition is a top-level one."""
         found = re.search(rf"^([ \t]*)class[ \t]+{re.escape(name)}\b", self.code, re.MULTILINE)
         if found is None or found.group(1):
             return None
-        nxt = _TOP_LINE.search(self.code, found.end())
-        segment = self.code[found.start(): nxt.start() if nxt else len(self.code)]
-        try:
-            body = ast.parse(segment).body
-        except SyntaxError:  # cut inside a string or brackets: the whole file decides
-            return None
-        return body[0] if len(body) == 1 and isinstance(body[0], ast.ClassDef) else None
+        body = self._statement(found.start())
+        return body[0] if body is not None and len(body) == 1 and isinstance(body[0], ast.ClassDef) else None
 
     def get(self, name: str) -> ast.ClassDef | None:
         if self._classes is None and "." not in name:
@@ -246,15 +250,8 @@ class _Source:
         """The top-level function ``name``, parsed from its own lines."""
         if name not in self._functions:
             found = re.search(rf"^def[ \t]+{re.escape(name)}\b", self.code, re.MULTILINE)
-            node = None
-            if found is not None:
-                nxt = _TOP_LINE.search(self.code, self.code.find("\n", found.start()) + 1 or len(self.code))
-                try:
-                    body = ast.parse(self.code[found.start(): nxt.start() if nxt else len(self.code)]).body
-                    node = body[0] if body and isinstance(body[0], ast.FunctionDef) else None
-                except SyntaxError:
-                    node = None
-            self._functions[name] = node
+            body = self._statement(found.start()) if found is not None else None
+            self._functions[name] = body[0] if body and isinstance(body[0], ast.FunctionDef) else None
         return self._functions[name]
 
     def __getitem__(self, name: str) -> ast.ClassDef:
@@ -267,12 +264,10 @@ class _Source:
         """The top-level imports, each parsed alone (the whole tree if one does not parse)."""
         body: list[ast.stmt] = []
         for m in _TOP_IMPORT.finditer(self.code):
-            nxt = _TOP_LINE.search(self.code, self.code.find("\n", m.start()) + 1 or len(self.code))
-            text = self.code[m.start(): nxt.start() if nxt else len(self.code)]
-            try:
-                body += ast.parse(text).body
-            except SyntaxError:
+            statements = self._statement(m.start())
+            if statements is None:
                 return self.tree
+            body += statements
         return ast.Module(body=body, type_ignores=[])
 
     @functools.cached_property
