@@ -125,6 +125,25 @@ def test_incremental_update_and_reopening(lib: dict[str, object], tmp_path: Path
     assert SearchIndex(Workspace.resolve(home)).vectors.collection.configuration["hnsw"]["ef_search"] == 800
 
 
+def test_the_dense_view_says_each_sentence_once(lib: dict[str, object]) -> None:
+    """The embedder reads 256 tokens: a docstring sentence the summary already opens with (or a
+    wrapper shares with its function) is not spent twice."""
+    import re
+
+    from nnrag.db import connect
+    from nnrag.search.index import dense_text
+    from nnrag.specs import cache
+    from nnrag.workspace import Workspace
+
+    with connect(Workspace.resolve(lib["home"])) as store:  # type: ignore[arg-type]
+        bundles = list(cache.bundles(store))
+    repeated = [b for b in bundles if b.docstring and " ".join(b.docstring.split()).split(". ")[0] in b.spec.summary]
+    assert repeated, "no fixture block whose summary opens with its docstring"
+    for b in bundles:
+        sentences = [" ".join(x.lower().rstrip(".").split()) for x in re.split(r"(?<=[.!?])\s+", dense_text(b))]
+        assert len(sentences) == len(set(sentences)), dense_text(b)
+
+
 def test_blocks_of_one_class_name_are_one_answer(lib: dict[str, object]) -> None:
     """Two libraries' ``DiceLoss`` with different code take one place among the hits, the other
     listed under it, so that they do not crowd out other answers."""
@@ -508,3 +527,41 @@ def test_mechanisms_are_read_from_the_class_own_code() -> None:
             "depthwise convolution (one filter per channel)"} <= set(block)
     assert class_facts(code, "SoftArgmax").mechanisms == ["soft_argmax: Expected coordinates of each heatmap under its softmax."]
     assert class_facts(code, "Loss").mechanisms == ["binary cross-entropy of probabilities or logits"]
+
+
+def test_mechanisms_tell_normalisations_and_gates_apart() -> None:
+    """Lookalike code gets told apart: an RMS norm from a standardisation, a norm's spatial mean
+    from a pooling, a condition's chunk(2) (scale and shift) from a gated unit's halves."""
+    from nnrag.specs.static import class_facts
+
+    code = (
+        "import torch\nimport torch.nn as nn\n"
+        "class AdaNorm(nn.Module):\n"
+        "    def forward(self, x, emb):\n"
+        "        scale, shift = self.linear(emb).chunk(2, dim=1)\n"
+        "        x = self.norm(x) * (1 + scale) + shift\n"
+        "        return x\n"
+        "class Glu(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        x, gate = x.chunk(2, dim=-1)\n"
+        "        gate = self.act(gate)\n"
+        "        return self.out(x * gate)\n"
+        "class Frn(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        nu2 = x.pow(2).mean(dim=(2, 3), keepdim=True)\n"
+        "        return torch.max(self.weight * x * torch.rsqrt(nu2 + 1e-6), self.tau)\n"
+        "class Ln2d(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        u = x.mean((2, 3), keepdim=True)\n"
+        "        return (x - u) / torch.sqrt((x - u).pow(2).mean((2, 3), keepdim=True) + 1e-6)\n"
+        "class Head(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x.mean((2, 3)))\n"
+    )
+    ada, glu = class_facts(code, "AdaNorm").mechanisms, class_facts(code, "Glu").mechanisms
+    assert any(m.startswith("modulation") for m in ada) and not any("gated unit" in m for m in ada)
+    assert any("gated unit" in m for m in glu)
+    frn, ln = class_facts(code, "Frn").mechanisms, class_facts(code, "Ln2d").mechanisms
+    assert [m.split(":")[0] for m in frn] == ["RMS normalisation"]
+    assert [m.split(":")[0] for m in ln] == ["standardises features"]
+    assert class_facts(code, "Head").mechanisms == ["global average pooling of each channel"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import sqlite3
 import struct
 import time
@@ -37,9 +38,10 @@ Method = Literal["hybrid", "lexical", "dense"]
 METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-_INDEX_VERSION = "5"  # what a synced index holds: a new version makes the next search sync first
+_INDEX_VERSION = "6"  # what a synced index holds: a new version makes the next search sync first
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass
@@ -91,14 +93,27 @@ def dense_text(b: SpecBundle) -> str:
     module_doc, _, names = b.context.partition(" | ")
     spelled = expand_only(" ".join(split_words(w) for w in names.split()))
     parts = [f"{expand(words)}.", *(f"{d}." for d in describe(words)), s.summary,
-             f"Does: {'; '.join(s.mechanisms)}." if s.mechanisms else "",
+             f"Does: {'; '.join(m.rstrip('.') for m in s.mechanisms)}." if s.mechanisms else "",
              " ".join(b.docstring.split())[:_DOC_CHARS] if b.docstring else "",
              f"Category: {s.category}." if s.category else "", f"Module: {split_words(s.provenance.module)}.",
              f"Parameters: {params}." if params else "",
              # notes here only: in the lexical view every block of a model matched its config's words
              b.notes[:_DOC_CHARS], f"Context: {spelled}." if spelled else "", module_doc[:200],
              f"Uses: {', '.join(s.operations[:12])}." if s.operations else ""]
-    return " ".join(p for p in parts if p)
+    return _once(parts)
+
+
+def _once(parts: list[str]) -> str:
+    """The parts joined, each sentence said once: a summary often opens with the docstring's
+    first sentence, a wrapper's docstring with its function's, and the model stops at 256 tokens."""
+    said: set[str] = set()
+    kept: list[str] = []
+    for sentence in (x for p in parts if p for x in _SENTENCE_END.split(p)):
+        key = " ".join(sentence.lower().rstrip(".").split())
+        if key not in said:
+            said.add(key)
+            kept.append(sentence)
+    return " ".join(kept)
 
 
 def lexical_doc(b: SpecBundle) -> LexicalDoc:

@@ -89,10 +89,13 @@ class _Facts:
         self.owners: set[str] = set()
         self.layers: dict[str, str] = {}  # self.attr -> lower-case layer type built in __init__
         self.built: list[ast.Call] = []  # every layer construction call in __init__
-        self.mult = self.matmul = self.div = self.sub_from_one = self.masked_inf = self.modulation = False
+        self.mult = self.matmul = self.div = self.masked_inf = self.modulation = False
+        self.mixing = False  # g * a + (1 - g) * b: one weight and its complement both multiply
+        self.centred = False  # something minus a mean: x - x.mean(...)
+        self.squares: set[str] = set()  # reductions ("mean", "sum") taken over squared values
         self.branches = False  # a list of calls (or a comprehension over self layers) concatenated or summed
         self.residual = False
-        self.gated_halves = False  # a, b = x.chunk(2, ...) and a product of what both became
+        self.gated_halves = False  # a, b = x.chunk(2, ...) and a product of what each became
         self.mean_over_two_dims = False
         self.attention = False  # a softmax over a product of two tensors (query-key scores)
         if init is not None:
@@ -105,10 +108,16 @@ class _Facts:
                             self.layers[attr] = _name(node.value.func)
         for fn in methods:
             inputs = {a.arg for a in fn.args.args[1:2]} | {"identity", "shortcut", "residual", "skip", "res", "inp", "x_in"}
-            scores, halves = _products(fn), _halves(fn)
-            self.gated_halves |= any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
-                                     and _mentions_any(n.left, halves) and _mentions_any(n.right, halves) for n in ast.walk(fn))
+            scores, means = _products(fn), _bound_to(fn, {"mean"})
+            self.gated_halves |= _gated_halves(fn)
+            factors = [side for n in ast.walk(fn) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
+                       for side in (n.left, n.right)]
+            weights = {ast.dump(f) for f in factors}
+            self.mixing |= any(isinstance(f, ast.BinOp) and isinstance(f.op, ast.Sub) and _constant(f.left) in (1, 1.0)
+                               and ast.dump(f.right) in weights for f in factors)
             for node in ast.walk(fn):
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and _is_mean(node.right, means):
+                    self.centred = True
                 self._visit(node, inputs)
                 if isinstance(node, ast.Call) and _name(node.func) in ("softmax", "softmax_"):
                     operands = [*node.args[:1], *([node.func.value] if isinstance(node.func, ast.Attribute) else [])]
@@ -126,7 +135,9 @@ class _Facts:
                 self.branches = True
             if name in ("masked_fill", "masked_fill_", "where") and any(_is_minus_inf(a) for a in node.args):
                 self.masked_inf = True
-            if name == "mean" and isinstance(_constant(_keyword(node, "dim", 0)), tuple):
+            if name in ("mean", "sum") and _squared(node):
+                self.squares.add(name)
+            elif name == "mean" and isinstance(_constant(_keyword(node, "dim", 0)), tuple):
                 self.mean_over_two_dims |= len(_constant(_keyword(node, "dim", 0))) == 2  # type: ignore[arg-type]
         elif isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.Mult):
@@ -136,8 +147,6 @@ class _Facts:
                 self.div = True
             elif isinstance(node.op, ast.MatMult):
                 self.matmul = True
-            elif isinstance(node.op, ast.Sub) and _constant(node.left) in (1, 1.0):
-                self.sub_from_one = True
             elif isinstance(node.op, ast.Add) and (_is_input(node.left, inputs) or _is_input(node.right, inputs)):
                 self.residual = True
         elif isinstance(node, ast.AugAssign):
@@ -178,10 +187,6 @@ def _targets(node: ast.Assign | ast.AugAssign) -> set[str]:
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-def _mentions_any(node: ast.AST, names: set[str]) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
-
-
 def _products(fn: ast.FunctionDef) -> set[str]:
     """Local names assigned a product of tensors, directly or through other such names, in source order."""
     names: set[str] = set()
@@ -191,18 +196,58 @@ def _products(fn: ast.FunctionDef) -> set[str]:
     return names
 
 
-def _halves(fn: ast.FunctionDef) -> set[str]:
-    """Names bound to the two halves of a ``chunk(2)`` (``u, v = x.chunk(2, dim=-1)``) and what is
-    computed from them (``v = self.proj(self.norm(v))``)."""
-    names: set[str] = set()
+def _gated_halves(fn: ast.FunctionDef) -> bool:
+    """Whether the two halves of a ``chunk(2)`` (``u, v = x.chunk(2, dim=-1)``), or what is
+    computed from each (``v = self.proj(v)``), are multiplied together, as in GLU. Read in source
+    order: in ``x = self.norm(x) * (1 + scale) + shift`` only one half meets the features."""
+    origin: dict[str, set[tuple[int, int]]] = {}  # name -> (line of the chunk, which half)
+
+    def halves(node: ast.AST) -> set[tuple[int, int]]:
+        return {h for n in ast.walk(node) if isinstance(n, ast.Name) for h in origin.get(n.id, ())}
+
+    def pairs(node: ast.AST | None) -> bool:
+        return node is not None and any(
+            isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
+            and any(a[0] == b[0] and a[1] != b[1] for a in halves(n.left) for b in halves(n.right))
+            for n in ast.walk(node))
+
     for node in _assigns(fn):
+        if pairs(node.value):
+            return True
         value = node.value
         if (isinstance(value, ast.Call) and _name(value.func) == "chunk" and _constant(_keyword(value, "chunks", 0)) == 2
                 and isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple)):
-            names |= _targets(node)
-        elif names and _mentions_any(value, names):
-            names |= _targets(node)
-    return names
+            for i, elt in enumerate(node.targets[0].elts):
+                if isinstance(elt, ast.Name):
+                    origin[elt.id] = {(node.lineno, i)}
+        else:
+            came = halves(value)
+            for name in _targets(node):
+                origin[name] = came | (origin.get(name, set()) if isinstance(node, ast.AugAssign) else set())
+    return any(pairs(n.value) for n in ast.walk(fn) if isinstance(n, ast.Return))
+
+
+def _bound_to(fn: ast.FunctionDef, calls: set[str]) -> set[str]:
+    """Local names assigned straight from one of ``calls`` (``mu = x.mean(-1, keepdim=True)``)."""
+    return {t for n in _assigns(fn) if isinstance(n.value, ast.Call) and _name(n.value.func) in calls for t in _targets(n)}
+
+
+def _is_mean(node: ast.expr, means: set[str]) -> bool:
+    return (isinstance(node, ast.Call) and _name(node.func) == "mean") or (isinstance(node, ast.Name) and node.id in means)
+
+
+def _squared(call: ast.Call) -> bool:
+    """Whether a reduction call reads squared values: ``x.pow(2).mean()``, ``(x ** 2).sum()``, ``torch.mean(x * x)``."""
+    operands = [*call.args[:1], *([call.func.value] if isinstance(call.func, ast.Attribute) else [])]
+    for node in (n for o in operands for n in ast.walk(o)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _constant(node.right) in (2, 2.0):
+            return True
+        if isinstance(node, ast.Call) and (_name(node.func) == "square" or (_name(node.func) == "pow" and 2 in (
+                _constant(a) for a in node.args))):
+            return True
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and ast.dump(node.left) == ast.dump(node.right):
+            return True
+    return False
 
 
 def _is_one_plus(node: ast.expr) -> bool:
@@ -258,16 +303,21 @@ def _rules(f: _Facts) -> Iterator[str]:
         yield "soft-argmax: coordinates averaged with softmax weights"
     if f.any(_SIGMOIDS) and f.mult:
         yield "gating: a sigmoid output multiplies the features"
-    if f.sub_from_one and f.mult:
+    if f.mixing:
         yield "mixes two terms with weights g and 1 - g"
     if f.gated_halves:
         yield "splits the features in two and multiplies one half by the other (gated unit)"
     if f.modulation:
         yield "modulation: features scaled by (1 + scale) and shifted, both predicted from a condition"
-    if f.any({"normalize"}) or (f.div and (f.any({"norm"}) or f.any({"sqrt"}) and f.any({"pow", "square"}))):
+    roots = f.any({"rsqrt", "sqrt"}) or f.div
+    standardises = f.any({"var", "var_mean", "std", "std_mean"}) or (f.centred and roots)
+    rms = "mean" in f.squares and roots and not standardises
+    if f.any({"normalize"}) or (f.div and f.any({"norm"})) or ("sum" in f.squares and f.any({"sqrt", "rsqrt"})):
         yield "L2-normalises vectors to unit length"
-    if f.any({"var", "var_mean", "std"}) or (f.any({"rsqrt"}) and f.any({"mean"})):
-        yield "standardises features with statistics computed on the fly"
+    if standardises:
+        yield "standardises features: subtracts the mean and divides by the standard deviation, computed on the fly"
+    if rms:
+        yield "RMS normalisation: divides by the root mean square, without subtracting the mean"
     if f.branches:
         yield "parallel branches combined"
     if f.residual:
@@ -290,7 +340,9 @@ def _rules(f: _Facts) -> Iterator[str]:
         yield "keeps the top-k scoring elements"
     if f.any(_SCATTER):
         yield "message passing: aggregates features from neighbouring nodes"
-    if f.any({"adaptive_avg_pool2d", "adaptiveavgpool2d", "adaptive_avg_pool1d", "adaptiveavgpool1d"}) or f.mean_over_two_dims:
+    # a mean over height and width inside a normalisation is its statistics, not a pooling
+    if f.any({"adaptive_avg_pool2d", "adaptiveavgpool2d", "adaptive_avg_pool1d", "adaptiveavgpool1d"}) or (
+            f.mean_over_two_dims and not (standardises or rms)):
         yield "global average pooling of each channel"
     if f.any({"cumsum"}):
         yield "cumulative sum along a dimension"
