@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import sqlite3
+from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
@@ -52,6 +53,11 @@ _SUBMODULE_DEPTH = 4  # submodules read through a lazily imported package, level
 # model-class tables, its import utilities: 105 and 272 definitions, a 4 MB file that still fails)
 # the block is refused with that reason instead.
 _VALUE_EXPORTS = 64
+# Parsed modules kept from one block to the next (about 1 MB each), least recently read dropped
+# first. Blocks of one module share most of what they read; a language-model library's blocks
+# together read thousands of modules, and one block's closure may wander through a thousand
+# before it fails: eviction waits for the block's end, so a block never parses a module twice.
+_KEEP_MODULES = 600
 
 
 class Extractor(RegistryNames):
@@ -88,7 +94,7 @@ class Extractor(RegistryNames):
             r["id"]: r["sha1"] for r in conn.execute(
                 f"SELECT id, sha1 FROM files WHERE source_id IN ({','.join('?' * len(ids))}) AND status='ok'", ids)
         }
-        self._units: dict[str, ModuleUnits] = {}
+        self._units: OrderedDict[str, ModuleUnits] = OrderedDict()  # least recently read first
         self._bind_cache: dict[tuple[str, str], Target | None] = {}
         self._nested: dict[tuple[str, int], list[tuple[int, int, str, list[tuple[str, Target]]]]] = {}
         # Every standalone file imports torch anyway: blocks of torch itself keep importing the rest
@@ -103,6 +109,8 @@ class Extractor(RegistryNames):
         if mu is None:
             info = self.infos[module]
             mu = self._units[module] = ModuleUnits(module, info.path, self.text_of(module), info.is_package)
+        else:
+            self._units.move_to_end(module)
         return mu
 
     def sha1_of(self, module: str) -> str:
@@ -259,6 +267,8 @@ class Extractor(RegistryNames):
         the copied code spells (the types of configs it was seen built with); ``classes``:
         ``(module, qualname)`` of definitions to copy beside it (classes it was seen built
         with, ``block=BasicBlock``), those of modules this source or its lenders hold."""
+        while len(self._units) > _KEEP_MODULES:
+            self._units.popitem(last=False)
         if not self.inline and module != self._home:
             self._bind_cache.clear()
         self._home = module

@@ -75,7 +75,7 @@ def build_library(
             "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for,"
             " json_extract(record, '$.extracted_as') AS extracted_as FROM library")}
         extractors = Extractors(conn, prefer)
-        pending: list[tuple[records.Candidate, str, str]] = []
+        pending: list[records.Candidate] = []
         extract_times: list[float] = []
         total = len(selected)
         # files made under the same extraction key are made again identically: reused without extracting;
@@ -133,7 +133,7 @@ def build_library(
                 continue
             if not pending:
                 gate.warm()  # torch imports in the workers while the other blocks are extracted
-            pending.append((records.Candidate(ref, row["name"], closure.files, assembled, seconds), assembled.code, assembled.class_name))
+            pending.append(records.Candidate.of(ref, row["name"], closure.files, assembled, seconds))
 
         conn.executemany("INSERT OR REPLACE INTO extracted VALUES (?, ?)", extracted)
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
@@ -145,7 +145,7 @@ def build_library(
         del extractors  # its parsed modules are not needed any more
         try:
             with _gc_frozen():
-                for candidate, record in gate.check_many(pending):
+                for candidate, record in gate.check_many((c, a.code, a.class_name) for c in pending for a in [c.assembled]):
                     # a failure that ran into an optional import's fallback waits for that import first
                     needs = missing_distribution(record, corpus, candidate.assembled.code)
                     if harvest and not record.ok and record.code in RETRY_CODES and not (needs and requirements == "install"):

@@ -85,7 +85,7 @@ def _with_named(extractors: Extractors, item: Retry, named: usage.Named) -> Retr
     closure, assembled, seconds = extractors.extract(ref, types, classes)
     if assembled is None or assembled.code == code:
         return item
-    candidate = replace(item.candidate, assembled=assembled, files=closure.files, extract_s=item.candidate.extract_s + seconds)
+    candidate = item.candidate.redone(assembled, closure.files, seconds)
     return replace(item, candidate=candidate)
 
 
@@ -106,7 +106,7 @@ def _with_companions(extractors: Extractors, finder: Finder, item: Retry) -> tup
     closure, assembled, seconds = extractors.extract(ref, named.types, classes)
     if assembled is None:
         return None
-    candidate = replace(item.candidate, assembled=assembled, files=closure.files, extract_s=item.candidate.extract_s + seconds)
+    candidate = item.candidate.redone(assembled, closure.files, seconds)
     return replace(item, candidate=candidate), recipes
 
 
