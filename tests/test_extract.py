@@ -115,6 +115,30 @@ def test_output_is_deterministic_with_provenance(closure_home: Path) -> None:
     assert f"nnrag {nnrag.__version__}" in header
 
 
+def test_modules_evicted_between_blocks_are_parsed_again_to_the_same_files(
+        closure_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An extractor keeps a bounded number of parsed modules from one block to the next; one
+    that keeps a single module makes every file exactly as one that keeps them all."""
+    from nnrag.db import connect
+    from nnrag.extract import closure
+    from nnrag.extract.block import Extractors
+    from nnrag.index.lookup import resolve_block
+    from nnrag.workspace import Workspace
+
+    def files(keep: int) -> tuple[list[str], int]:
+        monkeypatch.setattr(closure, "_KEEP_MODULES", keep)
+        with connect(Workspace.resolve(closure_home)) as db:
+            extractors = Extractors(db.conn)
+            made = [extractors.extract(resolve_block(db.conn, block, None))[1] for block in sorted(CASES) * 2]
+            held = len(next(iter(extractors._by_source.values()))[0]._units)
+        return [a.code if a else "" for a in made], held
+
+    everything, held_all = files(1000)
+    one, held_one = files(1)
+    assert held_one < held_all, (held_one, held_all)  # modules were dropped between blocks
+    assert one == everything and all(everything)
+
+
 def test_unresolved_name_and_native_extension_are_structured_errors(tmp_path: Path) -> None:
     repo = tmp_path / "failing_repo"
     shutil.copytree(FIXTURES / "failing_repo", repo)
