@@ -120,13 +120,13 @@ def test_modules_evicted_between_blocks_are_parsed_again_to_the_same_files(
     """An extractor keeps a bounded number of parsed modules from one block to the next; one
     that keeps a single module makes every file exactly as one that keeps them all."""
     from nnrag.db import connect
-    from nnrag.extract import closure
+    from nnrag.extract import parsed
     from nnrag.extract.block import Extractors
     from nnrag.index.lookup import resolve_block
     from nnrag.workspace import Workspace
 
     def files(keep: int) -> tuple[list[str], int]:
-        monkeypatch.setattr(closure, "_KEEP_MODULES", keep)
+        monkeypatch.setattr(parsed, "KEEP_MODULES", keep)
         with connect(Workspace.resolve(closure_home)) as db:
             extractors = Extractors(db.conn)
             made = [extractors.extract(resolve_block(db.conn, block, None))[1] for block in sorted(CASES) * 2]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import sqlite3
-from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from .plan import (
     _TYPE_ONLY,
 )
 from .requirements import installed
+from .parsed import ParsedModules
 from .units import ModuleUnits
 from .unavailable import loads_by_name
 
@@ -53,11 +53,6 @@ _SUBMODULE_DEPTH = 4  # submodules read through a lazily imported package, level
 # model-class tables, its import utilities: 105 and 272 definitions, a 4 MB file that still fails)
 # the block is refused with that reason instead.
 _VALUE_EXPORTS = 64
-# Parsed modules kept from one block to the next (about 1 MB each), least recently read dropped
-# first. Blocks of one module share most of what they read; a language-model library's blocks
-# together read thousands of modules, and one block's closure may wander through a thousand
-# before it fails: eviction waits for the block's end, so a block never parses a module twice.
-_KEEP_MODULES = 600
 
 
 class Extractor(RegistryNames):
@@ -94,7 +89,7 @@ class Extractor(RegistryNames):
             r["id"]: r["sha1"] for r in conn.execute(
                 f"SELECT id, sha1 FROM files WHERE source_id IN ({','.join('?' * len(ids))}) AND status='ok'", ids)
         }
-        self._units: OrderedDict[str, ModuleUnits] = OrderedDict()  # least recently read first
+        self._units = ParsedModules(self._parse)
         self._bind_cache: dict[tuple[str, str], Target | None] = {}
         self._nested: dict[tuple[str, int], list[tuple[int, int, str, list[tuple[str, Target]]]]] = {}
         # Every standalone file imports torch anyway: blocks of torch itself keep importing the rest
@@ -105,13 +100,11 @@ class Extractor(RegistryNames):
 
     # -- modules ------------------------------------------------------------------------
     def units_of(self, module: str) -> ModuleUnits:
-        mu = self._units.get(module)
-        if mu is None:
-            info = self.infos[module]
-            mu = self._units[module] = ModuleUnits(module, info.path, self.text_of(module), info.is_package)
-        else:
-            self._units.move_to_end(module)
-        return mu
+        return self._units.get(module)
+
+    def _parse(self, module: str) -> ModuleUnits:
+        info = self.infos[module]
+        return ModuleUnits(module, info.path, self.text_of(module), info.is_package)
 
     def sha1_of(self, module: str) -> str:
         return self._sha1[self.infos[module].file_id]
@@ -267,8 +260,7 @@ class Extractor(RegistryNames):
         the copied code spells (the types of configs it was seen built with); ``classes``:
         ``(module, qualname)`` of definitions to copy beside it (classes it was seen built
         with, ``block=BasicBlock``), those of modules this source or its lenders hold."""
-        while len(self._units) > _KEEP_MODULES:
-            self._units.popitem(last=False)
+        self._units.block_done()
         if not self.inline and module != self._home:
             self._bind_cache.clear()
         self._home = module
