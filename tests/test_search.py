@@ -128,11 +128,10 @@ def test_incremental_update_and_reopening(lib: dict[str, object], tmp_path: Path
 def test_the_dense_view_says_each_sentence_once(lib: dict[str, object]) -> None:
     """The embedder reads 256 tokens: a docstring sentence the summary already opens with (or a
     wrapper shares with its function) is not spent twice."""
-    import re
-
     from nnrag.db import connect
     from nnrag.search.index import dense_text
     from nnrag.specs import cache
+    from nnrag.specs.docstrings import SENTENCE_END
     from nnrag.workspace import Workspace
 
     with connect(Workspace.resolve(lib["home"])) as store:  # type: ignore[arg-type]
@@ -140,7 +139,7 @@ def test_the_dense_view_says_each_sentence_once(lib: dict[str, object]) -> None:
     repeated = [b for b in bundles if b.docstring and " ".join(b.docstring.split()).split(". ")[0] in b.spec.summary]
     assert repeated, "no fixture block whose summary opens with its docstring"
     for b in bundles:
-        sentences = [" ".join(x.lower().rstrip(".").split()) for x in re.split(r"(?<=[.!?])\s+", dense_text(b))]
+        sentences = [" ".join(x.lower().rstrip(".").split()) for x in SENTENCE_END.split(dense_text(b))]
         assert len(sentences) == len(set(sentences)), dense_text(b)
 
 

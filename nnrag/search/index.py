@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import sqlite3
 import struct
 import time
@@ -30,6 +29,7 @@ from ..progress import ProgressFn
 from .vectors import VectorIndex, collection_name
 from ..specs import cache
 from ..specs.build import SpecBundle
+from ..specs.docstrings import SENTENCE_END
 from ..workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,6 @@ _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hit
 _INDEX_VERSION = "6"  # what a synced index holds: a new version makes the next search sync first
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass
@@ -108,7 +107,7 @@ def _once(parts: list[str]) -> str:
     first sentence, a wrapper's docstring with its function's, and the model stops at 256 tokens."""
     said: set[str] = set()
     kept: list[str] = []
-    for sentence in (x for p in parts if p for x in _SENTENCE_END.split(p)):
+    for sentence in (x for p in parts if p for x in SENTENCE_END.split(p)):
         key = " ".join(sentence.lower().rstrip(".").split())
         if key not in said:
             said.add(key)

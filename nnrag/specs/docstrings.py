@@ -5,6 +5,11 @@ from __future__ import annotations
 import re
 
 
+# where a sentence ends: after a full stop, question or exclamation mark and a space, not after
+# "e.g.", "i.e." or "et al."
+SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bet al\.)\s+")
+
+
 def first_sentence(doc: str | None, limit: int = 240) -> str | None:
     """The docstring's first sentence: its first paragraph up to the first full stop, one line."""
     if not doc:
@@ -13,8 +18,7 @@ def first_sentence(doc: str | None, limit: int = 240) -> str | None:
     para = " ".join(para.split())
     if not para or para.lower().startswith(("args", "arguments", "parameters", "example", ">>>")):
         return None
-    m = re.search(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bet al)[.!?](\s|$)", para)
-    sentence = para[: m.end()].strip() if m else para
+    sentence = SENTENCE_END.split(para, maxsplit=1)[0]
     if len(sentence) > limit:
         sentence = sentence[: limit - 3].rsplit(" ", 1)[0] + "..."
     return sentence
