@@ -120,8 +120,7 @@ class _Facts:
                     self.centred = True
                 self._visit(node, inputs)
                 if isinstance(node, ast.Call) and _name(node.func) in ("softmax", "softmax_"):
-                    operands = [*node.args[:1], *([node.func.value] if isinstance(node.func, ast.Attribute) else [])]
-                    self.attention |= any(_is_product(o, scores) for o in operands)
+                    self.attention |= any(_is_product(o, scores) for o in _operands(node))
 
     def _visit(self, node: ast.AST, inputs: set[str]) -> None:
         if isinstance(node, ast.Call):
@@ -236,10 +235,15 @@ def _is_mean(node: ast.expr, means: set[str]) -> bool:
     return (isinstance(node, ast.Call) and _name(node.func) == "mean") or (isinstance(node, ast.Name) and node.id in means)
 
 
+def _operands(call: ast.Call) -> list[ast.expr]:
+    """What a call reduces or transforms: ``F.softmax(s)`` and ``s.softmax()`` both read ``s``
+    (for a module-qualified call the module comes along; it is never a product or a square)."""
+    return [*call.args[:1], *([call.func.value] if isinstance(call.func, ast.Attribute) else [])]
+
+
 def _squared(call: ast.Call) -> bool:
     """Whether a reduction call reads squared values: ``x.pow(2).mean()``, ``(x ** 2).sum()``, ``torch.mean(x * x)``."""
-    operands = [*call.args[:1], *([call.func.value] if isinstance(call.func, ast.Attribute) else [])]
-    for node in (n for o in operands for n in ast.walk(o)):
+    for node in (n for o in _operands(call) for n in ast.walk(o)):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _constant(node.right) in (2, 2.0):
             return True
         if isinstance(node, ast.Call) and (_name(node.func) == "square" or (_name(node.func) == "pow" and 2 in (
