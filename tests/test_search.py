@@ -428,6 +428,24 @@ def test_british_and_american_spellings_meet(tmp_path: Path) -> None:
     assert lexical.fold_spelling("standardised optimisers") == "standardized optimizers"
 
 
+def test_a_letter_and_digit_word_is_looked_for_whole(tmp_path: Path) -> None:
+    """Split like a class name, ``L2`` leaves only ``2``, which every ``2d`` block matches; the
+    whole word is looked for too, so a docstring's ``L2`` is found, while a name's ``Conv2d``
+    (held split) still matches the split form."""
+    from nnrag.db import connect
+    from nnrag.search import lexical
+    from nnrag.workspace import Workspace
+
+    docs = [lexical.LexicalDoc("s:m.A", "channel scale", "m", "scales each position by its L2 norm", ""),
+            lexical.LexicalDoc("s:m.B", "conv 2d", "m", "a 2d convolution over a feature map", ""),
+            lexical.LexicalDoc("s:m.C", "layer norm", "m", "divides each token by its norm", "")]
+    with connect(Workspace.resolve(tmp_path), create=True) as store:
+        lexical.sync(store.conn, docs)
+        assert lexical.search(store.conn, "L2 norm", 3)[0][0] == "s:m.A"
+        assert lexical.search(store.conn, "Conv2d", 3)[0][0] == "s:m.B"
+    assert lexical.query_terms("L2 and SiLU in 3x3") == ["2", "l2", "si", "lu", "3x", "3"]
+
+
 def test_a_config_built_block_is_described_by_its_package_docs(tmp_path: Path) -> None:
     """A block built from a config has no parameters or docstring to say what it does; the config
     fields it reads do, and the package documents them in its config class: both reach the spec's

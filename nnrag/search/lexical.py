@@ -103,7 +103,14 @@ def delete(conn: sqlite3.Connection, ids: Iterable[str]) -> None:
 
 
 def query_terms(text: str) -> list[str]:
-    words = fold_spelling(split_words(text)).split()
+    """The words BM25 looks for: ``text`` split as names are (``SiLU`` -> ``si lu``, as the name
+    field holds it), and a word whose split would drop a lone letter kept whole as well (``L2``
+    -> ``2`` alone matches every ``2d``; docstrings hold ``l2``, ``v2``)."""
+    words = []
+    for word in re.findall(r"[A-Za-z0-9]+", text):
+        parts = split_words(word).split()
+        words += parts + ([word.lower()] if any(len(p) == 1 and p.isalpha() for p in parts) else [])
+    words = fold_spelling(" ".join(words)).split()
     return list(dict.fromkeys(w for w in words if (w not in _STOPWORDS and len(w) > 1) or w.isdigit()))
 
 
