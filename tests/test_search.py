@@ -446,6 +446,46 @@ def test_a_letter_and_digit_word_is_looked_for_whole(tmp_path: Path) -> None:
     assert lexical.query_terms("L2 and SiLU in 3x3") == ["2", "l2", "si", "lu", "3x", "3"]
 
 
+def test_docstrings_are_read_as_prose() -> None:
+    """The dense view reads what a docstring says the block does: example sessions, shape and
+    reference sections and code directives go, math and markup become their words; summaries
+    take the first sentence without markup."""
+    from nnrag.specs.docstrings import first_sentence, prose
+
+    doc = """Compute the total variation of an image as in
+    `"Nonlinear total variation" <https://example.org/tv>`_ [1].
+
+    Convention:
+        See the Convention block of :func:`~kornia.losses.total_variation`.
+
+    The module has no ``reduction`` and always sums.
+
+    .. math::
+        \\text{Normalization}\\to\\text{Activation}
+
+    .. code-block:: python
+
+        tv = TotalVariation()
+
+    Shape:
+        - Input: :math:`(*, H, W)`.
+
+    Examples:
+        >>> tv = TotalVariation()
+        >>> tv(torch.ones(2, 3, 4, 4)).data
+        tensor([[0., 0., 0.],
+                [0., 0., 0.]])
+
+    Reference:
+        [1] https://en.wikipedia.org/wiki/Total_variation
+    """
+    assert prose(doc) == ('Compute the total variation of an image as in "Nonlinear total variation". '
+                          "The module has no reduction and always sums. Normalization Activation")
+    assert first_sentence(doc) == 'Compute the total variation of an image as in "Nonlinear total variation".'
+    numpy_style = "Block.\n\nParameters\n----------\ndim : int\n    Width.\n\nExamples\n--------\n>>> Block(3)\n"
+    assert prose(numpy_style) == "Block. Parameters dim : int Width."
+
+
 def test_a_config_built_block_is_described_by_its_package_docs(tmp_path: Path) -> None:
     """A block built from a config has no parameters or docstring to say what it does; the config
     fields it reads do, and the package documents them in its config class: both reach the spec's

@@ -29,7 +29,7 @@ from ..progress import ProgressFn
 from .vectors import VectorIndex, collection_name
 from ..specs import cache
 from ..specs.build import SpecBundle
-from ..specs.docstrings import SENTENCE_END
+from ..specs.docstrings import SENTENCE_END, prose
 from ..workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ Method = Literal["hybrid", "lexical", "dense"]
 METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-_INDEX_VERSION = "6"  # what a synced index holds: a new version makes the next search sync first
+_INDEX_VERSION = "7"  # what a synced index holds: a new version makes the next search sync first
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
 
@@ -83,9 +83,9 @@ class SyncReport:
 # -- text views -----------------------------------------------------------------------------
 def dense_text(b: SpecBundle) -> str:
     """What the embedder reads, most telling first, since the model stops at 256 tokens: name
-    words, summary, mechanisms and the docstring, then category, module, parameters, config notes,
-    the module's names and docstring, and last the torch operations (of the whole standalone
-    file, its helpers included)."""
+    words, summary, mechanisms and the docstring as prose (no example sessions or markup), then
+    category, module, parameters, config notes, the module's names and docstring, and last the
+    torch operations (of the whole standalone file, its helpers included)."""
     s = b.spec
     params = ", ".join(p.name for p in s.constructor if p.name not in ("device", "dtype"))
     words = split_words(s.name)
@@ -93,7 +93,7 @@ def dense_text(b: SpecBundle) -> str:
     spelled = expand_only(" ".join(split_words(w) for w in names.split()))
     parts = [f"{expand(words)}.", *(f"{d}." for d in describe(words)), s.summary,
              f"Does: {'; '.join(m.rstrip('.') for m in s.mechanisms)}." if s.mechanisms else "",
-             " ".join(b.docstring.split())[:_DOC_CHARS] if b.docstring else "",
+             prose(b.docstring)[:_DOC_CHARS],
              f"Category: {s.category}." if s.category else "", f"Module: {split_words(s.provenance.module)}.",
              f"Parameters: {params}." if params else "",
              # notes here only: in the lexical view every block of a model matched its config's words

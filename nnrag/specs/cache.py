@@ -28,7 +28,7 @@ class Refresh:
 
 
 # what is kept beside a spec for search (docstring, identifiers, context, notes): a new one rebuilds them
-_BUNDLE_VERSION = "4"  # 2: identifiers also hold the class's attributes and config fields; notes; 3: mechanisms; 4: RMS vs standardisation, ordered halves
+_BUNDLE_VERSION = "5"  # 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup
 
 
 def row_key(row: sqlite3.Row) -> str:
