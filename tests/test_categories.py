@@ -31,6 +31,12 @@ M = "torch.nn.Module"
         ("Identity", (M,), "torch.nn.modules.linear", None, "utility"),
         ("RgbToHsv", (M,), "kornia.color.hsv", "Convert an image from RGB to HSV.", "utility"),
         ("Deconv", (M,), "pkg.misc", None, "convolution"),
+        # a model named for its task, whatever the task's words say ("Token" is no embedding)
+        ("LongformerForTokenClassification", (M,), "transformers.models.longformer.modeling_longformer", None,
+         "architecture"),
+        ("BertForPreTraining", (M,), "transformers.models.bert.modeling_bert", None, "architecture"),
+        ("BigBirdForQuestionAnsweringHead", (M,), "transformers.models.big_bird.modeling_big_bird", None, "utility"),
+        ("ConvForward", (M,), "pkg.misc", None, "convolution"),
     ],
 )
 def test_guess_category(name: str, chain: tuple[str, ...], module: str, doc: str | None, expected: str) -> None:

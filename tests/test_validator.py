@@ -99,6 +99,28 @@ def test_build_is_resumable_and_report_matches(built: Path) -> None:
     assert "<svg" in (built / "r.html").read_text()
 
 
+def test_a_new_category_guess_reaches_the_library_without_validating_again(built: Path) -> None:
+    """Categories are guessed at discovery; a verdict that stands keeps its record but takes the
+    block's category of the day, and a new discovery version guesses every category again."""
+    def categories() -> tuple[str, str]:
+        with connect(Workspace.resolve(built)) as store:
+            return (store.conn.execute("SELECT category FROM blocks WHERE name='Swish'").fetchone()[0],
+                    store.conn.execute("SELECT category FROM library WHERE name='Swish'").fetchone()[0])
+
+    guessed = categories()
+    assert guessed == ("activation", "activation")
+    with connect(Workspace.resolve(built)) as store:
+        store.conn.execute("UPDATE blocks SET category='recurrent' WHERE name='Swish'")
+    again = nnrag.build(home=built, limits=LIMITS, search=False)
+    unextractable = sum(1 for s, _ in FAILING.values() if s == "extract")
+    assert categories() == ("recurrent", "recurrent")
+    assert again.cached == again.tried - unextractable  # every verdict reused, none validated again
+    with connect(Workspace.resolve(built)) as store:  # as an index discovered by an older nnrag
+        store.conn.execute("UPDATE meta SET value=json_set(value, '$.version', '1') WHERE key='discovery'")
+    nnrag.build(home=built, limits=LIMITS, search=False)
+    assert categories() == guessed
+
+
 _RUNNER = """
 import ast, importlib.util, json, sys
 assert importlib.util.find_spec("cpkg") is None and importlib.util.find_spec("fpkg") is None

@@ -68,11 +68,23 @@ def _normalized(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
+# last words of a "<Model>For<Task>" name that make it a part of the task model, not the model
+_PART_WORDS = frozenset("Head Heads Layer Block Output Outputs Embedding Embeddings Pooler Loss Module".split())
+
+
+def _task_model(name: str) -> bool:
+    """``LongformerForTokenClassification``, ``BertForPreTraining``: a whole model with a task head
+    (the words after "For" name the task), not a ``BigBirdForQuestionAnsweringHead``."""
+    words = split_words(name).split()
+    return "For" in words[1:-1] and words[-1] not in _PART_WORDS
+
+
 def guess_category(name: str, chain: tuple[str, ...] | list[str], module: str, docstring: str | None) -> str:
-    # A class named after its own module (timm.models.cait.Cait, ...raft.RAFT) is the model itself.
+    # A class named after its own module (timm.models.cait.Cait, ...raft.RAFT) is the model itself,
+    # as is a model named for its task ("For TokenClassification" is no embedding)
     parts = module.split(".")
     stem = _normalized(parts[-1])
-    if "models" in parts[:-1] and stem and _normalized(name).removesuffix("distilled") == stem:
+    if ("models" in parts[:-1] and stem and _normalized(name).removesuffix("distilled") == stem) or _task_model(name):
         return "architecture"
     for base in chain[1:]:
         for hint, category in _BASE_HINTS:

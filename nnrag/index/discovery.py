@@ -21,6 +21,10 @@ from ..sources.globs import matches_any
 from .parse import KIND_CLASS, reached_stubs
 from .resolve import DefInfo, ModuleInfo, Ref, Resolver, load_modules
 
+# What discovery writes changes with this version (its verdicts, the category guess): an index
+# discovered by another runs discovery again, even when no file changed.
+DISCOVERY_VERSION = "2"  # 2: models named for their task are architectures
+
 log = logging.getLogger(__name__)
 
 ROOT_NAME = "torch.nn.Module"

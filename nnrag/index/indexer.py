@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..errors import ConfigError, IndexStoreError, SourceError
 from ..workspace import Workspace
-from .discovery import discover
+from .discovery import DISCOVERY_VERSION, discover
 from ..progress import ProgressFn
 from ..sources.fetch import materialize
 from ..sources.spec import REASON_PARSER_CRASH, Materialized, SourceSpec, module_name
@@ -371,13 +371,18 @@ def index_sources(
                     [(time.time(), sid) for sid in source_ids],
                 )
             has_blocks = store.conn.execute("SELECT 1 FROM blocks LIMIT 1").fetchone() is not None
-            if changed or not has_blocks:
+            if changed or not has_blocks or _discovered_by(store) != DISCOVERY_VERSION:
                 report_progress("discover", 0, 1)
                 refresh_blocks(store)
                 store.collect_garbage()
                 report_progress("discover", 1, 1)
         report = _report(store, source_ids, counts, time.perf_counter() - start, n_workers, interrupted)
         return replace(report, errors=errors)
+
+
+def _discovered_by(store: Store) -> str | None:
+    row = store.conn.execute("SELECT value FROM meta WHERE key='discovery'").fetchone()
+    return json.loads(row[0]).get("version") if row else None
 
 
 def refresh_blocks(store: Store) -> int:
@@ -398,6 +403,7 @@ def refresh_blocks(store: Store) -> int:
             (
                 json.dumps(
                     {
+                        "version": DISCOVERY_VERSION,
                         "classes": result.classes,
                         "modules_not_blocks": result.modules_not_blocks,
                         "unresolved_bases": result.unresolved_bases,

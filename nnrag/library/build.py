@@ -72,7 +72,7 @@ def build_library(
         if limit is not None:
             selected = selected[:limit]
         known = {r["block_id"]: r for r in conn.execute(
-            "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for,"
+            "SELECT block_id, code_sha1, gate_version, status, code, category, json_extract(record, '$.waits_for') AS waits_for,"
             " json_extract(record, '$.extracted_as') AS extracted_as FROM library")}
         extractors = Extractors(conn, prefer)
         pending: list[records.Candidate] = []
@@ -98,6 +98,8 @@ def build_library(
 
         def reuse(ref: BlockRef) -> None:
             prev = known[ref.block_id]
+            if prev["category"] != ref.category:  # discovery guessed again; the verdict stands
+                conn.execute("UPDATE library SET category=? WHERE block_id=?", (ref.category, ref.block_id))
             report.cached += 1
             report.count(ref.source, prev["status"] == "validated", prev["code"])
 
