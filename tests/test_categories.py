@@ -37,6 +37,10 @@ M = "torch.nn.Module"
         ("BertForPreTraining", (M,), "transformers.models.bert.modeling_bert", None, "architecture"),
         ("BigBirdForQuestionAnsweringHead", (M,), "transformers.models.big_bird.modeling_big_bird", None, "utility"),
         ("ConvForward", (M,), "pkg.misc", None, "convolution"),
+        # a file named after its one class is no model file when the class is a loss, layer or block
+        ("FocalLoss", (M,), "mmdet.models.losses.focal_loss", None, "loss"),
+        ("SELayer", (M,), "mmseg.models.utils.se_layer", None, "attention"),
+        ("ResNet", (M,), "mmdet.models.backbones.resnet", None, "architecture"),
     ],
 )
 def test_guess_category(name: str, chain: tuple[str, ...], module: str, doc: str | None, expected: str) -> None:

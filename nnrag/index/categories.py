@@ -79,12 +79,19 @@ def _task_model(name: str) -> bool:
     return "For" in words[1:-1] and words[-1] not in _PART_WORDS
 
 
-def guess_category(name: str, chain: tuple[str, ...] | list[str], module: str, docstring: str | None) -> str:
-    # A class named after its own module (timm.models.cait.Cait, ...raft.RAFT) is the model itself,
-    # as is a model named for its task ("For TokenClassification" is no embedding)
+def _named_after_module(name: str, module: str) -> bool:
+    """``timm.models.cait.Cait``, ``...raft.RAFT``: the model of a models file. Not a loss, layer
+    or block of a library that names each file after its one class
+    (``mmdet.models.losses.focal_loss.FocalLoss``, ``mmseg.models.utils.se_layer.SELayer``)."""
     parts = module.split(".")
     stem = _normalized(parts[-1])
-    if ("models" in parts[:-1] and stem and _normalized(name).removesuffix("distilled") == stem) or _task_model(name):
+    return ("models" in parts[:-1] and bool(stem) and _normalized(name).removesuffix("distilled") == stem
+            and split_words(name).split()[-1] not in ("Loss", "Layer", "Block"))
+
+
+def guess_category(name: str, chain: tuple[str, ...] | list[str], module: str, docstring: str | None) -> str:
+    # the model of a models file, or a model named for its task ("For TokenClassification" is no embedding)
+    if _named_after_module(name, module) or _task_model(name):
         return "architecture"
     for base in chain[1:]:
         for hint, category in _BASE_HINTS:
