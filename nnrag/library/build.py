@@ -68,11 +68,14 @@ def build_library(
             "SELECT s.name AS source, f.module, b.qualname, b.name, b.category FROM blocks b"
             " JOIN sources s ON s.id=b.source_id JOIN files f ON f.id=b.file_id ORDER BY s.priority, s.name, b.qualname"
         ).fetchall()
+        # discovery may have guessed a category again (a new discovery version): verdicts stand, categories follow
+        conn.executemany("UPDATE library SET category=? WHERE block_id=? AND category IS NOT ?",
+                         [(ref.category, ref.block_id, ref.category) for ref in map(BlockRef.from_row, rows)])
         selected = [r for r in rows if (wanted is None or r["source"] in wanted) and (names is None or r["name"] in names)]
         if limit is not None:
             selected = selected[:limit]
         known = {r["block_id"]: r for r in conn.execute(
-            "SELECT block_id, code_sha1, gate_version, status, code, category, json_extract(record, '$.waits_for') AS waits_for,"
+            "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for,"
             " json_extract(record, '$.extracted_as') AS extracted_as FROM library")}
         extractors = Extractors(conn, prefer)
         pending: list[records.Candidate] = []
@@ -98,8 +101,6 @@ def build_library(
 
         def reuse(ref: BlockRef) -> None:
             prev = known[ref.block_id]
-            if prev["category"] != ref.category:  # discovery guessed again; the verdict stands
-                conn.execute("UPDATE library SET category=? WHERE block_id=?", (ref.category, ref.block_id))
             report.cached += 1
             report.count(ref.source, prev["status"] == "validated", prev["code"])
 
