@@ -148,9 +148,9 @@ def build_library(
         del extractors  # its parsed modules are not needed any more
         try:
             with _gc_frozen():
-                for candidate, record in gate.check_many((c, a.code, a.class_name) for c in pending for a in [c.assembled]):
+                for candidate, record in gate.check_many((c, c.code, c.class_name) for c in pending):
                     # a failure that ran into an optional import's fallback waits for that import first
-                    needs = missing_distribution(record, corpus, candidate.assembled.code)
+                    needs = missing_distribution(record, corpus, candidate.code)
                     if harvest and not record.ok and record.code in RETRY_CODES and not (needs and requirements == "install"):
                         records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))
                         retry.append(Retry(candidate, record))

@@ -111,7 +111,7 @@ def needs_install(waiting: list[tuple[records.Candidate, ValidationRecord]], cor
     """Blocks per missing distribution, most wanted first (what ``--requirements install`` would add)."""
     counts: dict[str, int] = {}
     for candidate, record in waiting:
-        dist = missing_distribution(record, corpus, candidate.assembled.code)
+        dist = missing_distribution(record, corpus, candidate.code)
         if dist:
             counts[dist] = counts.get(dist, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -131,7 +131,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
     but fails on guessed arguments or inputs joins ``retry`` (when given) instead of being settled."""
     queue: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
     for candidate, first in waiting:
-        dist = missing_distribution(first, corpus, candidate.assembled.code)
+        dist = missing_distribution(first, corpus, candidate.code)
         if dist:  # the build waits only blocks that miss one
             queue.setdefault((dist,), []).append((candidate, first))
     made, rescued, done = 0, 0, 0
@@ -153,8 +153,8 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                 continue
             made += 1
             with Gate(workers, limits, python=env.python) as gate:
-                for candidate, record in gate.check_many((c, c.assembled.code, c.assembled.class_name) for c, _ in items):
-                    more = missing_distribution(record, corpus, candidate.assembled.code)
+                for candidate, record in gate.check_many((c, c.code, c.class_name) for c, _ in items):
+                    more = missing_distribution(record, corpus, candidate.code)
                     if more and more not in requirements and round_ + 1 < _ROUNDS:
                         later.setdefault(tuple(sorted({*requirements, more})), []).append((candidate, record))
                         continue

@@ -71,8 +71,16 @@ class Candidate:
         return cls(ref, name, files, zlib.compress(assembled.code.encode(), 1), replace(assembled, code=""), extract_s)
 
     @property
+    def code(self) -> str:
+        return zlib.decompress(self.packed).decode()
+
+    @property
+    def class_name(self) -> str:
+        return self.shell.class_name
+
+    @property
     def assembled(self) -> Assembled:
-        return replace(self.shell, code=zlib.decompress(self.packed).decode())
+        return replace(self.shell, code=self.code)
 
     def redone(self, assembled: Assembled, files: dict[str, str], seconds: float) -> "Candidate":
         """The same block with a file extracted again, ``seconds`` more spent extracting."""

@@ -73,7 +73,7 @@ def _with_named(extractors: Extractors, item: Retry, named: usage.Named) -> Retr
     a registry builds (``loss_cls=dict(type='FocalLoss')``, where the code names only its default
     loss) and classes passed in (``block=BasicBlock``); as it was when that adds nothing or the
     closure fails."""
-    code = item.candidate.assembled.code
+    code = item.candidate.code
     ref = item.candidate.ref
     # defined at the top level: a docstring's example (mmengine's ``>>> class ResNet:``) defines nothing
     defined = set(re.findall(r"^class (\w+)", code, re.M))
@@ -135,7 +135,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             verdict.record["environment"] = list(requirements)
         if first is not None and first is not item:  # re-extracted with what its usage names: the
             # next build extracts the block as before and keeps this verdict while that is unchanged
-            verdict.record["extracted_as"] = records.code_sha1(first.candidate.assembled.code)
+            verdict.record["extracted_as"] = records.code_sha1(first.candidate.code)
         records.save(db.conn, workspace, verdict)
         report.count(item.candidate.ref.source, record.ok, record.code)
 
@@ -148,7 +148,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             hints = usage.hints(db.conn, src, item.candidate.ref.qualname)
             if hints:
                 again = _with_named(extractors, item, usage.named_by(hints))
-                found.append(((item, again), again.candidate.assembled.code, again.candidate.assembled.class_name, hints))
+                found.append(((item, again), again.candidate.code, again.candidate.class_name, hints))
             else:
                 companions.append(item)
         retried += len(found)
@@ -167,7 +167,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
         for item in companions:
             if with_companions := _with_companions(extractors, finder, item):
                 again, recipes = with_companions
-                found.append(((item, again), again.candidate.assembled.code, again.candidate.assembled.class_name, None, recipes))
+                found.append(((item, again), again.candidate.code, again.candidate.class_name, None, recipes))
             else:
                 settle(item, item.first, item.requirements)
                 finished(False)
