@@ -280,6 +280,10 @@ def test_technique_definitions_match_class_names_and_never_restate_an_eval_query
     assert "LayerScale" in describe(split_words("LayerScale"))[0]
     assert describe(split_words("SEModule"))[0].startswith("squeeze-and-excitation")  # through the abbreviation
     assert describe(split_words("SigmoidFocalLoss"))[0].startswith("focal loss")
+    # keys match however capitals split a name
+    assert describe(split_words("ReLU6"))[0].startswith("rectified linear unit clipped")  # re lu 6
+    assert describe(split_words("ResNeSt"))[0].startswith("ResNeSt split-attention")  # res ne st
+    assert describe(split_words("CoordAttn"))[0].startswith("coordinate attention")
     assert describe(split_words("Scale")) == [] and describe(split_words("ResidualBlockOfMine")) == []
 
     def grams(text: str) -> set[tuple[str, ...]]:
