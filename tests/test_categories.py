@@ -41,6 +41,10 @@ M = "torch.nn.Module"
         ("FocalLoss", (M,), "mmdet.models.losses.focal_loss", None, "loss"),
         ("SELayer", (M,), "mmseg.models.utils.se_layer", None, "attention"),
         ("ResNet", (M,), "mmdet.models.backbones.resnet", None, "architecture"),
+        # the distribution's own name is no evidence (every class of x_transformers is no transformer)
+        ("SoLU", (M,), "x_transformers.x_transformers", None, "utility"),
+        ("FeedForward", (M,), "vit_pytorch.cait", None, "utility"),
+        ("Mystery", (M,), "mylib.transformer_blocks", None, "transformer block"),
     ],
 )
 def test_guess_category(name: str, chain: tuple[str, ...], module: str, doc: str | None, expected: str) -> None:

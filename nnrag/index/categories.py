@@ -103,7 +103,10 @@ def guess_category(name: str, chain: tuple[str, ...] | list[str], module: str, d
             for category, pattern in _RULES:
                 if pattern.search(text):
                     return category
-    module_words = " ".join(split_words(p) for p in module.split(".")[-2:])
+    # the file and its package say what a block is, the distribution's own name does not: every
+    # class of x_transformers.x_transformers or vit_pytorch.cait would be a transformer or a ViT
+    parts = module.split(".")
+    module_words = " ".join(split_words(p) for p in parts[-2:] if p != parts[0])
     first_sentence = (docstring or "").split(".")[0][:200]
     for text in (module_words, first_sentence):
         for category, pattern in _RULES:

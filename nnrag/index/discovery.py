@@ -23,7 +23,7 @@ from .resolve import DefInfo, ModuleInfo, Ref, Resolver, load_modules
 
 # What discovery writes changes with this version (its verdicts, the category guess): an index
 # discovered by another runs discovery again, even when no file changed.
-DISCOVERY_VERSION = "3"  # 2: models named for their task are architectures; 3: a loss, layer or block named after its file is no model
+DISCOVERY_VERSION = "4"  # 2: models named for their task are architectures; 3: a loss, layer or block named after its file is no model; 4: the top-level package name is no evidence
 
 log = logging.getLogger(__name__)
 
