@@ -259,12 +259,9 @@ _ENTRIES: list[tuple[tuple[str, ...], str]] = [
 ]
 
 
-def _joined(words: str) -> str:
-    return words.replace(" ", "")
-
-
 def _index() -> list[tuple[str, int]]:
-    keys = [(_joined(key), i) for i, (ks, _) in enumerate(_ENTRIES) for key in ks]
+    """Every key written without spaces (as :func:`_runs` writes a name), longest first."""
+    keys = [(key.replace(" ", ""), i) for i, (ks, _) in enumerate(_ENTRIES) for key in ks]
     return sorted(keys, key=lambda kv: -len(kv[0]))
 
 
