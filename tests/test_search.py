@@ -590,6 +590,86 @@ def test_mechanisms_are_read_from_the_class_own_code() -> None:
     assert class_facts(code, "Loss").mechanisms == ["binary cross-entropy of probabilities or logits"]
 
 
+def test_mechanisms_read_undocumented_code() -> None:
+    """Code written without a docstring says what it does through the layers it stores (a softmax
+    held as ``self.attend``, first in a Sequential), local names (a mask value of minus infinity),
+    and patterns a textbook names: an input times its own softmax, a learned scalar temperature,
+    a diagonal mask, sines and cosines, shifts by padding, a scale and shift predicted together,
+    log-sigmoid of a score difference, every layer of a list mapped over one input."""
+    from nnrag.specs.static import class_facts
+
+    code = (
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+        "class Lsa(nn.Module):\n"
+        "    def __init__(self, dim):\n"
+        "        super().__init__()\n"
+        "        self.temperature = nn.Parameter(torch.log(torch.tensor(dim ** -0.5)))\n"
+        "        self.attend = nn.Sequential(nn.Softmax(dim=-1), nn.Dropout(0.1))\n"
+        "    def forward(self, q, k):\n"
+        "        dots = torch.matmul(q, k.transpose(-1, -2)) * self.temperature.exp()\n"
+        "        mask = torch.eye(dots.shape[-1], dtype=torch.bool)\n"
+        "        mask_value = -torch.finfo(dots.dtype).max\n"
+        "        # each token's score with itself is left out\n"
+        "        return self.attend(dots.masked_fill(mask, mask_value))\n"
+        "class Solu(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return self.norm(x.softmax(dim=-1) * x)\n"
+        "class Sines(nn.Module):\n"
+        "    def forward(self, pos):\n"
+        "        emb = pos[:, None] * self.inv_freq\n"
+        "        return torch.cat((emb.sin(), emb.cos()), dim=-1)\n"
+        "class Shift(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        shifts = ((1, -1, 0, 0), (0, 0, 1, -1))\n"
+        "        return torch.cat([x, *[F.pad(x, s) for s in shifts]], dim=1)\n"
+        "class Film(nn.Module):\n"
+        "    def forward(self, tokens, cond):\n"
+        "        gamma, beta = self.to_gamma_beta(cond)\n"
+        "        return tokens * gamma + beta\n"
+        "class Pref(nn.Module):\n"
+        "    def forward(self, chosen, rejected):\n"
+        "        return -F.logsigmoid(self.beta * (chosen - rejected)).mean()\n"
+        "class Multi(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        fmaps = tuple(map(lambda conv: conv(x), self.convs))\n"
+        "        return torch.cat(fmaps, dim=1)\n"
+        "class Mean(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x.mean(dim=(-2, -1))\n"
+    )
+    lsa = class_facts(code, "Lsa")
+    assert lsa.mechanisms[0].startswith("attention: softmax")
+    assert {"masks positions out before the softmax", "masks the diagonal: each position's score with itself",
+            "multiplied by a learned scalar (a learnable scale or temperature)"} <= set(lsa.mechanisms)
+    assert lsa.comments == ["each token's score with itself is left out"] and {"dots", "mask_value"} <= set(lsa.locals)
+    assert class_facts(code, "Solu").mechanisms == ["self-gating: the input multiplied by its own softmax"]
+    assert any(m.startswith("sinusoids") for m in class_facts(code, "Sines").mechanisms)
+    assert any(m.startswith("shifts features") for m in class_facts(code, "Shift").mechanisms)
+    assert class_facts(code, "Film").mechanisms == ["modulation: features scaled and shifted by values predicted from a condition"]
+    assert any(m.startswith("pairwise logistic loss") for m in class_facts(code, "Pref").mechanisms)
+    assert class_facts(code, "Multi").mechanisms == ["parallel branches combined"]
+    assert class_facts(code, "Mean").mechanisms == []  # (-2, -1) names dimensions; it shifts nothing
+
+
+def test_comments_are_prose_only() -> None:
+    """Comments that say something count; directives and code left commented out do not."""
+    from nnrag.specs.static import class_facts
+
+    code = (
+        "import torch.nn as nn\n"
+        "class Block(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        '''Build the window tokens.\n\n        Args: none.'''\n"
+        "        super().__init__()  # noqa: E501 type ignore here\n"
+        "        # x = self.norm(x)\n"
+        "        # width connection\n"
+        "    def forward(self, x):  # fold in windows for attention\n"
+        "        return x\n"
+    )
+    assert class_facts(code, "Block").comments == ["width connection", "fold in windows for attention",
+                                                   "Build the window tokens."]
+
+
 def test_mechanisms_tell_normalisations_and_gates_apart() -> None:
     """Lookalike code gets told apart: an RMS norm from a standardisation, a norm's spatial mean
     from a pooling, a condition's chunk(2) (scale and shift) from a gated unit's halves."""

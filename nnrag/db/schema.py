@@ -13,7 +13,7 @@ import sqlite3
 from typing import Callable
 
 # Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
@@ -154,7 +154,8 @@ CREATE TABLE IF NOT EXISTS specs (
     identifiers TEXT,
     fingerprint TEXT,
     context TEXT,
-    notes TEXT                  -- what the package documents about the config fields the block reads
+    notes TEXT,                 -- what the package documents about the config fields the block reads
+    comments TEXT               -- JSON list: the prose of the class's comments and its methods' docstrings
 );
 CREATE TABLE IF NOT EXISTS embeddings (
     model TEXT NOT NULL, text_sha1 TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, text_sha1)
@@ -266,6 +267,13 @@ def _v6_to_v7(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE specs ADD COLUMN notes TEXT")
 
 
+def _v7_to_v8(conn: sqlite3.Connection) -> None:
+    """Beside each spec, the prose of the class's comments (the spec cache's key changes with it,
+    so every spec is built again and fills them)."""
+    if "comments" not in {r[1] for r in conn.execute("PRAGMA table_info(specs)")}:
+        conn.execute("ALTER TABLE specs ADD COLUMN comments TEXT")
+
+
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
-                                                               5: _v5_to_v6, 6: _v6_to_v7}
+                                                               5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8}

@@ -38,7 +38,7 @@ Method = Literal["hybrid", "lexical", "dense"]
 METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-_INDEX_VERSION = "8"  # what a synced index holds: a new version makes the next search sync first
+_INDEX_VERSION = "9"  # what a synced index holds: a new version makes the next search sync first
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
 
@@ -124,7 +124,9 @@ def lexical_doc(b: SpecBundle) -> LexicalDoc:
     words = split_words(s.name)
     return LexicalDoc(
         block_id=s.id, name=f"{s.name} {expand(words)}", module=split_words(s.provenance.module),
-        doc=" ".join(filter(None, [*describe(words), s.summary, *s.mechanisms, b.docstring or "", module_doc, about])),
+        # the class's comments here only: in the dense view they pushed the telling parts out of its 256 tokens
+        doc=" ".join(filter(None, [*describe(words), s.summary, *s.mechanisms, b.docstring or "", *b.comments, module_doc,
+                                   about])),
         identifiers=expand(" ".join(split_words(w) for w in names + context.split())),
     )
 

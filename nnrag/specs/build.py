@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..db import Database
@@ -30,10 +30,11 @@ class SpecBundle:
 
     spec: BlockSpec
     docstring: str | None
-    identifiers: list[str]  # names the file defines, then the class's attributes and config fields
+    identifiers: list[str]  # names the file defines, then the class's attributes, config fields and local names
     fingerprint: str
     context: str = ""  # the defining module's docstring and definition names
     notes: str = ""  # what the package documents about the config fields the block reads
+    comments: list[str] = field(default_factory=list)  # the prose of the class's comments and methods' docstrings
 
 
 _CONTEXT_NAMES = 60
@@ -130,8 +131,8 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
     except Exception:
         context = ""
     notes = (docs or PackageDocs(db.conn)).notes(row["source"], row["module"] or "", facts.config_fields)
-    return SpecBundle(spec_, facts.docstring, facts.identifiers + facts.attributes + facts.config_fields, facts.fingerprint,
-                      context, notes)
+    return SpecBundle(spec_, facts.docstring, facts.identifiers + facts.attributes + facts.config_fields + facts.locals,
+                      facts.fingerprint, context, notes, facts.comments)
 
 
 def find_row(conn: sqlite3.Connection, name: str, source: str | None = None) -> sqlite3.Row:

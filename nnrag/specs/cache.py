@@ -28,7 +28,7 @@ class Refresh:
 
 
 # what is kept beside a spec for search (docstring, identifiers, context, notes): a new one rebuilds them
-_BUNDLE_VERSION = "5"  # 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup
+_BUNDLE_VERSION = "6"  # 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup; 6: more mechanisms, comments, local names
 
 
 def row_key(row: sqlite3.Row) -> str:
@@ -55,9 +55,9 @@ def refresh(store: Database, workspace: Workspace, progress: Callable[[int, int]
             log.warning("no spec for %s: %s", row["block_id"], failed[row["block_id"]])
         else:
             conn.execute("INSERT OR REPLACE INTO specs (block_id, key, spec, docstring, identifiers, fingerprint, context,"
-                         " notes) VALUES (?,?,?,?,?,?,?,?)",
+                         " notes, comments) VALUES (?,?,?,?,?,?,?,?,?)",
                          (row["block_id"], key, b.spec.to_json(None), b.docstring, json.dumps(b.identifiers), b.fingerprint,
-                          b.context, b.notes))
+                          b.context, b.notes, json.dumps(b.comments)))
             built.append(row["block_id"])
         if progress:
             progress(i, len(todo))
@@ -69,9 +69,9 @@ def refresh(store: Database, workspace: Workspace, progress: Callable[[int, int]
 
 
 def bundles(store: Database, ids: list[str] | None = None) -> Iterator[SpecBundle]:
-    sql = "SELECT spec, docstring, identifiers, fingerprint, context, notes FROM specs"
+    sql = "SELECT spec, docstring, identifiers, fingerprint, context, notes, comments FROM specs"
     rows = store.conn.execute(sql + " ORDER BY block_id").fetchall() if ids is None else [
         r for i in ids for r in store.conn.execute(sql + " WHERE block_id=?", (i,)).fetchall()]
     for r in rows:
         yield SpecBundle(BlockSpec.model_validate_json(r["spec"]), r["docstring"], json.loads(r["identifiers"] or "[]"),
-                         r["fingerprint"] or "", r["context"] or "", r["notes"] or "")
+                         r["fingerprint"] or "", r["context"] or "", r["notes"] or "", json.loads(r["comments"] or "[]"))

@@ -28,6 +28,7 @@ _UPSAMPLE = {"interpolate", "upsample", "upsample_bilinear", "upsample_nearest",
              "upsamplingnearest2d"}
 _SCATTER = {"scatter", "scatter_add", "scatter_add_", "scatter_reduce", "scatter_mean", "scatter_max", "index_add",
             "index_add_", "segment_csr", "propagate"}
+_SELF_GATES = {"sigmoid", "softmax", "tanh", "relu6", "hardtanh", "hardsigmoid", "erf"}
 _FFT = {"fft", "rfft", "fft2", "rfft2", "fftn", "rfftn", "ifft", "irfft", "irfft2", "ifft2", "irfftn", "ifftn"}
 _LOSSES = (
     ({"cross_entropy", "nll_loss", "crossentropyloss", "nllloss"}, "cross-entropy (negative log-likelihood) of the target class"),
@@ -98,6 +99,13 @@ class _Facts:
         self.gated_halves = False  # a, b = x.chunk(2, ...) and a product of what each became
         self.mean_over_two_dims = False
         self.attention = False  # a softmax over a product of two tensors (query-key scores)
+        self.self_gates: list[str] = []  # x * f(x): the functions an input is multiplied by, of itself
+        self.affine = False  # x * a + b with a and b predicted together (a, b = self.to_ab(cond))
+        self.scalar_scale = False  # a learned one-element parameter multiplies something
+        self.opposite = False  # a tuple of amounts holding a and -a: (1, -1, 0, 0), as pad widths that shift
+        self.entropy = False  # p * log(p)
+        self.score_difference = False  # log-sigmoid of a difference of two scores
+        scalars: set[str] = set()  # self attributes holding a learned one-element parameter
         if init is not None:
             for node in ast.walk(init):
                 if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
@@ -105,11 +113,17 @@ class _Facts:
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                     for target in node.targets:
                         if attr := _self_attr(target):
-                            self.layers[attr] = _name(node.value.func)
+                            self.layers[attr] = _first_layer(node.value)
+                            if _is_scalar_parameter(node.value):
+                                scalars.add(attr)
         for fn in methods:
             inputs = {a.arg for a in fn.args.args[1:2]} | {"identity", "shortcut", "residual", "skip", "res", "inp", "x_in"}
             scores, means = _products(fn), _bound_to(fn, {"mean"})
+            self._infs = {t for n in _assigns(fn) if _is_minus_inf(n.value) for t in _targets(n)}
+            self._values = {n.targets[0].id: n.value for n in _assigns(fn)
+                            if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
             self.gated_halves |= _gated_halves(fn)
+            self.affine |= _affine(fn)
             factors = [side for n in ast.walk(fn) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
                        for side in (n.left, n.right)]
             weights = {ast.dump(f) for f in factors}
@@ -119,8 +133,18 @@ class _Facts:
                 if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and _is_mean(node.right, means):
                     self.centred = True
                 self._visit(node, inputs)
-                if isinstance(node, ast.Call) and _name(node.func) in ("softmax", "softmax_"):
+                if isinstance(node, ast.Call) and self._called(node) in ("softmax", "softmax_"):
                     self.attention |= any(_is_product(o, scores) for o in _operands(node))
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+                    self.self_gates += _self_gate(node)
+                    self.scalar_scale |= any(_self_attr(n) in scalars for side in (node.left, node.right)
+                                             for n in ast.walk(side) if isinstance(n, ast.Attribute))
+                    self.entropy |= _is_entropy(node)
+
+    def _called(self, call: ast.Call) -> str:
+        """What a call runs: ``self.attend(x)`` runs the ``nn.Softmax`` the constructor stored as ``attend``."""
+        attr = _self_attr(call.func)
+        return self.layers.get(attr, "") if attr else _name(call.func)
 
     def _visit(self, node: ast.AST, inputs: set[str]) -> None:
         if isinstance(node, ast.Call):
@@ -130,14 +154,21 @@ class _Facts:
             attr = _self_attr(node.func)
             if attr and attr in self.layers:
                 self.calls.add(self.layers[attr])
-            if name in ("cat", "stack", "sum") and node.args and _is_branches(node.args[0]):
+            if name in ("cat", "stack", "sum") and node.args and _is_branches(
+                    self._values.get(node.args[0].id, node.args[0]) if isinstance(node.args[0], ast.Name) else node.args[0]):
                 self.branches = True
-            if name in ("masked_fill", "masked_fill_", "where") and any(_is_minus_inf(a) for a in node.args):
+            if name in ("masked_fill", "masked_fill_", "where") and any(
+                    _is_minus_inf(a) or (isinstance(a, ast.Name) and a.id in self._infs) for a in node.args):
                 self.masked_inf = True
+            if name == "logsigmoid" and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub)
+                                            for a in node.args[:1] for n in ast.walk(a)):
+                self.score_difference = True
             if name in ("mean", "sum") and _squared(node):
                 self.squares.add(name)
             elif name == "mean" and isinstance(_constant(_keyword(node, "dim", 0)), tuple):
                 self.mean_over_two_dims |= len(_constant(_keyword(node, "dim", 0))) == 2  # type: ignore[arg-type]
+        elif isinstance(node, ast.Tuple):
+            self.opposite |= _has_opposites(node)
         elif isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.Mult):
                 self.mult = True
@@ -254,6 +285,78 @@ def _squared(call: ast.Call) -> bool:
     return False
 
 
+def _first_layer(call: ast.Call) -> str:
+    """The layer a constructed module applies first: ``nn.Sequential(nn.Softmax(-1), nn.Dropout(p))`` applies a softmax."""
+    if _name(call.func) == "sequential" and call.args and isinstance(call.args[0], ast.Call):
+        return _first_layer(call.args[0])
+    return _name(call.func)
+
+
+def _is_scalar_parameter(call: ast.Call) -> bool:
+    """``nn.Parameter(torch.ones(1) * s)``, ``nn.Parameter(torch.tensor(0.5))``: one learned number."""
+    if _name(call.func) != "parameter" or not call.args:
+        return False
+    for node in ast.walk(call.args[0]):
+        if isinstance(node, ast.Call) and node.args:
+            made, first = _name(node.func), node.args[0]
+            if made in ("ones", "zeros", "full", "empty") and _constant(first) in (1, (1,), ()):
+                return True
+            if made == "tensor" and not isinstance(first, (ast.List, ast.Tuple, ast.ListComp)):
+                return True
+    return False
+
+
+def _self_gate(mult: ast.BinOp) -> list[str]:
+    """``x * torch.sigmoid(x)``, ``x.softmax(-1) * x``: a name multiplied by a function of itself."""
+    found = []
+    for this, other in ((mult.left, mult.right), (mult.right, mult.left)):
+        if isinstance(this, ast.Name):
+            found += [_name(n.func) for n in ast.walk(other) if isinstance(n, ast.Call) and _name(n.func) in _SELF_GATES
+                      and any(_is_of(o, this.id) for o in _operands(n))]
+    return found[:1]
+
+
+def _is_of(node: ast.expr, name: str) -> bool:
+    """``x``, ``1.702 * x`` or ``F.softplus(x)``: ``name`` itself, scaled by a constant or passed through one call."""
+    if isinstance(node, ast.Name):
+        return node.id == name
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return any(_constant(a) is not None and _is_of(b, name) for a, b in ((node.left, node.right), (node.right, node.left)))
+    return isinstance(node, ast.Call) and any(_is_of(o, name) for o in _operands(node))
+
+
+def _is_entropy(mult: ast.BinOp) -> bool:
+    """``p * torch.log(p)``, ``probs * probs.log()``: the terms of an entropy."""
+    for this, other in ((mult.left, mult.right), (mult.right, mult.left)):
+        if isinstance(this, ast.Name) and isinstance(other, ast.Call) and _name(other.func) == "log" and any(
+                isinstance(o, ast.Name) and o.id == this.id for o in _operands(other)):
+            return True
+    return False
+
+
+def _has_opposites(node: ast.Tuple) -> bool:
+    """``(1, -1, 0, 0)``, ``(amount, -amount)``: amounts that move something by a and -a."""
+    plain = {ast.dump(e) for e in node.elts}
+    return any(isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub) and ast.dump(e.operand) in plain
+               and _constant(e.operand) != 0 for e in node.elts) or any(
+        isinstance(c := _constant(e), int) and c > 0 and -c in {_constant(x) for x in node.elts} for e in node.elts)
+
+
+def _affine(fn: ast.FunctionDef) -> bool:
+    """``x * gamma + beta`` (or ``x * (1 + scale) + shift``) where both came from one call:
+    ``gamma, beta = self.to_gamma_beta(cond)``."""
+    pairs = [{e.id for e in n.targets[0].elts if isinstance(e, ast.Name)} for n in _assigns(fn)
+             if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Tuple) and len(n.targets[0].elts) == 2
+             and isinstance(n.value, ast.Call)]
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.right, ast.Name) and \
+                isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Mult):
+            factors = {n.id for n in ast.walk(node.left) if isinstance(n, ast.Name)}
+            if any(node.right.id in p and (p - {node.right.id}) & factors for p in pairs):
+                return True
+    return False
+
+
 def _is_one_plus(node: ast.expr) -> bool:
     return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _constant(node.left) in (1, 1.0)
 
@@ -268,7 +371,11 @@ def _is_branches(node: ast.expr) -> bool:
         return sum(isinstance(e, ast.Call) for e in node.elts) >= 2
     if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
         return isinstance(node.elt, ast.Call)
-    return False
+    if isinstance(node, ast.Call) and _name(node.func) in ("tuple", "list") and node.args:
+        return _is_branches(node.args[0])
+    # map(lambda conv: conv(x), self.convs): every layer of a list applied to one input
+    return isinstance(node, ast.Call) and _name(node.func) == "map" and len(node.args) == 2 and isinstance(
+        node.args[0], ast.Lambda) and isinstance(node.args[0].body, ast.Call) and _self_attr(node.args[1]) is not None
 
 
 def _methods(find: Finder, function: Finder) -> list[ast.FunctionDef]:
@@ -303,16 +410,22 @@ def _rules(f: _Facts) -> Iterator[str]:
         yield "attention: softmax weights from query-key products, applied to the values"
     if f.masked_inf:
         yield "masks positions out before the softmax"
+    if f.any({"eye", "fill_diagonal_"}) and f.any({"masked_fill", "masked_fill_"}):
+        yield "masks the diagonal: each position's score with itself"
     if softmax and f.any({"meshgrid", "linspace", "create_meshgrid", "arange"}) and not products:
         yield "soft-argmax: coordinates averaged with softmax weights"
     if f.any(_SIGMOIDS) and f.mult:
         yield "gating: a sigmoid output multiplies the features"
-    if f.mixing:
+    if f.mixing or f.any({"lerp", "lerp_"}):
         yield "mixes two terms with weights g and 1 - g"
     if f.gated_halves:
         yield "splits the features in two and multiplies one half by the other (gated unit)"
-    if f.modulation:
-        yield "modulation: features scaled by (1 + scale) and shifted, both predicted from a condition"
+    if f.modulation or f.affine:
+        yield "modulation: features scaled and shifted by values predicted from a condition"
+    if f.self_gates:
+        yield f"self-gating: the input multiplied by its own {f.self_gates[0]}"
+    if f.scalar_scale:
+        yield "multiplied by a learned scalar (a learnable scale or temperature)"
     roots = f.any({"rsqrt", "sqrt"}) or f.div
     standardises = f.any({"var", "var_mean", "std", "std_mean"}) or (f.centred and roots)
     rms = "mean" in f.squares and roots and not standardises
@@ -350,6 +463,16 @@ def _rules(f: _Facts) -> Iterator[str]:
         yield "global average pooling of each channel"
     if f.any({"cumsum"}):
         yield "cumulative sum along a dimension"
+    if f.any({"sin"}) and f.any({"cos"}):
+        yield "sinusoids: sines and cosines of positions at several frequencies"
+    if (f.opposite and any("pad" in c for c in f.calls)) or f.any({"roll"}):
+        yield "shifts features along an axis (rolled, or padded on one side and cropped on the other)"
+    if f.any({"randperm"}) or (f.any({"rand", "rand_like"}) and f.any({"argsort"})):
+        yield "picks a random subset of positions (random masking or shuffling)"
+    if f.entropy:
+        yield "entropy of a predicted probability distribution"
+    if f.score_difference:
+        yield "pairwise logistic loss: log-sigmoid of the difference between two scores"
     for names, phrase in _LOSSES:
         if f.any(names):
             yield phrase

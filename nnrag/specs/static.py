@@ -10,7 +10,9 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import io
 import re
+import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -35,6 +37,8 @@ class ClassFacts:
     attributes: list[str] = field(default_factory=list)  # names the class keeps on self
     config_fields: list[str] = field(default_factory=list)  # what it reads from a model config
     mechanisms: list[str] = field(default_factory=list)  # textbook patterns its own code shows
+    comments: list[str] = field(default_factory=list)  # the prose of its comments and its methods' docstrings
+    locals: list[str] = field(default_factory=list)  # names its methods assign (``attn_residual``, ``shifted_x``)
 
 
 def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
@@ -167,6 +171,53 @@ def attributes(cls: ast.ClassDef) -> tuple[list[str], list[str]]:
     return sorted({n.strip("_") for n in stored} - {""}), list(dict.fromkeys(f for _, _, f in sorted(fields)))
 
 
+_DIRECTIVE = re.compile(r"^(?:noqa|type:|pragma|fmt:|pylint|mypy|isort|ruff)", re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-z]{3,}")
+_COMMENT_CHARS = 600
+
+
+def _is_prose(text: str) -> bool:
+    """A comment that says something in words: not a directive, nor code left commented out."""
+    if len(_WORD.findall(text)) < 2 or _DIRECTIVE.match(text):
+        return False
+    try:
+        body = ast.parse(text).body
+    except SyntaxError:
+        return True
+    return len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+
+
+def comments(segment: str, cls: ast.ClassDef) -> list[str]:
+    """What the author wrote beside a class's code: its comments in prose (``# width connection``,
+    ``# fold in windows for attention``) and the first paragraph of each method's docstring. An
+    undocumented block often explains itself only there. At most ``_COMMENT_CHARS`` characters."""
+    found: list[str] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(segment).readline):
+            if tok.type == tokenize.COMMENT and _is_prose(text := tok.string.lstrip("#").strip()):
+                found.append(text)
+    except (tokenize.TokenError, SyntaxError):  # a cut that ends inside brackets: what was read counts
+        pass
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (doc := ast.get_docstring(node)):
+            found.append(" ".join(re.split(r"\n\s*\n", doc.strip(), maxsplit=1)[0].split()))
+    kept, size = [], 0
+    for text in dict.fromkeys(found):
+        if size + len(text) > _COMMENT_CHARS:
+            break
+        kept.append(text)
+        size += len(text) + 2
+    return kept
+
+
+def local_names(cls: ast.ClassDef) -> list[str]:
+    """The names a class's methods assign, in order, once each: in code without documentation
+    they name the parts of the technique (``ref_preferred_logprob``, ``x_with_shifts``)."""
+    names = (n.id for fn in cls.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(fn)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and len(n.id.strip("_")) >= 3)
+    return list(dict.fromkeys(names))
+
+
 def _fingerprint(cls: ast.ClassDef) -> str:
     """Hash of the class's structure without its docstring, its name or the names of the classes
     it refers to: the same block copied into two repositories, or under another model's prefix,
@@ -232,6 +283,14 @@ class _Source:
             return None
         body = self._statement(found.start())
         return body[0] if body is not None and len(body) == 1 and isinstance(body[0], ast.ClassDef) else None
+
+    def text(self, cls: ast.ClassDef) -> str:
+        """The lines of a top-level class (nested and conditional ones give nothing)."""
+        found = re.search(rf"^class[ \t]+{re.escape(cls.name)}\b", self.code, re.MULTILINE)
+        if found is None:
+            return ""
+        nxt = _TOP_LINE.search(self.code, self.code.find("\n", found.start()) + 1 or len(self.code))
+        return self.code[found.start(): nxt.start() if nxt else len(self.code)]
 
     def get(self, name: str) -> ast.ClassDef | None:
         if self._classes is None and "." not in name:
@@ -307,4 +366,6 @@ def class_facts(code: str, class_name: str) -> ClassFacts:
         attributes=stored,
         config_fields=fields,
         mechanisms=mechanisms(lambda name: _method(cls, name, module), module.function),
+        comments=comments(module.text(cls), cls),
+        locals=local_names(cls),
     )
