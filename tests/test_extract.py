@@ -185,23 +185,35 @@ def test_a_module_in_a_declared_encoding_is_copied_as_its_text(tmp_path: Path) -
     assert "LABEL = 'caf\xe9'" in code
 
 
-def test_the_extraction_key_follows_the_corpus_and_the_choice_of_lender(tmp_path: Path) -> None:
+def test_the_extraction_key_follows_the_sources_a_block_can_draw_on(tmp_path: Path) -> None:
+    """Each source's key covers its files and those of the sources lending it a package it imports:
+    a change to an unrelated source leaves it, a change to its lender does not."""
     from nnrag.db import connect
-    from nnrag.extract.key import extraction_key
+    from nnrag.extract.key import extraction_keys
     from nnrag.workspace import Workspace
 
-    src = tmp_path / "src"
-    shutil.copytree(FIXTURES / "closure_repo", src)
+    repos = {name: tmp_path / name for name in ("closure_repo", "lender_repo", "borrower_repo")}
+    for name, path in repos.items():
+        shutil.copytree(FIXTURES / name, path)
     home = tmp_path / "home"
-    nnrag.index([str(src)], home=home)
+    nnrag.index([str(p) for p in repos.values()], home=home)
 
-    def key(prefer: str = "installed") -> str:
+    def keys(prefer: str = "installed") -> dict[str, str]:
         with connect(Workspace.resolve(home)) as db:
-            return extraction_key(db.conn, prefer)
+            return extraction_keys(db.conn, prefer)
 
-    first = key()
-    assert key() == first and key("corpus") != first
-    helper = next(src.rglob("helpers.py"))
-    helper.write_text(helper.read_text() + "\nEXTRA = 1\n")  # any file of the corpus, used or not
-    nnrag.index([str(src)], home=home)
-    assert key() != first
+    first = keys()
+    assert set(first) == set(repos) and keys() == first
+    assert all(keys("corpus")[s] != first[s] for s in repos)
+    helper = next(repos["closure_repo"].rglob("helpers.py"))
+    helper.write_text(helper.read_text() + "\nEXTRA = 1\n")  # any file of the source, used or not
+    nnrag.index([str(p) for p in repos.values()], home=home)
+    second = keys()
+    assert second["closure_repo"] != first["closure_repo"]
+    assert (second["lender_repo"], second["borrower_repo"]) == (first["lender_repo"], first["borrower_repo"])
+    ops = repos["lender_repo"] / "baselib" / "ops.py"
+    ops.write_text(ops.read_text() + "\nEXTRA = 1\n")
+    nnrag.index([str(p) for p in repos.values()], home=home)
+    third = keys()
+    assert third["lender_repo"] != second["lender_repo"] and third["borrower_repo"] != second["borrower_repo"]
+    assert third["closure_repo"] == second["closure_repo"]

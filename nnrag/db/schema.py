@@ -124,7 +124,7 @@ CREATE TABLE IF NOT EXISTS library (
 CREATE INDEX IF NOT EXISTS library_source ON library(source);
 -- covers the search index's check that the library is unchanged (count, newest stamp, sum)
 CREATE INDEX IF NOT EXISTS library_stamp ON library(updated_at, gate_version);
--- the SHA-1 of each block's file as made under the extraction key in meta ('extraction_key')
+-- the SHA-1 of each block's file as made under its source's extraction key in meta ('extraction_keys')
 CREATE TABLE IF NOT EXISTS extracted (block_id TEXT PRIMARY KEY, code_sha1 TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS harvests (
     source TEXT NOT NULL,

@@ -1,11 +1,13 @@
-"""What an extraction depends on beyond the block, as one key: the same key gives the same file.
+"""What an extraction depends on beyond the block, as one key per source: the same key gives the
+same file.
 
-A block's file is a function of the indexed corpus (every source's files: a module added to
-another source can become the lender of a package that was an import), where a package another
-source holds comes from (``prefer``), the installed distributions (what stays an import, and the
-versions the header pins) and the extraction code itself. A build that finds a block's key
+A block's file is a function of its source's files, of the files of the sources that lend it a
+package it imports (and of those that lend packages to those, and so on), of where such a
+package comes from (``prefer``), of the installed distributions (what stays an import, and the
+versions the header pins) and of the extraction code itself. A build that finds a block's key
 unchanged reuses its verdict without extracting it again: an interrupted build of a large corpus
-extracts only the blocks it had not judged, an unchanged one none.
+extracts only the blocks it had not judged, an unchanged one none, and a source added to a built
+corpus extracts its own blocks and those of the sources that import one of its packages.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import importlib.metadata
 import sqlite3
 import sys
 from pathlib import Path
+
+from .lending import lenders
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _CODE = ("extract", "index", "sources", "_version.py")  # the code a block's file comes from (the header's origin too)
@@ -35,13 +39,31 @@ def _installed_digest() -> bytes:
     return hashlib.sha1("\n".join([sys.version, *names]).encode()).digest()
 
 
-def extraction_key(conn: sqlite3.Connection, prefer: str) -> str:
-    """The key of every extraction made now from this index with ``prefer``."""
-    h = hashlib.sha1(_code_digest() + _installed_digest() + prefer.encode())
-    for r in conn.execute("SELECT name, spec, kind, root, module_style, priority, config, version, git_commit, license"
-                          " FROM sources ORDER BY name"):
-        h.update(repr(tuple(r)).encode())
-    for r in conn.execute("SELECT s.name, f.path, f.sha1, f.status FROM files f JOIN sources s ON s.id=f.source_id"
-                          " ORDER BY s.name, f.path"):
-        h.update(repr(tuple(r)).encode())
-    return h.hexdigest()
+def extraction_keys(conn: sqlite3.Connection, prefer: str) -> dict[str, str]:
+    """The key of every extraction made now from this index with ``prefer``, by source name."""
+    common = _code_digest() + _installed_digest() + prefer.encode()
+    rows = {r["id"]: r for r in conn.execute(
+        "SELECT id, name, spec, kind, root, module_style, priority, config, version, git_commit, license FROM sources")}
+    files: dict[int, list[tuple[str, str, str]]] = {i: [] for i in rows}
+    for r in conn.execute("SELECT source_id, path, sha1, status FROM files ORDER BY source_id, path"):
+        files[r["source_id"]].append((r["path"], r["sha1"], r["status"]))
+    imported: dict[int, set[str]] = {i: set() for i in rows}
+    for r in conn.execute("SELECT DISTINCT f.source_id, substr(i.module, 1, instr(i.module || '.', '.') - 1) AS top"
+                          " FROM imports i JOIN files f ON f.id=i.file_id WHERE i.level=0 AND i.module IS NOT NULL"):
+        imported[r["source_id"]].add(r["top"])
+    keys: dict[str, str] = {}
+    for sid, row in rows.items():
+        lent = lenders(conn, sid, prefer)
+        involved, used, todo = {sid}, set(), set(imported[sid])
+        while todo:  # the packages it imports, those their lenders import, ...
+            top = todo.pop()
+            used.add(top)
+            if top in lent and lent[top] not in involved:
+                involved.add(lent[top])
+                todo |= imported[lent[top]] - used
+        h = hashlib.sha1(common)
+        h.update(repr(sorted((top, rows[lent[top]]["name"]) for top in used if top in lent)).encode())
+        for other in sorted(involved, key=lambda i: rows[i]["name"]):
+            h.update(repr(tuple(rows[other])[1:]).encode() + repr(files[other]).encode())
+        keys[row["name"]] = h.hexdigest()
+    return keys

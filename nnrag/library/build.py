@@ -6,6 +6,7 @@ interrupted build resumes where it stopped and an unchanged corpus costs next to
 from __future__ import annotations
 
 import contextlib
+import json
 import gc
 import logging
 import resource
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..db import connect
 from ..extract.block import Extractors
-from ..extract.key import extraction_key
+from ..extract.key import extraction_keys
 from ..extract.plan import ClosureIssue
 from ..index.lookup import BlockRef
 from ..progress import ProgressFn
@@ -81,13 +82,16 @@ def build_library(
         pending: list[records.Candidate] = []
         extract_times: list[float] = []
         total = len(selected)
-        # files made under the same extraction key are made again identically: reused without extracting;
-        # under another key (a corpus or nnrag that is gone) they tell nothing
-        key = extraction_key(conn, extractors.prefer)
-        stored = conn.execute("SELECT value FROM meta WHERE key='extraction_key'").fetchone()
-        if stored is None or stored["value"] != key:
-            conn.execute("DELETE FROM extracted")
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('extraction_key', ?)", (key,))
+        # files made under the same extraction key (per source) are made again identically: reused
+        # without extracting; under another key (a corpus or nnrag that is gone) they tell nothing
+        keys = extraction_keys(conn, extractors.prefer)
+        stored = conn.execute("SELECT value FROM meta WHERE key='extraction_keys'").fetchone()
+        before = json.loads(stored["value"]) if stored else {}
+        for source in set(before) | set(keys):
+            if before.get(source) != keys.get(source):
+                conn.execute("DELETE FROM extracted WHERE substr(block_id, 1, ?) = ?", (len(source) + 1, source + ":"))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('extraction_keys', ?)", (json.dumps(keys, sort_keys=True),))
+        conn.execute("DELETE FROM meta WHERE key='extraction_key'")  # the one key of every source, before
         made = dict(conn.execute("SELECT block_id, code_sha1 FROM extracted").fetchall())
         extracted: list[tuple[str, str]] = []
 
