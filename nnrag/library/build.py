@@ -6,8 +6,8 @@ interrupted build resumes where it stopped and an unchanged corpus costs next to
 from __future__ import annotations
 
 import contextlib
-import json
 import gc
+import json
 import logging
 import resource
 import statistics

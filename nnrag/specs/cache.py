@@ -28,7 +28,9 @@ class Refresh:
 
 
 # what is kept beside a spec for search (docstring, identifiers, context, notes): a new one rebuilds them
-_BUNDLE_VERSION = "6"  # 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup; 6: more mechanisms, comments, local names
+# 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup;
+# 6: more mechanisms, comments, local names
+_BUNDLE_VERSION = "6"
 
 
 def row_key(row: sqlite3.Row) -> str:

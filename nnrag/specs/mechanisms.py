@@ -106,6 +106,8 @@ class _Facts:
         self.entropy = False  # p * log(p)
         self.score_difference = False  # log-sigmoid of a difference of two scores
         scalars: set[str] = set()  # self attributes holding a learned one-element parameter
+        self._infs: set[str] = set()  # the method's local names bound to minus infinity (a mask value)
+        self._values: dict[str, ast.expr] = {}  # the method's local names and what each was last assigned
         if init is not None:
             for node in ast.walk(init):
                 if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
