@@ -27,6 +27,18 @@ def test_build_indexes_every_block(lib: dict[str, object]) -> None:
     assert (Path(lib["home"]) / "chroma").is_dir()  # type: ignore[arg-type]
 
 
+def test_a_new_format_of_what_search_keeps_beside_specs_makes_the_index_stale(
+        lib: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Specs and what search keeps beside them (comments, identifiers) are rebuilt under a new
+    format version; the next search must sync to pick them up, not only the next build."""
+    from nnrag.specs import cache
+
+    index = nnrag.search_index(home=lib["home"])  # type: ignore[arg-type]
+    assert not index.stale()
+    monkeypatch.setattr(cache, "BUNDLE_VERSION", cache.BUNDLE_VERSION + "-next")
+    assert index.stale()
+
+
 @pytest.mark.parametrize("method", ["lexical", "dense", "hybrid"])
 def test_each_method_finds_the_described_block(lib: dict[str, object], method: str) -> None:
     hits = nnrag.search("find anti-aliased downsampling", 3, home=lib["home"], method=method)  # type: ignore[arg-type]
@@ -652,7 +664,8 @@ def test_mechanisms_read_undocumented_code() -> None:
 
 
 def test_comments_are_prose_only() -> None:
-    """Comments that say something count; directives and code left commented out do not."""
+    """Comments that say something count; directives, code left commented out and a heading at the
+    margin that introduces the next definition do not."""
     from nnrag.specs.static import class_facts
 
     code = (
@@ -665,6 +678,9 @@ def test_comments_are_prose_only() -> None:
         "        # width connection\n"
         "    def forward(self, x):  # fold in windows for attention\n"
         "        return x\n"
+        "# skip connection combining\n"
+        "class Next(nn.Module):\n"
+        "    pass\n"
     )
     assert class_facts(code, "Block").comments == ["width connection", "fold in windows for attention",
                                                    "Build the window tokens."]

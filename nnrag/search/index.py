@@ -254,7 +254,8 @@ class SearchIndex:
         row = conn.execute("SELECT count(*), max(updated_at), total(updated_at), group_concat(DISTINCT gate_version) "
                            "FROM library").fetchone()
         where = self.chroma_url or "embedded"
-        return _sha1(json.dumps([list(row), collection_name(self.embedder), where, cache.SPEC_VERSION, _INDEX_VERSION]))
+        return _sha1(json.dumps([list(row), collection_name(self.embedder), where, cache.SPEC_VERSION, cache.BUNDLE_VERSION,
+                                 _INDEX_VERSION]))
 
     def stale(self) -> bool:
         with self._store() as store:

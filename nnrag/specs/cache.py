@@ -27,15 +27,16 @@ class Refresh:
     failed: dict[str, str]
 
 
-# what is kept beside a spec for search (docstring, identifiers, context, notes): a new one rebuilds them
+# what is kept beside a spec for search (docstring, identifiers, context, notes, comments): a new version
+# rebuilds them, and makes the next search sync
 # 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup;
-# 6: more mechanisms, comments, local names
-_BUNDLE_VERSION = "6"
+# 6: more mechanisms, comments, local names; 7: a comment at the margin belongs to what follows
+BUNDLE_VERSION = "7"
 
 
 def row_key(row: sqlite3.Row) -> str:
     """Key of a library row: its file, verdict and record, and the spec and bundle formats."""
-    parts = (SPEC_VERSION, _BUNDLE_VERSION, row["block_id"], row["category"], row["status"], row["code"], row["record"],
+    parts = (SPEC_VERSION, BUNDLE_VERSION, row["block_id"], row["category"], row["status"], row["code"], row["record"],
              row["gate_version"], row["file_sha1"], row["path"])
     return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()
 

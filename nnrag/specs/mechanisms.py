@@ -99,7 +99,7 @@ class _Facts:
         self.gated_halves = False  # a, b = x.chunk(2, ...) and a product of what each became
         self.mean_over_two_dims = False
         self.attention = False  # a softmax over a product of two tensors (query-key scores)
-        self.self_gates: list[str] = []  # x * f(x): the functions an input is multiplied by, of itself
+        self.self_gate = ""  # x * f(x): the function of itself an input is multiplied by
         self.affine = False  # x * a + b with a and b predicted together (a, b = self.to_ab(cond))
         self.scalar_scale = False  # a learned one-element parameter multiplies something
         self.opposite = False  # a tuple of amounts holding a and -a: (1, -1, 0, 0), as pad widths that shift
@@ -138,7 +138,7 @@ class _Facts:
                 if isinstance(node, ast.Call) and self._called(node) in ("softmax", "softmax_"):
                     self.attention |= any(_is_product(o, scores) for o in _operands(node))
                 if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-                    self.self_gates += _self_gate(node)
+                    self.self_gate = self.self_gate or _self_gate(node)
                     self.scalar_scale |= any(_self_attr(n) in scalars for side in (node.left, node.right)
                                              for n in ast.walk(side) if isinstance(n, ast.Attribute))
                     self.entropy |= _is_entropy(node)
@@ -308,14 +308,15 @@ def _is_scalar_parameter(call: ast.Call) -> bool:
     return False
 
 
-def _self_gate(mult: ast.BinOp) -> list[str]:
-    """``x * torch.sigmoid(x)``, ``x.softmax(-1) * x``: a name multiplied by a function of itself."""
-    found = []
+def _self_gate(mult: ast.BinOp) -> str:
+    """``x * torch.sigmoid(x)``, ``x.softmax(-1) * x``: a name multiplied by a function of itself
+    (that function's name; empty when it is not)."""
     for this, other in ((mult.left, mult.right), (mult.right, mult.left)):
         if isinstance(this, ast.Name):
-            found += [_name(n.func) for n in ast.walk(other) if isinstance(n, ast.Call) and _name(n.func) in _SELF_GATES
-                      and any(_is_of(o, this.id) for o in _operands(n))]
-    return found[:1]
+            for n in ast.walk(other):
+                if isinstance(n, ast.Call) and _name(n.func) in _SELF_GATES and any(_is_of(o, this.id) for o in _operands(n)):
+                    return _name(n.func)
+    return ""
 
 
 def _is_of(node: ast.expr, name: str) -> bool:
@@ -424,8 +425,8 @@ def _rules(f: _Facts) -> Iterator[str]:
         yield "splits the features in two and multiplies one half by the other (gated unit)"
     if f.modulation or f.affine:
         yield "modulation: features scaled and shifted by values predicted from a condition"
-    if f.self_gates:
-        yield f"self-gating: the input multiplied by its own {f.self_gates[0]}"
+    if f.self_gate:
+        yield f"self-gating: the input multiplied by its own {f.self_gate}"
     if f.scalar_scale:
         yield "multiplied by a learned scalar (a learnable scale or temperature)"
     roots = f.any({"rsqrt", "sqrt"}) or f.div

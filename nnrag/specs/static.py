@@ -194,7 +194,8 @@ def comments(segment: str, cls: ast.ClassDef) -> list[str]:
     found: list[str] = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(segment).readline):
-            if tok.type == tokenize.COMMENT and _is_prose(text := tok.string.lstrip("#").strip()):
+            # a comment at the margin heads what follows the class (``# attention``), not the class
+            if tok.type == tokenize.COMMENT and tok.start[1] > 0 and _is_prose(text := tok.string.lstrip("#").strip()):
                 found.append(text)
     except (tokenize.TokenError, SyntaxError):  # a cut that ends inside brackets: what was read counts
         pass
@@ -267,12 +268,16 @@ class _Source:
             self._classes = _classes(self.tree)
         return self._classes
 
+    def _cut(self, start: int) -> str:
+        """The text from offset ``start`` up to the next top-level line."""
+        nxt = _TOP_LINE.search(self.code, self.code.find("\n", start) + 1 or len(self.code))
+        return self.code[start: nxt.start() if nxt else len(self.code)]
+
     def _statement(self, start: int) -> list[ast.stmt] | None:
         """The statements from offset ``start`` up to the next top-level line, parsed alone; None
         when the cut falls inside a string or brackets (the whole file decides then)."""
-        nxt = _TOP_LINE.search(self.code, self.code.find("\n", start) + 1 or len(self.code))
         try:
-            return ast.parse(self.code[start: nxt.start() if nxt else len(self.code)]).body
+            return ast.parse(self._cut(start)).body
         except SyntaxError:
             return None
 
@@ -287,10 +292,7 @@ class _Source:
     def text(self, cls: ast.ClassDef) -> str:
         """The lines of a top-level class (nested and conditional ones give nothing)."""
         found = re.search(rf"^class[ \t]+{re.escape(cls.name)}\b", self.code, re.MULTILINE)
-        if found is None:
-            return ""
-        nxt = _TOP_LINE.search(self.code, self.code.find("\n", found.start()) + 1 or len(self.code))
-        return self.code[found.start(): nxt.start() if nxt else len(self.code)]
+        return self._cut(found.start()) if found else ""
 
     def get(self, name: str) -> ast.ClassDef | None:
         if self._classes is None and "." not in name:
