@@ -547,6 +547,62 @@ def test_a_config_built_block_is_described_by_its_package_docs(tmp_path: Path) -
     assert argument_docs("Args:\n    width: channels\n")["width"] == "channels"
 
 
+def test_a_readme_section_describes_the_classes_it_shows(tmp_path: Path) -> None:
+    """A README section's prose goes to the classes its example imports or its text names: a name
+    two modules define to the one the package re-exports, never through a table of contents or an
+    installation section, and a class every example builds only under its own heading."""
+    from nnrag.db import connect
+    from nnrag.specs.readme import ReadmeNotes, prose, sections
+    from nnrag.workspace import Workspace
+
+    pkg = tmp_path / "repo" / "rpkg"
+    pkg.mkdir(parents=True)
+    block = "import torch.nn as nn\nclass {}(nn.Module):\n    def forward(self, x):\n        return x\n"
+    (pkg / "quant.py").write_text(block.format("FSQ") + block.format("ResidualFSQ"))
+    (pkg / "vit.py").write_text(block.format("ViT"))
+    (pkg / "mae.py").write_text(block.format("ViT") + block.format("MAE"))
+    (pkg / "wrap.py").write_text(block.format("Wrapper"))
+    (pkg / "__init__.py").write_text("from rpkg.vit import ViT\nfrom .mae import MAE\nfrom rpkg.quant import FSQ\n")
+    (tmp_path / "repo" / "README.md").write_text(
+        "# rpkg\n\n- [FSQ](#fsq)\n- [MAE](#mae)\n\n"
+        "## Installation\n\nInstall it, then `FSQ` and `MAE` can be imported from rpkg.\n\n"
+        "## Finite Scalar Quantization\n\n<img src=\"fsq.png\">\n\nThey round each scalar into a few levels "
+        "with [straight through](https://arxiv.org) gradients.\n\n"
+        "```python\nfrom rpkg import FSQ, Wrapper\nq = Wrapper(FSQ(levels = [8, 5]))\n```\n\n"
+        "Masked Autoencoder\n==================\n\nThe encoder sees a few unmasked patches and a small decoder "
+        "rebuilds the pixels.\n\n```python\nfrom rpkg import ViT, MAE, Wrapper\n```\n\n"
+        "## Residual quantisation\n\nQuantise what the previous quantiser left, again and again, with "
+        "ResidualFSQ.\n\n```python\nw = Wrapper(ResidualFSQ())\n```\n\n"
+        "## The Wrapper\n\nWraps any quantiser so that it runs on images of any size and shape.\n")
+    assert prose("Turn on **kmeans_init** or `use_cosine_sim`, *then* x_y.\n| a | b |\n![](i.png) [paper](https://x.org)") == \
+        "Turn on kmeans_init or use_cosine_sim, then x_y. paper"
+    assert [s.title for s in sections((tmp_path / "repo" / "README.md").read_text())] == [
+        "rpkg", "Installation", "Finite Scalar Quantization", "Masked Autoencoder", "Residual quantisation", "The Wrapper"]
+    home = tmp_path / "home"
+    nnrag.index([str(tmp_path / "repo")], home=home)
+    source = nnrag.sources(home=home)[0].name
+    with connect(Workspace.resolve(home)) as store:
+        notes = ReadmeNotes(store.conn)
+        said = {(m, n): notes.note(source, m, n) for m, n in [
+            ("rpkg.quant", "FSQ"), ("rpkg.quant", "ResidualFSQ"), ("rpkg.vit", "ViT"), ("rpkg.mae", "ViT"),
+            ("rpkg.mae", "MAE"), ("rpkg.wrap", "Wrapper")]}
+        assert len(notes.key(source)) == 40
+    assert said[("rpkg.quant", "FSQ")] == ("Finite Scalar Quantization: They round each scalar into a few levels with "
+                                           "straight through gradients.")
+    assert said[("rpkg.quant", "ResidualFSQ")].startswith("Residual quantisation: Quantise what")
+    assert said[("rpkg.vit", "ViT")] == said[("rpkg.mae", "MAE")] != ""
+    assert said[("rpkg.mae", "MAE")].startswith("Masked Autoencoder: The encoder sees")
+    assert said[("rpkg.mae", "ViT")] == ""  # the package re-exports the other ViT
+    assert said[("rpkg.wrap", "Wrapper")].startswith("The Wrapper: Wraps any quantiser")  # not the first example's
+
+
+def test_the_readme_tells_search_what_the_code_does_not(lib: dict[str, object]) -> None:
+    """The fixture README describes the undocumented ConvNormAct in words no code holds."""
+    for method in ("lexical", "hybrid"):
+        hits = nnrag.search("stem of stacked hourglass networks", 3, home=lib["home"], method=method)  # type: ignore[arg-type]
+        assert hits[0].name == "ConvNormAct", (method, [h.name for h in hits])
+
+
 def test_mechanisms_are_read_from_the_class_own_code() -> None:
     """Blocks named opaquely are described by what their code does: a softmax over a product
     of tensors is attention, a sigmoid that multiplies is a gate, a wrapper says what the

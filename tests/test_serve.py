@@ -67,6 +67,9 @@ def test_the_api_answers_each_operation(server: str) -> None:
     assert library["tried"] == 7 and library["passed"] == 6
     loss = httpx.get(server + "/api/search", params={"q": "segmentation overlap", "category": "loss"}).json()["results"]
     assert [h["name"] for h in loss] == ["DiceLoss"]
+    stem = httpx.get(server + "/api/search", params={"q": "stem of stacked hourglass networks", "k": 1}).json()["results"]
+    page = httpx.get(f"{server}/block/{stem[0]['id']}").text  # the README's words beside the spec
+    assert "The source's README:</span> Stems: The cheapest hourglass stem" in page
     schema = httpx.get(server + "/openapi.json").json()
     assert {"/api/search", "/api/blocks/{block_id}/spec", "/api/blocks/{block_id}/code", "/api/validate",
             "/api/sources"} <= set(schema["paths"])

@@ -83,9 +83,10 @@ class SyncReport:
 # -- text views -----------------------------------------------------------------------------
 def dense_text(b: SpecBundle) -> str:
     """What the embedder reads, most telling first, since the model stops at 256 tokens: name
-    words, summary, mechanisms and the docstring as prose (no example sessions or markup), then
-    category, module, parameters, config notes, the module's names and docstring, and last the
-    torch operations (of the whole standalone file, its helpers included)."""
+    words, summary, mechanisms, the docstring as prose (no example sessions or markup) and what the
+    source's README says of the class, then category, module, parameters, config notes, the
+    module's names and docstring, and last the torch operations (of the whole standalone file, its
+    helpers included)."""
     s = b.spec
     params = ", ".join(p.name for p in s.constructor if p.name not in ("device", "dtype"))
     words = split_words(s.name)
@@ -93,7 +94,7 @@ def dense_text(b: SpecBundle) -> str:
     spelled = expand_only(" ".join(split_words(w) for w in names.split()))
     parts = [f"{expand(words)}.", *(f"{d}." for d in describe(words)), s.summary,
              f"Does: {'; '.join(m.rstrip('.') for m in s.mechanisms)}." if s.mechanisms else "",
-             prose(b.docstring)[:_DOC_CHARS],
+             prose(b.docstring)[:_DOC_CHARS], b.readme,
              f"Category: {s.category}." if s.category else "", f"Module: {split_words(s.provenance.module)}.",
              f"Parameters: {params}." if params else "",
              # notes here only: in the lexical view every block of a model matched its config's words
@@ -125,8 +126,8 @@ def lexical_doc(b: SpecBundle) -> LexicalDoc:
     return LexicalDoc(
         block_id=s.id, name=f"{s.name} {expand(words)}", module=split_words(s.provenance.module),
         # the class's comments here only: in the dense view they pushed the telling parts out of its 256 tokens
-        doc=" ".join(filter(None, [*describe(words), s.summary, *s.mechanisms, b.docstring or "", *b.comments, module_doc,
-                                   about])),
+        doc=" ".join(filter(None, [*describe(words), s.summary, *s.mechanisms, b.docstring or "", *b.comments, b.readme,
+                                   module_doc, about])),
         identifiers=expand(" ".join(split_words(w) for w in names + context.split())),
     )
 

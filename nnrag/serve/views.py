@@ -37,7 +37,8 @@ def block_page(workspace: Workspace, block_id: str) -> dict[str, Any]:
     """A block's spec, standalone file (highlighted), provenance and verdict. Raises NotFoundError."""
     with connect(workspace) as db:
         row = find_row(db.conn, block_id)
-        spec = bundle_from_row(db, workspace, row).spec
+        bundle = bundle_from_row(db, workspace, row)
+    spec = bundle.spec
     record: dict[str, Any] = json.loads(row["record"] or "{}")
     code = ""
     if row["path"]:
@@ -45,6 +46,7 @@ def block_page(workspace: Workspace, block_id: str) -> dict[str, Any]:
         code = file.read_text(encoding="utf-8") if file.is_file() else ""
     return {
         "spec": spec.model_dump(mode="json"),
+        "readme": bundle.readme,
         "code": code,
         "code_html": highlight(code, PythonLexer(), _FORMATTER) if code else "",
         "status": row["status"],

@@ -20,6 +20,7 @@ from ..sources.spec import origin
 from ..workspace import Workspace
 from .model import BlockSpec, Parameter, Provenance, ShapeProbe, Submodule, Validation
 from .config_docs import PackageDocs
+from .readme import ReadmeNotes
 from .docstrings import first_sentence
 from .static import ClassFacts, class_facts
 from .summary import summarize
@@ -35,6 +36,7 @@ class SpecBundle:
     context: str = ""  # the defining module's docstring and definition names
     notes: str = ""  # what the package documents about the config fields the block reads
     comments: list[str] = field(default_factory=list)  # the prose of the class's comments and methods' docstrings
+    readme: str = ""  # what the source's README says of the class
 
 
 _CONTEXT_NAMES = 60
@@ -96,9 +98,11 @@ def _facts(db: Database, workspace: Workspace, row: sqlite3.Row) -> ClassFacts:
     return class_facts(db.file_text(row["file_sha1"]), inner)
 
 
-def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: PackageDocs | None = None) -> SpecBundle:
+def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: PackageDocs | None = None,
+                    readmes: ReadmeNotes | None = None) -> SpecBundle:
     """The spec of one library row (see ``nnrag.library.records.LIBRARY_ROW``) and what search keeps
-    beside it. ``docs``: the packages' argument documentation, shared by the rows of one refresh."""
+    beside it. ``docs`` and ``readmes``: the packages' argument documentation and the sources'
+    READMEs, shared by the rows of one refresh."""
     name, category, file_sha1, status = row["name"], row["category"], row["file_sha1"], row["status"]
     record = json.loads(row["record"] or "{}")
     facts = _facts(db, workspace, row)
@@ -131,8 +135,9 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
     except Exception:
         context = ""
     notes = (docs or PackageDocs(db.conn)).notes(row["source"], row["module"] or "", facts.config_fields)
+    readme = (readmes or ReadmeNotes(db.conn)).note(row["source"], row["module"] or "", name)
     return SpecBundle(spec_, facts.docstring, facts.identifiers + facts.attributes + facts.config_fields + facts.locals,
-                      facts.fingerprint, context, notes, facts.comments)
+                      facts.fingerprint, context, notes, facts.comments, readme)
 
 
 def find_row(conn: sqlite3.Connection, name: str, source: str | None = None) -> sqlite3.Row:

@@ -15,6 +15,7 @@ from ..library.records import library_rows
 from ..workspace import Workspace
 from .build import SpecBundle, bundle_from_row
 from .config_docs import PackageDocs
+from .readme import ReadmeNotes
 from .model import SPEC_VERSION, BlockSpec
 
 log = logging.getLogger(__name__)
@@ -30,14 +31,15 @@ class Refresh:
 # what is kept beside a spec for search (docstring, identifiers, context, notes, comments): a new version
 # rebuilds them, and makes the next search sync
 # 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup;
-# 6: more mechanisms, comments, local names; 7: a comment at the margin belongs to what follows
-BUNDLE_VERSION = "7"
+# 6: more mechanisms, comments, local names; 7: a comment at the margin belongs to what follows; 8: README prose
+BUNDLE_VERSION = "8"
 
 
-def row_key(row: sqlite3.Row) -> str:
-    """Key of a library row: its file, verdict and record, and the spec and bundle formats."""
+def row_key(row: sqlite3.Row, readme: str = "") -> str:
+    """Key of a library row: its file, verdict and record, its source's README (``readme``, its
+    digest), and the spec and bundle formats."""
     parts = (SPEC_VERSION, BUNDLE_VERSION, row["block_id"], row["category"], row["status"], row["code"], row["record"],
-             row["gate_version"], row["file_sha1"], row["path"])
+             row["gate_version"], row["file_sha1"], row["path"], readme)
     return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()
 
 
@@ -46,21 +48,22 @@ def refresh(store: Database, workspace: Workspace, progress: Callable[[int, int]
     conn = store.conn
     rows = library_rows(conn)
     known = dict(conn.execute("SELECT block_id, key FROM specs").fetchall())
-    todo = [(r, k) for r in rows if known.get(r["block_id"]) != (k := row_key(r))]
+    readmes = ReadmeNotes(conn)
+    todo = [(r, k) for r in rows if known.get(r["block_id"]) != (k := row_key(r, readmes.key(r["source"])))]
     built: list[str] = []
     failed: dict[str, str] = {}
     docs = PackageDocs(conn)
     for i, (row, key) in enumerate(todo, 1):
         try:
-            b = bundle_from_row(store, workspace, row, docs)
+            b = bundle_from_row(store, workspace, row, docs, readmes)
         except Exception as e:  # one unreadable block must not stop the rest
             failed[row["block_id"]] = f"{type(e).__name__}: {e}"
             log.warning("no spec for %s: %s", row["block_id"], failed[row["block_id"]])
         else:
             conn.execute("INSERT OR REPLACE INTO specs (block_id, key, spec, docstring, identifiers, fingerprint, context,"
-                         " notes, comments) VALUES (?,?,?,?,?,?,?,?,?)",
+                         " notes, comments, readme) VALUES (?,?,?,?,?,?,?,?,?,?)",
                          (row["block_id"], key, b.spec.to_json(None), b.docstring, json.dumps(b.identifiers), b.fingerprint,
-                          b.context, b.notes, json.dumps(b.comments)))
+                          b.context, b.notes, json.dumps(b.comments), b.readme))
             built.append(row["block_id"])
         if progress:
             progress(i, len(todo))
@@ -72,9 +75,10 @@ def refresh(store: Database, workspace: Workspace, progress: Callable[[int, int]
 
 
 def bundles(store: Database, ids: list[str] | None = None) -> Iterator[SpecBundle]:
-    sql = "SELECT spec, docstring, identifiers, fingerprint, context, notes, comments FROM specs"
+    sql = "SELECT spec, docstring, identifiers, fingerprint, context, notes, comments, readme FROM specs"
     rows = store.conn.execute(sql + " ORDER BY block_id").fetchall() if ids is None else [
         r for i in ids for r in store.conn.execute(sql + " WHERE block_id=?", (i,)).fetchall()]
     for r in rows:
         yield SpecBundle(BlockSpec.model_validate_json(r["spec"]), r["docstring"], json.loads(r["identifiers"] or "[]"),
-                         r["fingerprint"] or "", r["context"] or "", r["notes"] or "", json.loads(r["comments"] or "[]"))
+                         r["fingerprint"] or "", r["context"] or "", r["notes"] or "", json.loads(r["comments"] or "[]"),
+                         r["readme"] or "")
