@@ -704,6 +704,20 @@ def test_mechanisms_read_undocumented_code() -> None:
         "class Mean(nn.Module):\n"
         "    def forward(self, x):\n"
         "        return x.mean(dim=(-2, -1))\n"
+        "class Pos(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        for i in range(2):\n"
+        "            x = x + getattr(self, f'param_{i}')\n"
+        "        return x + self.pos_emb[:, :x.shape[1]].to(x)\n"
+        "class Res(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x + self.mlp(x)\n"
+        "def attend(q, k, v):\n"
+        "    return torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v\n"
+        "class Handed(nn.Module):\n"
+        "    def forward(self, q, k, v):\n"
+        "        fn = partial(attend) if self.training else attend\n"
+        "        return fn(q, k, v)\n"
     )
     lsa = class_facts(code, "Lsa")
     assert lsa.mechanisms[0].startswith("attention: softmax")
@@ -717,6 +731,12 @@ def test_mechanisms_read_undocumented_code() -> None:
     assert any(m.startswith("pairwise logistic loss") for m in class_facts(code, "Pref").mechanisms)
     assert class_facts(code, "Multi").mechanisms == ["parallel branches combined"]
     assert class_facts(code, "Mean").mechanisms == []  # (-2, -1) names dimensions; it shifts nothing
+    # a table the module keeps, added to the input, is no residual connection; the input added back is
+    assert class_facts(code, "Pos").mechanisms == [
+        "adds a tensor the module keeps to its input (a learned bias or a position table)"]
+    assert class_facts(code, "Res").mechanisms == ["residual connection adds the input back"]
+    # a function handed on (to partial, to a name) is read like one called
+    assert class_facts(code, "Handed").mechanisms[0].startswith("attention: softmax")
 
 
 def test_comments_are_prose_only() -> None:

@@ -96,6 +96,7 @@ class _Facts:
         self.squares: set[str] = set()  # reductions ("mean", "sum") taken over squared values
         self.branches = False  # a list of calls (or a comprehension over self layers) concatenated or summed
         self.residual = False
+        self.adds_stored = False  # the input plus a tensor the module keeps: x + self.pos_emb, x += self.bias
         self.gated_halves = False  # a, b = x.chunk(2, ...) and a product of what each became
         self.mean_over_two_dims = False
         self.attention = False  # a softmax over a product of two tensors (query-key scores)
@@ -180,12 +181,18 @@ class _Facts:
             elif isinstance(node.op, ast.MatMult):
                 self.matmul = True
             elif isinstance(node.op, ast.Add) and (_is_input(node.left, inputs) or _is_input(node.right, inputs)):
-                self.residual = True
+                other = node.right if _is_input(node.left, inputs) else node.left
+                if _is_stored(other):  # x + self.pos_emb[:n]: a table added, not the input added back
+                    self.adds_stored = True
+                else:
+                    self.residual = True
         elif isinstance(node, ast.AugAssign):
             if isinstance(node.op, ast.Mult):
                 self.mult = True
             elif isinstance(node.op, ast.Add) and _is_input(node.value, inputs):
                 self.residual = True
+            elif isinstance(node.op, ast.Add) and _is_input(node.target, inputs) and _is_stored(node.value):
+                self.adds_stored = True
 
     def any(self, names: set[str]) -> bool:
         return bool(self.calls & names)
@@ -196,6 +203,22 @@ class _Facts:
 
 def _is_input(node: ast.expr, inputs: set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in inputs
+
+
+def _is_stored(node: ast.expr) -> bool:
+    """A tensor the module keeps, not computed from the input: ``self.pos_emb``, a slice of it
+    (``self.pos_emb[:, :n]``, ``self.bias.to(x)``), or ``getattr(self, f"param_{i}")``."""
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("to", "type_as", "expand", "expand_as", "view", "reshape", "unsqueeze"):
+            node = node.func.value
+        else:
+            break
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+        return bool(node.args) and isinstance(node.args[0], ast.Name) and node.args[0].id == "self"
+    return _self_attr(node) is not None
 
 
 def _is_product(node: ast.AST, names: set[str]) -> bool:
@@ -382,8 +405,8 @@ def _is_branches(node: ast.expr) -> bool:
 
 
 def _methods(find: Finder, function: Finder) -> list[ast.FunctionDef]:
-    """``forward``, the methods it calls on ``self`` and the file's functions it calls by name
-    (``return conv_soft_argmax2d(x, ...)``), to ``_MAX_DEPTH``."""
+    """``forward``, the methods it calls on ``self`` and the file's functions it calls or hands on
+    by name (``return conv_soft_argmax2d(x, ...)``, ``partial(softmax_kernel, ...)``), to ``_MAX_DEPTH``."""
     start = find("forward")
     if start is None:
         return []
@@ -393,10 +416,14 @@ def _methods(find: Finder, function: Finder) -> list[ast.FunctionDef]:
         nxt = []
         for fn in frontier:
             for node in ast.walk(fn):
-                if not isinstance(node, ast.Call):
+                if isinstance(node, ast.Call):
+                    attr = _self_attr(node.func)
+                    key = attr or (node.func.id if isinstance(node.func, ast.Name) else None)
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                    # a function handed on rather than called: partial(softmax_kernel, ...), fn = linear_attention
+                    attr, key = None, node.id
+                else:
                     continue
-                attr = _self_attr(node.func)
-                key = attr or (node.func.id if isinstance(node.func, ast.Name) else None)
                 if key is None or (attr or "def " + key) in seen:
                     continue
                 if (target := find(key) if attr else function(key)) is not None:
@@ -442,6 +469,8 @@ def _rules(f: _Facts) -> Iterator[str]:
         yield "parallel branches combined"
     if f.residual:
         yield "residual connection adds the input back"
+    if f.adds_stored:
+        yield "adds a tensor the module keeps to its input (a learned bias or a position table)"
     if f.any(_UPSAMPLE):
         yield "resizes feature maps by interpolation"
     if f.any({"pixel_shuffle", "pixelshuffle"}):
