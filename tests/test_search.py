@@ -595,6 +595,18 @@ def test_a_readme_section_describes_the_classes_it_shows(tmp_path: Path) -> None
     assert said[("rpkg.mae", "ViT")] == ""  # the package re-exports the other ViT
     assert said[("rpkg.wrap", "Wrapper")].startswith("The Wrapper: Wraps any quantiser")  # not the first example's
 
+    # a released package's README is the long description of its metadata, under its one-line summary
+    meta = tmp_path / "meta"
+    (meta / "mpkg").mkdir(parents=True)
+    (meta / "mpkg" / "__init__.py").write_text(block.format("Siren"))
+    (meta / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: mpkg\nSummary: Networks with *periodic* activations\n\n"
+                                   "## Sine layers\n\nA linear map followed by a sine of a scaled input, for `Siren`.\n")
+    nnrag.index([str(meta)], home=home)
+    with connect(Workspace.resolve(home)) as store:
+        notes = ReadmeNotes(store.conn)
+        assert notes.summary("meta") == "Networks with periodic activations" and notes.summary(source) == ""
+        assert notes.note("meta", "mpkg", "Siren").startswith("Sine layers: A linear map followed by a sine")
+
 
 def test_the_readme_tells_search_what_the_code_does_not(lib: dict[str, object]) -> None:
     """The fixture README describes the undocumented ConvNormAct in words no code holds."""

@@ -33,7 +33,7 @@ class SpecBundle:
     docstring: str | None
     identifiers: list[str]  # names the file defines, then the class's attributes, config fields and local names
     fingerprint: str
-    context: str = ""  # the defining module's docstring and definition names
+    context: str = ""  # the distribution's summary and the defining module's docstring, " | ", its definition names
     notes: str = ""  # what the package documents about the config fields the block reads
     comments: list[str] = field(default_factory=list)  # the prose of the class's comments and methods' docstrings
     readme: str = ""  # what the source's README says of the class
@@ -135,7 +135,11 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
     except Exception:
         context = ""
     notes = (docs or PackageDocs(db.conn)).notes(row["source"], row["module"] or "", facts.config_fields)
-    readme = (readmes or ReadmeNotes(db.conn)).note(row["source"], row["module"] or "", name)
+    readmes = readmes or ReadmeNotes(db.conn)
+    readme = readmes.note(row["source"], row["module"] or "", name)
+    if package := readmes.summary(row["source"]):  # what the whole distribution is, before what its module is
+        module_doc, _, names = context.partition(" | ")
+        context = f"{package.rstrip('.')}. {module_doc} | {names}"
     return SpecBundle(spec_, facts.docstring, facts.identifiers + facts.attributes + facts.config_fields + facts.locals,
                       facts.fingerprint, context, notes, facts.comments, readme)
 

@@ -128,39 +128,59 @@ def mentions(body: str) -> list[tuple[str, str | None]]:
     return found
 
 
+@dataclass(frozen=True)
+class _Read:
+    key: str  # the README's digest ("" without one)
+    notes: dict[tuple[str, str], str]  # (module, class name) -> the prose about it
+    summary: str  # the distribution's one-line summary
+
+
+_NONE = _Read("", {}, "")
+
+
 class ReadmeNotes:
     """Per block, what its source's README says of it; each source's README read once."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self._notes: dict[str, tuple[str, dict[tuple[str, str], str]]] = {}
+        self._sources: dict[str, _Read] = {}
 
     def note(self, source: str, module: str, name: str) -> str:
         """The README prose about class ``name`` of ``module`` in ``source`` ("" when none)."""
-        return self._load(source)[1].get((module, name), "")
+        return self._load(source).notes.get((module, name), "")
+
+    def summary(self, source: str) -> str:
+        """The one line a distribution's metadata says it is (``Summary: Implicit Neural
+        Representations with Periodic Activation Functions``); "" for a source without metadata."""
+        return self._load(source).summary
 
     def key(self, source: str) -> str:
         """What the notes of ``source`` were read from: its README's digest ("" without one)."""
-        return self._load(source)[0]
+        return self._load(source).key
 
-    def _load(self, source: str) -> tuple[str, dict[tuple[str, str], str]]:
-        if source not in self._notes:
-            self._notes[source] = self._read(source)
-        return self._notes[source]
+    def _load(self, source: str) -> _Read:
+        if source not in self._sources:
+            self._sources[source] = self._read(source)
+        return self._sources[source]
 
-    def _read(self, source: str) -> tuple[str, dict[tuple[str, str], str]]:
+    def _read(self, source: str) -> _Read:
         row = self.conn.execute("SELECT id, root FROM sources WHERE name=?", (source,)).fetchone()
         if row is None or not row["root"]:
-            return "", {}
+            return _NONE
         modules = {r["module"]: (r["id"], r["path"].endswith("__init__.py")) for r in self.conn.execute(
             "SELECT id, module, path FROM files WHERE source_id=? AND module IS NOT NULL", (row["id"],))}
         try:
             paths = readme_files(Path(row["root"]), sorted({m.split(".")[0] for m in modules}))
             text = paths[0].read_text(encoding="utf-8", errors="replace")[:_README_CHARS] if paths else ""
         except OSError:
-            return "", {}
+            return _NONE
         if not text:
-            return "", {}
+            return _NONE
+        summary = ""
+        if text.startswith("Metadata-Version:"):
+            head = text.partition("\n\n")[0]
+            summary = next((line.partition(":")[2].strip() for line in head.splitlines() if line.startswith("Summary:")), "")
+            summary = prose(summary)[:200]
         classes: dict[str, list[str]] = {}  # class name -> the modules defining a block of that name
         for r in self.conn.execute("SELECT b.name, f.module FROM blocks b JOIN files f ON f.id=b.file_id "
                                    "WHERE b.source_id=? AND f.module IS NOT NULL", (row["id"],)):
@@ -182,7 +202,7 @@ class ReadmeNotes:
                 # a class every example builds (a wrapper, a base model) is described only under its own heading
                 if sections_naming[owner] <= _MAX_SECTIONS or _titled(section.title, owner[1]):
                     notes.setdefault(owner, note)
-        return hashlib.sha1(text.encode()).hexdigest(), notes
+        return _Read(hashlib.sha1(text.encode()).hexdigest(), notes, summary)
 
     def _owner(self, defined_in: list[str], name: str, imported_from: str | None,
                modules: dict[str, tuple[int, bool]]) -> str | None:
