@@ -13,7 +13,8 @@ changelog) and describe none; news, installation and citation sections are skipp
 more than two sections name is a framework they use (``TransformerWrapper``), described only under
 its own heading. A name several modules define goes to the one the section imports it from (through
 a package's re-export), or to none. Links, images, tables, HTML and code are dropped from the prose.
-The README is corpus text: it is only read as data, never run.
+A distribution's one-line ``Summary:`` is read too: it says what a small package's every block is
+about. The README is corpus text: it is only read as data, never run.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ _NONE = _Read("", {}, "")
 
 
 class ReadmeNotes:
-    """Per block, what its source's README says of it; each source's README read once."""
+    """Per block, what its source's README says of it, and the distribution's summary; each
+    source's README read once."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
