@@ -48,6 +48,28 @@ ABBREVIATIONS: dict[str, str] = {
     "se": "squeeze excitation",
     "sep": "separable",
     "upsample": "upsampling",
+    # model-level abbreviations (``ReformerLM``, ``PerformerEncDec``, ``ViTEncoder``); not ``gru``, whose
+    # "gated ... unit" drew gated feed-forward queries to GRUCell
+    "lm": "language model",
+    "mlm": "masked language modeling",
+    "enc": "encoder",
+    "dec": "decoder",
+    "seq": "sequence",
+    "ff": "feed forward",
+    "feat": "feature",
+    "gnn": "graph neural network",
+    "rnn": "recurrent neural network",
+    "lstm": "long short term memory",
+    "tcn": "temporal convolutional network",
+    "ctc": "connectionist temporal classification",
+    "asr": "speech recognition",
+    "tts": "text to speech",
+    "vae": "variational autoencoder",
+    "gan": "generative adversarial network",
+    "vit": "vision transformer",
+    "moe": "mixture of experts",
+    "vq": "vector quantization",
+    "lsh": "locality sensitive hashing",
 }
 
 

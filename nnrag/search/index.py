@@ -38,7 +38,7 @@ Method = Literal["hybrid", "lexical", "dense"]
 METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-_INDEX_VERSION = "9"  # what a synced index holds: a new version makes the next search sync first
+_INDEX_VERSION = "11"  # what a synced index holds: a new version makes the next search sync first
 _EMBED_BATCH = 64
 _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
 
