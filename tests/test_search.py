@@ -556,7 +556,7 @@ def test_a_readme_section_describes_the_classes_it_shows(tmp_path: Path) -> None
     two modules define to the one the package re-exports, never through a table of contents or an
     installation section, and a class every example builds only under its own heading."""
     from nnrag.db import connect
-    from nnrag.specs.readme import ReadmeNotes, prose, sections
+    from nnrag.specs.readme import ReadmeNotes, mentions, prose, sections
     from nnrag.workspace import Workspace
 
     pkg = tmp_path / "repo" / "rpkg"
@@ -580,6 +580,9 @@ def test_a_readme_section_describes_the_classes_it_shows(tmp_path: Path) -> None
         "## The Wrapper\n\nWraps any quantiser so that it runs on images of any size and shape.\n")
     assert prose("Turn on **kmeans_init** or `use_cosine_sim`, *then* x_y.\n| a | b |\n![](i.png) [paper](https://x.org)") == \
         "Turn on kmeans_init or use_cosine_sim, then x_y. paper"
+    # an import names what its own line (or its brackets) lists, aliases by their class
+    assert mentions("```python\nfrom a.b import X as Y, Z\n\nw = X()\nfrom c import (P,\n    Q)\n```") == [
+        ("X", "a.b"), ("Z", "a.b"), ("P", "c"), ("Q", "c"), ("X", None)]
     assert [s.title for s in sections((tmp_path / "repo" / "README.md").read_text())] == [
         "rpkg", "Installation", "Finite Scalar Quantization", "Masked Autoencoder", "Residual quantisation", "The Wrapper"]
     home = tmp_path / "home"

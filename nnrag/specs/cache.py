@@ -32,8 +32,9 @@ class Refresh:
 # rebuilds them, and makes the next search sync
 # 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup;
 # 6: more mechanisms, comments, local names; 7: a comment at the margin belongs to what follows; 8: README prose;
-# 9: functions handed on are read, a stored table added to the input is no residual; 10: the distribution summary
-BUNDLE_VERSION = "10"
+# 9: functions handed on are read, a stored table added to the input is no residual; 10: the distribution summary;
+# 11: a README import names only its own line
+BUNDLE_VERSION = "11"
 
 
 def row_key(row: sqlite3.Row, readme: str = "") -> str:

@@ -19,7 +19,9 @@ about. The README is corpus text: it is only read as data, never run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import keyword
 import re
 import sqlite3
 from collections import Counter
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..index.resolve import absolute_module
-from ..validator.usage.readme import readme_files
+from ..validator.usage.readme import FENCE, readme_files
 
 _NOTE_CHARS = 500  # of a section's prose
 _README_CHARS = 400_000  # read of a README: the largest in the wide corpus has 108,000
@@ -39,8 +41,8 @@ _UNTOLD = re.compile(r"\b(news|updates?|what'?s new|change ?log|releases?|citati
                      r"august|september|october|november|december|\d{4})\b", re.I)
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<title>.+?)\s*#*\s*$")
 _RST_RULE = re.compile(r"^([=\-~^\"'`#*+])\1{2,}\s*$")
-_FENCED = re.compile(r"^\s*(```|~~~).*?^\s*\1[ \t]*$", re.M | re.S)
-_IMPORT = re.compile(r"^\s*from\s+(?P<module>[\w.]+)\s+import\s+\(?(?P<names>[\w\s,]+)\)?", re.M)
+_IMPORT = re.compile(r"^[ \t]*from[ \t]+(?P<module>[\w.]+)[ \t]+import[ \t]+(?:\((?P<group>[\w\s,]+)\)|(?P<line>[\w \t,]+))",
+                     re.M)  # the names of one line, or of a parenthesised group
 _CALL = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*\(")
 _TICKED = re.compile(r"`+(?P<name>[A-Za-z_][\w.]*)(?:\(\))?`+")
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
@@ -59,7 +61,7 @@ class Section:
     title: str
     body: str  # everything under the heading, code included
 
-    @property
+    @functools.cached_property
     def prose(self) -> str:
         return prose(self.body)
 
@@ -100,7 +102,7 @@ def sections(text: str) -> list[Section]:
 def prose(body: str) -> str:
     """The sentences of a section: code, RST directives and literal blocks, tables, images,
     HTML, citations and addresses dropped, links kept as their words."""
-    text = _FENCED.sub(" ", body)
+    text = FENCE.sub(" ", body)
     text = _LINK.sub(r"\1", _IMAGE.sub(" ", _LITERAL.sub(". ", text)))
     for pattern in _DROP:
         text = pattern.sub(" ", text)
@@ -120,10 +122,10 @@ def mentions(body: str) -> list[tuple[str, str | None]]:
     from), then names called in its code, in backticks, or written as identifiers in its prose."""
     found: list[tuple[str, str | None]] = []
     for m in _IMPORT.finditer(body):
-        found += [(n.strip(), m["module"]) for n in m["names"].split(",") if n.strip()]
-    code = " ".join(m.group(0) for m in _FENCED.finditer(body))
-    found += [(m["name"], None) for m in _CALL.finditer(code)]
-    text = _LINK_ONLY.sub(" ", _FENCED.sub(" ", body))
+        found += [(n.split()[0], m["module"]) for n in (m["group"] or m["line"]).split(",") if n.strip()]  # ViT as V: ViT
+    code = " ".join(m.group(0) for m in FENCE.finditer(body))
+    found += [(m["name"], None) for m in _CALL.finditer(code) if not keyword.iskeyword(m["name"])]
+    text = _LINK_ONLY.sub(" ", FENCE.sub(" ", body))
     found += [(m["name"].rsplit(".", 1)[-1], None) for m in _TICKED.finditer(text)]
     found += [(w, None) for w in _WORD.findall(prose(text)) if _identifier_like(w)]
     return found
@@ -187,11 +189,14 @@ class ReadmeNotes:
         for r in self.conn.execute("SELECT b.name, f.module FROM blocks b JOIN files f ON f.id=b.file_id "
                                    "WHERE b.source_id=? AND f.module IS NOT NULL", (row["id"],)):
             classes.setdefault(r["name"], []).append(r["module"])
+        by_fold: dict[str, list[str]] = {}  # a name folded as headings are (``fsq``) -> the class names
+        for name in classes:
+            by_fold.setdefault(_fold(name), []).append(name)
         told: list[tuple[Section, list[tuple[str, str]]]] = []
         for section in sections(text):
             if len(section.prose) < 40 or _UNTOLD.search(section.title):  # a bare example; news, installation, citations
                 continue
-            named = [(n, None) for n in classes if _titled(section.title, n)]
+            named = [(n, None) for key in _title_keys(section.title) for n in by_fold.get(key, [])]
             owners = list(dict.fromkeys((owner, name) for name, module in named + mentions(section.title + "\n" + section.body)
                                         if (owner := self._owner(classes.get(name, []), name, module, modules))))
             if len(owners) <= _MAX_CLASSES:
@@ -202,7 +207,7 @@ class ReadmeNotes:
             note = _cut(f"{section.title}: {section.prose}" if section.title else section.prose)
             for owner in owners:
                 # a class every example builds (a wrapper, a base model) is described only under its own heading
-                if sections_naming[owner] <= _MAX_SECTIONS or _titled(section.title, owner[1]):
+                if sections_naming[owner] <= _MAX_SECTIONS or _fold(owner[1]) in _title_keys(section.title):
                     notes.setdefault(owner, note)
         return _Read(hashlib.sha1(text.encode()).hexdigest(), notes, summary)
 
@@ -226,13 +231,19 @@ class ReadmeNotes:
         return None
 
 
-def _titled(title: str, name: str) -> bool:
-    """Whether a heading is the class's name: ``Finite Scalar Quantization`` is ``FSQ``, ``The
-    Wrapper`` is ``Wrapper``; ``Flash Attention`` is not ``Attention``."""
+def _fold(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _title_keys(title: str) -> set[str]:
+    """The class names, folded, a heading is: ``Finite Scalar Quantization`` is ``FSQ`` (its
+    initials) or ``FiniteScalarQuantization``; ``The Wrapper`` is ``Wrapper``; ``Flash Attention``
+    is not ``Attention``."""
     words = re.sub(r"^(the|an?)\s+", "", title.strip(), flags=re.I).split()
-    folded = re.sub(r"[^a-z0-9]", "", name.lower())
-    return folded == re.sub(r"[^a-z0-9]", "", "".join(words).lower()) or (
-        len(words) > 1 and folded == "".join(w[0] for w in words).lower())
+    keys = {_fold("".join(words))}
+    if len(words) > 1:
+        keys.add(_fold("".join(w[0] for w in words)))
+    return keys - {""}
 
 
 def _cut(text: str) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 README_UNIT = "<readme>"  # a harvest unit named so runs code block N of the file "PATH#N"
 
 _NAMES = ("README.md", "README.rst", "README.markdown", "README.txt", "README", "readme.md", "Readme.md")
-_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)(?P=fence)[ \t]*$",
+# a fenced block of a Markdown text (its language and body named), also used to leave code out of prose
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)(?P=fence)[ \t]*$",
                     re.M | re.S)
 _PYTHON = {"python", "py", "python3", "pycon", ""}
 _MAX_BLOCKS = 200
@@ -48,7 +49,7 @@ def readme_files(root: Path, packages: list[str]) -> list[Path]:
 def code_blocks(text: str) -> list[str]:
     """The fenced Python blocks of a Markdown text that parse, dedented, in order."""
     out: list[str] = []
-    for m in _FENCE.finditer(text):
+    for m in FENCE.finditer(text):
         if m.group("lang").lower() not in _PYTHON:
             continue
         indent = len(m.group("indent"))
