@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .library.report import BuildReport
     from .library.vendor import VendorReport
     from .search.index import Hit, Method, SearchIndex, SyncReport
+    from .search.tuning import TuneReport
     from .sources.spec import SourceSpec
     from .specs.model import BlockSpec
     from .synthesis.llm import LLMSettings
@@ -265,6 +266,36 @@ def sync_search(*, home: PathLike | None = None, embedder: str | None = None, ch
                 progress: ProgressFn | None = None) -> "SyncReport":
     """Bring specs, the lexical index and the vector index up to date with the library."""
     return search_index(home=home, embedder=embedder, chroma_url=chroma_url).sync(progress)
+
+
+def tune_search(*, home: PathLike | None = None, progress: ProgressFn | None = None) -> "TuneReport":
+    """Fine-tune the embedder on this library's own descriptions (no queries, no labels) and
+    re-embed the library with it; the home's searches use the tuned model from then on."""
+    from .search.tuning import tune_home
+
+    workspace = Workspace.resolve(home)
+    report = tune_home(workspace, progress=progress)
+    _forget_indexes(workspace)
+    sync_search(home=workspace.home, progress=progress)
+    return report
+
+
+def _forget_indexes(workspace: Workspace) -> None:
+    """Drop the kept search indexes of a home: they hold the model it used before."""
+    for key in [k for k in _INDEXES if k[0] == str(workspace.home)]:
+        del _INDEXES[key]
+
+
+def untune_search(*, home: PathLike | None = None, progress: ProgressFn | None = None) -> bool:
+    """Go back to the untuned embedder (re-embedding the library with it); False if none was tuned."""
+    from .search.tuning import reset
+
+    workspace = Workspace.resolve(home)
+    gone = reset(workspace)
+    _forget_indexes(workspace)
+    if gone:
+        sync_search(home=workspace.home, progress=progress)
+    return gone
 
 
 def search(
@@ -558,4 +589,6 @@ __all__ = [
     "search",
     "search_index",
     "sync_search",
+    "tune_search",
+    "untune_search",
 ]

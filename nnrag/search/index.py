@@ -22,14 +22,12 @@ from ..db import Database, connect
 from ..errors import ConfigError
 from . import lexical
 from .embedders import Embedder, make_embedder
-from .glossary import expand, expand_only
-from .lexical import LexicalDoc, split_words
-from .techniques import describe
+from .tuning import tuned_model
+from .views import dense_text, lexical_doc
 from ..progress import ProgressFn
 from .vectors import VectorIndex, collection_name
 from ..specs import cache
 from ..specs.build import SpecBundle
-from ..specs.docstrings import SENTENCE_END, prose
 from ..workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -40,7 +38,6 @@ METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
 _INDEX_VERSION = "11"  # what a synced index holds: a new version makes the next search sync first
 _EMBED_BATCH = 64
-_DOC_CHARS = 600  # docstring characters in the dense text view: the model reads 256 tokens
 
 
 @dataclass
@@ -78,58 +75,6 @@ class SyncReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "embed_per_s": self.embed_per_s}
-
-
-# -- text views -----------------------------------------------------------------------------
-def dense_text(b: SpecBundle) -> str:
-    """What the embedder reads, most telling first, since the model stops at 256 tokens: name
-    words, summary, mechanisms, the docstring as prose (no example sessions or markup) and what the
-    source's README says of the class, then category, module, parameters, config notes, the
-    module's names and docstring, and last the torch operations (of the whole standalone file, its
-    helpers included)."""
-    s = b.spec
-    params = ", ".join(p.name for p in s.constructor if p.name not in ("device", "dtype"))
-    words = split_words(s.name)
-    module_doc, _, names = b.context.partition(" | ")
-    spelled = expand_only(" ".join(split_words(w) for w in names.split()))
-    parts = [f"{expand(words)}.", *(f"{d}." for d in describe(words)), s.summary,
-             f"Does: {'; '.join(m.rstrip('.') for m in s.mechanisms)}." if s.mechanisms else "",
-             prose(b.docstring)[:_DOC_CHARS], b.readme,
-             f"Category: {s.category}." if s.category else "", f"Module: {split_words(s.provenance.module)}.",
-             f"Parameters: {params}." if params else "",
-             # notes here only: in the lexical view every block of a model matched its config's words
-             b.notes[:_DOC_CHARS], f"Context: {spelled}." if spelled else "", module_doc[:200],
-             f"Uses: {', '.join(s.operations[:12])}." if s.operations else ""]
-    return _once(parts)
-
-
-def _once(parts: list[str]) -> str:
-    """The parts joined, each sentence said once: a summary often opens with the docstring's
-    first sentence, a wrapper's docstring with its function's, and the model stops at 256 tokens."""
-    said: set[str] = set()
-    kept: list[str] = []
-    for sentence in (x for p in parts if p for x in SENTENCE_END.split(p)):
-        key = " ".join(sentence.lower().rstrip(".").split())
-        if key not in said:
-            said.add(key)
-            kept.append(sentence)
-    return " ".join(kept)
-
-
-def lexical_doc(b: SpecBundle) -> LexicalDoc:
-    s = b.spec
-    names = b.identifiers + [p.name for p in s.constructor] + s.operations
-    module_doc, _, context = b.context.partition(" | ")
-    # what the defining module is about (its docstring, the abbreviations its names spell) counts as docs
-    about = expand_only(" ".join(split_words(w) for w in context.split()))
-    words = split_words(s.name)
-    return LexicalDoc(
-        block_id=s.id, name=f"{s.name} {expand(words)}", module=split_words(s.provenance.module),
-        # the class's comments here only: in the dense view they pushed the telling parts out of its 256 tokens
-        doc=" ".join(filter(None, [*describe(words), s.summary, *s.mechanisms, b.docstring or "", *b.comments, b.readme,
-                                   module_doc, about])),
-        identifiers=expand(" ".join(split_words(w) for w in names + context.split())),
-    )
 
 
 def _metadata(b: SpecBundle, key: str) -> dict[str, Any]:
@@ -191,7 +136,9 @@ class SearchIndex:
     def __init__(self, workspace: Workspace, embedder: Embedder | str | None = None, chroma_url: str | None = None) -> None:
         cfg = search_config(workspace, embedder if isinstance(embedder, str) else None, chroma_url)
         self.workspace = workspace
-        self.embedder: Embedder = embedder if embedder is not None and not isinstance(embedder, str) else make_embedder(cfg.embedder)
+        # a model named anywhere wins; else the one this home was tuned to (``nnrag tune``)
+        self.embedder: Embedder = (embedder if embedder is not None and not isinstance(embedder, str)
+                                   else make_embedder(cfg.embedder or tuned_model(workspace)))
         self.chroma_url = cfg.chroma_url
         self._vectors: VectorIndex | None = None
         self._executor: ThreadPoolExecutor | None = None

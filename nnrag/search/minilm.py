@@ -19,8 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-_MODULES = ["sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
-            "sentence_transformers.models.Normalize"]
+_MODULES = ["Transformer", "Pooling", "Normalize"]  # class names: sentence-transformers 5 and 6 save other module paths
 
 
 _ONE_THREAD_UPTO = 8  # texts
@@ -69,19 +68,24 @@ class BertMeanEncoder:
     """Loads in ~0.1 s (the weights are memory-mapped); ``encode`` returns float32 unit vectors."""
 
     def __init__(self, folder: Path) -> None:
-        if [m.get("type") for m in _read(folder, "modules.json")] != _MODULES:
+        if [str(m.get("type", "")).rsplit(".", 1)[-1] for m in _read(folder, "modules.json")] != _MODULES:
             raise Unsupported("modules are not Transformer -> Pooling -> Normalize")
         pooling_path = next(m["path"] for m in _read(folder, "modules.json") if m["type"].endswith("Pooling"))
         pooling = _read(folder / pooling_path, "config.json")
-        if not pooling.get("pooling_mode_mean_tokens") or any(
+        # sentence-transformers 6 writes ``"pooling_mode": "mean"``, earlier versions a flag per mode
+        mean_only = pooling.get("pooling_mode") == "mean" if "pooling_mode" in pooling else (
+            pooling.get("pooling_mode_mean_tokens") and not any(
                 pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens",
-                                         "pooling_mode_mean_sqrt_len_tokens")):
+                                         "pooling_mode_mean_sqrt_len_tokens")))
+        if not mean_only:
             raise Unsupported("pooling is not the mean of tokens")
         config = _read(folder, "config.json")
         if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu" or \
                 config.get("position_embedding_type", "absolute") != "absolute":
             raise Unsupported("not a BERT model with absolute positions and GELU")
-        self.max_length = int(_read(folder, "sentence_bert_config.json").get("max_seq_length", 512))
+        # where sentence-transformers reads it: its own config, else (version 6 saves) the tokenizer's
+        self.max_length = int(_read(folder, "sentence_bert_config.json").get("max_seq_length")
+                              or _read(folder, "tokenizer_config.json").get("model_max_length", 512))
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))

@@ -89,9 +89,18 @@ def _client(path: Path, url: str | None) -> Any:
     return chromadb.PersistentClient(path=str(path), settings=settings)
 
 
-def collection_name(embedder: Embedder) -> str:
-    slug = re.sub(r"[^a-zA-Z0-9]+", "-", Path(embedder.name).name).strip("-").lower() or "model"
+def collection_name(embedder: Embedder | str) -> str:
+    """The collection of one model's vectors (an embedder or its name)."""
+    name = embedder if isinstance(embedder, str) else embedder.name
+    slug = re.sub(r"[^a-zA-Z0-9]+", "-", Path(name).name).strip("-").lower() or "model"
     return f"{_COLLECTION}-{slug}"[:63]
+
+
+def drop_collection(path: Path, url: str | None, model: str) -> None:
+    """Remove the vectors of a model no search will use again (a replaced tuned model)."""
+    client = _client(path, url)
+    if collection_name(model) in {c if isinstance(c, str) else c.name for c in client.list_collections()}:
+        client.delete_collection(collection_name(model))
 
 
 # Neighbours the graph search explores. Chroma's default, 100, found 86 of the exact 100 nearest
