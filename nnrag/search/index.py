@@ -21,7 +21,7 @@ from ..config import search_config
 from ..db import Database, connect
 from ..errors import ConfigError
 from . import lexical
-from .embedders import Embedder, make_embedder
+from .embedders import FEW_TEXTS, Embedder, make_embedder
 from .tuning import tuned_model
 from .views import dense_text, lexical_doc
 from ..progress import ProgressFn
@@ -37,7 +37,9 @@ METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
 _INDEX_VERSION = "11"  # what a synced index holds: a new version makes the next search sync first
-_EMBED_BATCH = 64
+# more than a few texts per call, so a sync's batches run on sentence-transformers (31 texts/s here)
+# rather than numpy (15/s): at 64, exactly the numpy limit, every build embedded on numpy
+_EMBED_BATCH = 2 * FEW_TEXTS
 
 
 @dataclass
