@@ -100,8 +100,6 @@ def search(
     out.print(table)
 
 
-
-
 @app.command()
 def tune(
     undo: Annotated[bool, typer.Option("--reset", help="Go back to the untuned model.")] = False,
