@@ -176,8 +176,10 @@ def _train(base: str, pairs: list[Pair], recipe: Recipe, folder: Path, progress:
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: (s + 1) / warmup if s < warmup else max(0.0, (steps - s) / max(1, steps - warmup)))
 
+    tokenize = getattr(model, "preprocess", None) or model.tokenize  # version 6 renamed it
+
     def embed(texts: list[str]) -> torch.Tensor:
-        features = model.preprocess(texts)
+        features = tokenize(texts)
         return torch.nn.functional.normalize(model(features)["sentence_embedding"], dim=-1)
 
     model.train()
