@@ -238,13 +238,15 @@ def _forget_models(workspace: Workspace, keep: Path | None = None) -> None:
     from ..config import search_config
     from .vectors import drop_collection
 
-    for old in (workspace.home / "models").glob(f"{_PREFIX}*"):
-        if old == keep or not old.is_dir():
-            continue
-        with connect(workspace) as store:
-            store.conn.execute("DELETE FROM embeddings WHERE model=?", (str(old),))
-            store.conn.commit()
-        drop_collection(workspace.home / "chroma", search_config(workspace).chroma_url, str(old))
+    olds = [p for p in (workspace.home / "models").glob(f"{_PREFIX}*") if p != keep and p.is_dir()]
+    if not olds:
+        return
+    with connect(workspace) as store:
+        store.conn.executemany("DELETE FROM embeddings WHERE model=?", [(str(old),) for old in olds])
+        store.conn.commit()
+    chroma_url = search_config(workspace).chroma_url
+    for old in olds:
+        drop_collection(workspace.home / "chroma", chroma_url, str(old))
         shutil.rmtree(old)
 
 

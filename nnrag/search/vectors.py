@@ -99,7 +99,7 @@ def collection_name(embedder: Embedder | str) -> str:
 def drop_collection(path: Path, url: str | None, model: str) -> None:
     """Remove the vectors of a model no search will use again (a replaced tuned model)."""
     client = _client(path, url)
-    if collection_name(model) in {c if isinstance(c, str) else c.name for c in client.list_collections()}:
+    if collection_name(model) in {c.name for c in client.list_collections()}:
         client.delete_collection(collection_name(model))
 
 

@@ -26,6 +26,7 @@ import re
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass
+from email.parser import HeaderParser
 from pathlib import Path
 
 from ..index.resolve import absolute_module
@@ -180,11 +181,8 @@ class ReadmeNotes:
             return _NONE
         if not text:
             return _NONE
-        summary = ""
-        if text.startswith("Metadata-Version:"):
-            head = text.partition("\n\n")[0]
-            summary = next((line.partition(":")[2].strip() for line in head.splitlines() if line.startswith("Summary:")), "")
-            summary = prose(summary)[:200]
+        # a wheel's METADATA or an sdist's PKG-INFO: RFC 822 headers, then the long description
+        summary = prose(HeaderParser().parsestr(text).get("Summary") or "")[:200] if text.startswith("Metadata-Version:") else ""
         classes: dict[str, list[str]] = {}  # class name -> the modules defining a block of that name
         for r in self.conn.execute("SELECT b.name, f.module FROM blocks b JOIN files f ON f.id=b.file_id "
                                    "WHERE b.source_id=? AND f.module IS NOT NULL", (row["id"],)):
