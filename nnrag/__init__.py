@@ -270,32 +270,26 @@ def sync_search(*, home: PathLike | None = None, embedder: str | None = None, ch
 
 def tune_search(*, home: PathLike | None = None, progress: ProgressFn | None = None) -> "TuneReport":
     """Fine-tune the embedder on this library's own descriptions (no queries, no labels) and
-    re-embed the library with it; the home's searches use the tuned model from then on."""
-    from .search.tuning import tune_home
+    re-embed the library with it; the home's searches use the tuned model from then on (a running
+    server from its next query)."""
+    from .search.tuning import adopt, tune_home
 
     workspace = Workspace.resolve(home)
     report = tune_home(workspace, progress=progress)
-    _forget_indexes(workspace)
-    sync_search(home=workspace.home, progress=progress)
+    sync_search(home=workspace.home, embedder=report.model, progress=progress)
+    adopt(workspace, report.model)
     return report
-
-
-def _forget_indexes(workspace: Workspace) -> None:
-    """Drop the kept search indexes of a home: they hold the model it used before."""
-    for key in [k for k in _INDEXES if k[0] == str(workspace.home)]:
-        del _INDEXES[key]
 
 
 def untune_search(*, home: PathLike | None = None, progress: ProgressFn | None = None) -> bool:
     """Go back to the untuned embedder (re-embedding the library with it); False if none was tuned."""
-    from .search.tuning import reset
+    from .search.embedders import DEFAULT_MODEL
+    from .search.tuning import reset, tuned_model
 
     workspace = Workspace.resolve(home)
-    gone = reset(workspace)
-    _forget_indexes(workspace)
-    if gone:
-        sync_search(home=workspace.home, progress=progress)
-    return gone
+    if tuned_model(workspace):  # the library embedded with the untuned model before searches switch back
+        sync_search(home=workspace.home, embedder=DEFAULT_MODEL, progress=progress)
+    return reset(workspace)
 
 
 def search(

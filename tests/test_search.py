@@ -885,13 +885,14 @@ def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[st
 
     home = tmp_path / "home"
     shutil.copytree(lib["home"], home)  # type: ignore[arg-type]
+    index = nnrag.search_index(home=home)  # as a running server holds it
+    assert index.embedder.name == DEFAULT_MODEL
     report = json.loads(run_cli("tune", "--home", str(home), "--json").stdout)
     model = Path(report["model"])
     assert model.parent == home / "models" and model.is_dir() and report["pairs"] >= 4 and report["steps"] >= 1
 
-    index = nnrag.search_index(home=home)
-    assert index.embedder.name == str(model) and isinstance(index.embedder, NumpyEmbedder)
-    assert not index.stale()  # tune re-embedded the library with the new model
+    assert nnrag.search_index(home=home) is index and not index.stale()  # tune re-embedded the library
+    assert index.embedder.name == str(model) and isinstance(index.embedder, NumpyEmbedder)  # and it switched
     texts = ["blur then subsample by two", "gate every channel with a sigmoid"]
     tuned = np.array(index.embedder.embed(texts))
     reference = np.array(SentenceTransformerEmbedder(str(model)).embed(texts))
@@ -911,7 +912,9 @@ def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[st
         assert store.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] > 0
     client = chromadb.PersistentClient(str(home / "chroma"), settings=Settings(anonymized_telemetry=False, allow_reset=False))
     assert collection_name(str(model)) not in {c.name for c in client.list_collections()}
-    assert SearchIndex(Workspace.resolve(home)).embedder.name == DEFAULT_MODEL  # this process kept the tuned one
+    assert SearchIndex(Workspace.resolve(home)).embedder.name == DEFAULT_MODEL
+    assert nnrag.search("find anti-aliased downsampling", 3, home=home)[0].name == "BlurDownsample"
+    assert index.embedder.name == DEFAULT_MODEL and not index.stale()  # the kept index switched back
 
     (home / "config.toml").write_text('[search]\nembedder = "some/model"\n')
     named = run_cli("tune", "--home", str(home), check=False)

@@ -22,7 +22,7 @@ from ..db import Database, connect
 from ..errors import ConfigError
 from . import lexical
 from .embedders import FEW_TEXTS, Embedder, make_embedder
-from .tuning import tuned_model
+from .tuning import tuned_in, tuned_model
 from .views import dense_text, lexical_doc
 from ..progress import ProgressFn
 from .vectors import VectorIndex, collection_name
@@ -138,13 +138,26 @@ class SearchIndex:
     def __init__(self, workspace: Workspace, embedder: Embedder | str | None = None, chroma_url: str | None = None) -> None:
         cfg = search_config(workspace, embedder if isinstance(embedder, str) else None, chroma_url)
         self.workspace = workspace
-        # a model named anywhere wins; else the one this home was tuned to (``nnrag tune``)
+        # a model named anywhere wins; else the one this home was tuned to (``nnrag tune``), followed
+        # when a tune or reset in another process changes it
+        self._follows = embedder is None and not cfg.embedder
+        self._tuned = tuned_model(workspace) if self._follows else None
         self.embedder: Embedder = (embedder if embedder is not None and not isinstance(embedder, str)
-                                   else make_embedder(cfg.embedder or tuned_model(workspace)))
+                                   else make_embedder(cfg.embedder or self._tuned))
         self.chroma_url = cfg.chroma_url
         self._vectors: VectorIndex | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._allowed_for: dict[str, Any] = {}  # "signature", and per filter set (ids, share)
+
+    def _follow_tuning(self, conn: sqlite3.Connection) -> None:
+        """Switch to the home's tuned model if it changed since (``nnrag tune`` beside a running
+        ``nnrag serve``): a tune records its model only once the library is embedded with it."""
+        if not self._follows:
+            return
+        tuned = tuned_in(conn, self.workspace)
+        if tuned != self._tuned:
+            log.info("this home's search model changed: now %s", tuned or "the untuned one")
+            self._tuned, self.embedder, self._vectors = tuned, make_embedder(tuned), None
 
     @property
     def vectors(self) -> VectorIndex:
@@ -209,6 +222,7 @@ class SearchIndex:
 
     def stale(self) -> bool:
         with self._store() as store:
+            self._follow_tuning(store.conn)
             return _synced(store.conn) != self._signature(store.conn)
 
     def sync(self, progress: ProgressFn | None = None) -> SyncReport:
@@ -216,6 +230,7 @@ class SearchIndex:
         report = SyncReport()
         with self._store() as store:
             conn = store.conn
+            self._follow_tuning(conn)
             signature = self._signature(conn)
             refreshed = cache.refresh(store, self.workspace, (lambda d, t: progress("specs", d, t)) if progress else None)
             report.specs_built, report.specs_failed, report.removed = (
@@ -258,6 +273,7 @@ class SearchIndex:
             raise ConfigError("the search query is empty: say in words what the block does")
         with self._store() as store:
             conn = store.conn
+            self._follow_tuning(conn)
             signature = self._signature(conn)
             if _synced(conn) != signature:
                 log.info("the library changed since the search index was built: updating it")

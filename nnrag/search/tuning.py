@@ -9,8 +9,9 @@ training on these pairs teach the model the library's vocabulary; no query and n
 Descriptions are cleaned first: argument and example sections cut, sentences that many
 docstrings repeat with other names ("Transformer encoder consisting of N layers", "See the
 Convention block on X") dropped, since a pair made of them teaches nothing but the template.
-The tuned model lands in ``HOME/models/tuned-<digest>`` and the home records it; every search of
-that home uses it (query embedding included, on numpy) until it is reset.
+The tuned model lands in ``HOME/models/tuned-<digest>``; once the library is embedded with it the
+home records it, and every search of that home uses it (query embedding included, on numpy) until
+it is reset: a running server switches at its next query.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 import random
 import re
 import shutil
+import sqlite3
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -141,24 +143,28 @@ def _digest(base: str, pairs: list[Pair], recipe: Recipe) -> str:
 
 def tune(workspace: Workspace, base: str, pairs: list[Pair], recipe: Recipe = Recipe(),
          progress: ProgressFn | None = None) -> TuneReport:
-    """Fine-tune the sentence-transformers model ``base`` (a name or a folder) on ``pairs``, save it under the
-    home and record it as the home's embedder. The same pairs and recipe give the same folder."""
+    """Fine-tune the sentence-transformers model ``base`` (a name or a folder) on ``pairs`` and save it
+    under the home; :func:`adopt` makes searches use it. The same pairs and recipe give the same folder."""
     if len(pairs) < _MIN_PAIRS:
         raise ConfigError(f"only {len(pairs)} blocks of this library have a description to learn from; "
                           f"tuning needs at least {_MIN_PAIRS}")
-    models = workspace.home / "models"
-    folder = models / f"{_PREFIX}{_digest(base, pairs, recipe)}"
+    folder = workspace.home / "models" / f"{_PREFIX}{_digest(base, pairs, recipe)}"
     started = time.perf_counter()
     # the same pairs and recipe were trained before: the model is there (a folder appears whole)
     losses = [] if folder.is_dir() else _train(base, pairs, recipe, folder, progress)
-    with connect(workspace) as store:
-        store.conn.execute("INSERT OR REPLACE INTO search_state VALUES (?, ?)", (_STATE, folder.name))
-        store.conn.commit()
-    _forget_models(workspace, keep=folder)
     tenth = max(1, len(losses) // 10)
     return TuneReport(str(folder), len(pairs), len(losses), round(time.perf_counter() - started, 1),
                       round(sum(losses[:tenth]) / tenth, 3) if losses else None,
                       round(sum(losses[-tenth:]) / tenth, 3) if losses else None)
+
+
+def adopt(workspace: Workspace, model: str) -> None:
+    """Record ``model`` (a folder :func:`tune` wrote) as the home's embedder and delete the others.
+    Searches switch to it at their next call, so the library is embedded with it first."""
+    with connect(workspace) as store:
+        store.conn.execute("INSERT OR REPLACE INTO search_state VALUES (?, ?)", (_STATE, Path(model).name))
+        store.conn.commit()
+    _forget_models(workspace, keep=Path(model))
 
 
 def _train(base: str, pairs: list[Pair], recipe: Recipe, folder: Path, progress: ProgressFn | None) -> list[float]:
@@ -219,7 +225,12 @@ def tuned_model(workspace: Workspace) -> str | None:
     if not (workspace.home / "models").is_dir():
         return None
     with connect(workspace) as store:
-        row = store.conn.execute("SELECT value FROM search_state WHERE name=?", (_STATE,)).fetchone()
+        return tuned_in(store.conn, workspace)
+
+
+def tuned_in(conn: sqlite3.Connection, workspace: Workspace) -> str | None:
+    """:func:`tuned_model`, read on an open connection (a search checks it on every call)."""
+    row = conn.execute("SELECT value FROM search_state WHERE name=?", (_STATE,)).fetchone()
     folder = workspace.home / "models" / row["value"] if row else None
     return str(folder) if folder and folder.is_dir() else None
 
@@ -251,7 +262,8 @@ def _forget_models(workspace: Workspace, keep: Path | None = None) -> None:
 
 
 def tune_home(workspace: Workspace, recipe: Recipe = Recipe(), progress: ProgressFn | None = None) -> TuneReport:
-    """Tune the default embedder on the library of ``workspace`` (its specs brought up to date first)."""
+    """Tune the default embedder on the library of ``workspace`` (its specs brought up to date first);
+    :func:`adopt` the model it returns once the library is embedded with it."""
     from ..config import search_config
     from ..specs import cache
     from .embedders import DEFAULT_MODEL
