@@ -139,6 +139,30 @@ def test_modules_evicted_between_blocks_are_parsed_again_to_the_same_files(
     assert one == everything and all(everything)
 
 
+def test_blocks_extracted_on_several_processes_are_the_files_one_process_makes(
+        closure_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build extracts on one process per CPU, a source's blocks in runs; the files, their
+    order and the issues of a block that cannot be extracted are those of one process."""
+    from nnrag.db import connect
+    from nnrag.extract import many
+    from nnrag.index.lookup import BlockRef, resolve_block
+    from nnrag.workspace import Workspace
+
+    monkeypatch.setattr(many, "_RUN", 2)  # runs of two blocks: the few fixture blocks make several runs
+    workspace = Workspace.resolve(closure_home)
+    with connect(workspace) as db:
+        refs = [resolve_block(db.conn, block, None) for block in sorted(CASES)] * 2
+        refs.append(BlockRef(refs[0].source, "cpkg.missing", "Gone", "layer"))  # its module is not indexed
+        one = list(many.extract_many(db.conn, workspace, refs, processes=1))
+        two = list(many.extract_many(db.conn, workspace, refs, processes=2))
+    assert len(one) == len(refs) >= 4 * many._RUN
+    assert [x.ref for x in two] == refs
+    assert [x.assembled.code if x.assembled else "" for x in two] == [x.assembled.code if x.assembled else "" for x in one]
+    assert all(x.assembled for x in one[:-1]) and one[-1].assembled is None
+    assert two[-1].issues and [i.code for i in two[-1].issues] == [i.code for i in one[-1].issues]
+    assert [x.files for x in two] == [x.files for x in one]
+
+
 def test_unresolved_name_and_native_extension_are_structured_errors(tmp_path: Path) -> None:
     repo = tmp_path / "failing_repo"
     shutil.copytree(FIXTURES / "failing_repo", repo)

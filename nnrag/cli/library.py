@@ -325,7 +325,7 @@ def build(
     corpus: CorpusOpt = None,
     names: Annotated[Optional[Path], typer.Option("--names", help="Only these class names (JSON list, or one per line).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="At most this many blocks.")] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Parallel workers (default: CPU count, at most 2 validators).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Parallel workers: extracting processes and validators (default: CPU count, at most 4 extracting and 2 validating).")] = None,
     timeout: TimeoutOpt = None,
     memory_mb: MemoryOpt = None,
     harvest: Annotated[bool, typer.Option("--harvest/--no-harvest", help="Retry failed blocks with arguments recorded from the source's own model factories and docstring examples.")] = True,

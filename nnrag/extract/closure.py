@@ -71,13 +71,13 @@ class Extractor(RegistryNames):
         self.source = source
         self.source_id: int = row["id"]
         self.root = Path(row["root"]) if row["root"] else None
-        everything = load_modules(conn)
+        lent = lenders(conn, self.source_id, prefer)
+        everything = load_modules(conn, {self.source_id, *lent.values()})
         own = [m for m in everything if m.source_id == self.source_id]
         others = conn.execute("SELECT id, name, root, priority FROM sources WHERE id != ? ORDER BY priority, name",
                               (self.source_id,)).fetchall()
         self.roots = {self.source_id: self.root, **{o["id"]: Path(o["root"]) if o["root"] else None for o in others}}
         self.names = {self.source_id: source, **{o["id"]: o["name"] for o in others}}
-        lent = lenders(conn, self.source_id, prefer)
         modules = own + [m for m in everything if lent.get(m.module.split(".")[0]) == m.source_id]
         priority = {self.source_id: -1, **{o["id"]: o["priority"] for o in others}}
         self.resolver = Resolver(modules, priority, guarded=True)

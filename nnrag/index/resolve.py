@@ -16,7 +16,7 @@ import builtins
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from .parse import COND_EXCEPT, COND_IF, COND_TRY, COND_TYPE_CHECKING, KIND_ALIAS, KIND_ASSIGN, KIND_CLASS
 
@@ -229,11 +229,16 @@ def _rank(cond: str, kind_rank: int, lineno: int) -> tuple[int, int, int]:
     return (_COND_RANK.get(cond, 3), kind_rank, lineno)
 
 
-def load_modules(conn: sqlite3.Connection) -> list[ModuleInfo]:
-    """Read every parsed module of the index into memory."""
+def load_modules(conn: sqlite3.Connection, sources: Iterable[int] | None = None) -> list[ModuleInfo]:
+    """Read every parsed module of the index into memory, or those of the sources of these ids (an
+    extractor needs its own source and its lenders: reading all of a wide index took seconds)."""
     modules: dict[int, ModuleInfo] = {}
+    ids = None if sources is None else sorted(set(sources))
+    only = "" if ids is None else f" AND source_id IN ({','.join('?' * len(ids))})"
+    in_files = "" if ids is None else f"file_id IN (SELECT id FROM files WHERE status='ok'{only})"
+    args = ids or []
     for file_id, source_id, module, path, all_names in conn.execute(
-        "SELECT id, source_id, module, path, all_names FROM files WHERE status='ok'"
+        "SELECT id, source_id, module, path, all_names FROM files WHERE status='ok'" + only, args
     ):
         modules[file_id] = ModuleInfo(
             file_id=file_id,
@@ -253,7 +258,7 @@ def load_modules(conn: sqlite3.Connection) -> list[ModuleInfo]:
     # No ORDER BY: the rank tuple ends with the line number, so row order does not matter.
     for row in conn.execute(
         "SELECT file_id, qualname, kind, lineno, end_lineno, cond, bases, keywords, target, forward, methods,"
-        " abstract, calls, stubs, docstring FROM definitions"
+        " abstract, calls, stubs, docstring FROM definitions" + (f" WHERE {in_files}" if in_files else ""), args
     ):
         mod = modules.get(row["file_id"])
         if mod is None:
@@ -281,6 +286,7 @@ def load_modules(conn: sqlite3.Connection) -> list[ModuleInfo]:
             bind(row["file_id"], d.qualname, Binding("def", definition=d), _rank(d.cond, 0 if d.kind == KIND_ASSIGN else 1, d.lineno))
     for fid, module, name, asname, level, lineno, cond in conn.execute(
         "SELECT file_id, module, name, asname, level, lineno, cond FROM imports WHERE scope=''"
+        + (f" AND {in_files}" if in_files else ""), args
     ):
         mod = modules.get(fid)
         if mod is None:

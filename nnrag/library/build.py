@@ -16,9 +16,9 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..db import connect
-from ..extract.block import Extractors
+from ..extract.lending import check_prefer
+from ..extract.many import extract_many
 from ..extract.key import extraction_keys
-from ..extract.plan import ClosureIssue
 from ..index.lookup import BlockRef
 from ..progress import ProgressFn
 from ..validator.envs import check_requirements
@@ -78,13 +78,13 @@ def build_library(
         known = {r["block_id"]: r for r in conn.execute(
             "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for,"
             " json_extract(record, '$.extracted_as') AS extracted_as FROM library")}
-        extractors = Extractors(conn, prefer)
+        prefer = check_prefer(prefer)
         pending: list[records.Candidate] = []
         extract_times: list[float] = []
         total = len(selected)
         # files made under the same extraction key (per source) are made again identically: reused
         # without extracting; under another key (a corpus or nnrag that is gone) they tell nothing
-        keys = extraction_keys(conn, extractors.prefer)
+        keys = extraction_keys(conn, prefer)
         stored = conn.execute("SELECT value FROM meta WHERE key='extraction_keys'").fetchone()
         before = json.loads(stored["value"]) if stored else {}
         for source in set(before) | set(keys):
@@ -108,39 +108,38 @@ def build_library(
             report.cached += 1
             report.count(ref.source, prev["status"] == "validated", prev["code"])
 
-        for i, row in enumerate(selected):
+        names_of: dict[str, str] = {}
+        todo: list[BlockRef] = []
+        for row in selected:
             ref = BlockRef.from_row(row)
             if reusable(ref.block_id, made.get(ref.block_id)):
                 reuse(ref)
-                if progress:
-                    progress("extract", i + 1, total)
-                continue
-            try:
-                closure, assembled, seconds = extractors.extract(ref)
-                issues = closure.issues
-            except Exception as e:  # a bug or a file that changed under us: record it, go on
-                log.exception("extracting %s failed", ref.block_id)
-                closure, assembled, seconds = None, None, 0.0
-                issues = [ClosureIssue("extract-error", ref.name_in_module, ref.module, 0, f"{type(e).__name__}: {e}")]
-            extract_times.append(seconds)
+            else:
+                todo.append(ref)
+                names_of[ref.block_id] = row["name"]
+        if progress and total > len(todo):
+            progress("extract", total - len(todo), total)
+        for n, x in enumerate(extract_many(conn, workspace, todo, prefer, workers), total - len(todo) + 1):
+            ref, name = x.ref, names_of[x.ref.block_id]
+            extract_times.append(x.seconds)
             report.extracted += 1
             if progress:
-                progress("extract", i + 1, total)
-            if assembled is None:
+                progress("extract", n, total)
+            if x.assembled is None:
                 records.save(conn, workspace, records.Verdict(
-                    ref.block_id, ref.source, ref.qualname, row["name"], ref.category, "failed", "extract",
-                    issues[0].code, "; ".join(str(x) for x in issues)[:2000], {"issues": [asdict(x) for x in issues]},
-                    seconds, GATE_VERSION, None, closure.files if closure else {}))
-                report.count(ref.source, False, issues[0].code)
+                    ref.block_id, ref.source, ref.qualname, name, ref.category, "failed", "extract",
+                    x.issues[0].code, "; ".join(str(i) for i in x.issues)[:2000], {"issues": [asdict(i) for i in x.issues]},
+                    x.seconds, GATE_VERSION, None, x.files))
+                report.count(ref.source, False, x.issues[0].code)
                 continue
-            sha1 = records.code_sha1(assembled.code)
+            sha1 = records.code_sha1(x.assembled.code)
             extracted.append((ref.block_id, sha1))
             if reusable(ref.block_id, sha1):
                 reuse(ref)
                 continue
             if not pending:
                 gate.warm()  # torch imports in the workers while the other blocks are extracted
-            pending.append(records.Candidate.of(ref, row["name"], closure.files, assembled, seconds))
+            pending.append(records.Candidate.of(ref, name, x.files, x.assembled, x.seconds))
 
         conn.executemany("INSERT OR REPLACE INTO extracted VALUES (?, ?)", extracted)
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
@@ -149,7 +148,6 @@ def build_library(
         retry: list[Retry] = []
         corpus = corpus_packages(db)
         waiting: list[tuple[records.Candidate, ValidationRecord]] = []  # for a requirement not installed here
-        del extractors  # its parsed modules are not needed any more
         try:
             with _gc_frozen():
                 for candidate, record in gate.check_many((c, c.code, c.class_name) for c in pending):
