@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import sqlite3
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Iterator
 
 from ..db import connect
 from ..index.lookup import BlockRef, resolve_block
@@ -72,10 +75,26 @@ class Extractors:
             self._by_source[ref.source] = (Extractor(self.conn, ref.source, self.prefer), self.provenance_of(ref.source))
         extractor, prov = self._by_source[ref.source]
         started = time.perf_counter()
-        closure = extractor.closure(ref.module, ref.name_in_module, registered, classes)
-        lenders = tuple(self.provenance_of(s) for s in closure.lenders)
-        assembled = None if closure.issues else assemble(closure, prov, lenders)
+        with _collector_paused():
+            closure = extractor.closure(ref.module, ref.name_in_module, registered, classes)
+            lenders = tuple(self.provenance_of(s) for s in closure.lenders)
+            assembled = None if closure.issues else assemble(closure, prov, lenders)
         return closure, assembled, time.perf_counter() - started
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while one block is extracted: a closure allocates thousands of
+    objects beside the source's parsed modules, and each collection they set off walked that whole
+    heap (a third of the time on transformers' blocks; 80 of them took 25 s, 16 s paused). What
+    the block leaves behind is collected after it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def extract_block(workspace: Workspace, name: str, source: str | None = None, prefer: str = "installed") -> Extraction:

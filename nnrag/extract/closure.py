@@ -97,6 +97,7 @@ class Extractor(RegistryNames):
         self.inline = not all(m.module == "torch" or m.module.startswith("torch.") for m in own)
         self._home = ""
         self._native: dict[str, bool] = {}
+        self._loads: dict[UnitKey, bool] = {}  # per statement: a large source's closures share thousands
 
     # -- modules ------------------------------------------------------------------------
     def units_of(self, module: str) -> ModuleUnits:
@@ -458,7 +459,9 @@ class Extractor(RegistryNames):
         run time, themselves or by calling a copied function that does (``load_ext``). A class is no
         such function: calling it runs ``__init__``, not the method that loads."""
         node_of = {k: self.units_of(k[0]).stmts[k[1]].node for k in units}
-        loaders = {k for k, node in node_of.items() if not isinstance(node, ast.ClassDef) and loads_by_name(node)}
+        for k in node_of.keys() - self._loads.keys():
+            self._loads[k] = not isinstance(node_of[k], ast.ClassDef) and loads_by_name(node_of[k])
+        loaders = {k for k in node_of if self._loads[k]}
         for k, p in units.items():
             node = node_of[k]
             if (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets)
