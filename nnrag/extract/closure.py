@@ -459,12 +459,10 @@ class Extractor(RegistryNames):
         run time, themselves or by calling a copied function that does (``load_ext``). A class is no
         such function: calling it runs ``__init__``, not the method that loads."""
         node_of = {k: self.units_of(k[0]).stmts[k[1]].node for k in units}
-        for k in node_of.keys() - self._loads.keys():
-            self._loads[k] = not isinstance(node_of[k], ast.ClassDef) and loads_by_name(node_of[k])
+        self._loads.update((k, not isinstance(n, ast.ClassDef) and loads_by_name(n)) for k, n in node_of.items() if k not in self._loads)
         loaders = {k for k in node_of if self._loads[k]}
         for k, p in units.items():
-            node = node_of[k]
-            if (isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets)
+            if (isinstance(node_of[k], ast.Assign) and all(isinstance(t, ast.Name) for t in node_of[k].targets)  # type: ignore[attr-defined]
                     and (k in loaders or p.early & loaders)):
                 p.deferred = True
 

@@ -1,7 +1,7 @@
 """Extracting many blocks at once, on several processes.
 
 Extraction is pure Python (LibCST renders and renames the closure), so one process extracts on
-one core while the others idle: on the 15,700-block wide library it ran at about 3 blocks/s.
+one core while the others idle: on the 15,700-block wide library it ran at under 4 blocks/s.
 Each process keeps the parsed modules of the source it works on and takes that source's blocks in
 runs, so a module is parsed once per process rather than once per block; results come back in
 the order of the blocks given.
