@@ -140,7 +140,7 @@ def test_modules_evicted_between_blocks_are_parsed_again_to_the_same_files(
 
 
 def test_blocks_extracted_on_several_processes_are_the_files_one_process_makes(
-        closure_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        closure_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A build extracts on one process per CPU, a source's blocks in runs; the files, their
     order and the issues of a block that cannot be extracted are those of one process."""
     from nnrag.db import connect
@@ -161,6 +161,10 @@ def test_blocks_extracted_on_several_processes_are_the_files_one_process_makes(
     assert all(x.assembled for x in one[:-1]) and one[-1].assembled is None
     assert two[-1].issues and [i.code for i in two[-1].issues] == [i.code for i in one[-1].issues]
     assert [x.files for x in two] == [x.files for x in one]
+    # processes that cannot start (here: they open a home with no index) leave the blocks to this one
+    with connect(workspace) as db:
+        alone = list(many.extract_many(db.conn, Workspace.resolve(tmp_path), refs, processes=2))
+    assert [x.assembled.code if x.assembled else "" for x in alone] == [x.assembled.code if x.assembled else "" for x in one]
 
 
 def test_unresolved_name_and_native_extension_are_structured_errors(tmp_path: Path) -> None:
