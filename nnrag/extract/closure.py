@@ -462,7 +462,7 @@ class Extractor(RegistryNames):
         self._loads.update((k, not isinstance(n, ast.ClassDef) and loads_by_name(n)) for k, n in node_of.items() if k not in self._loads)
         loaders = {k for k in node_of if self._loads[k]}
         for k, p in units.items():
-            if (isinstance(node_of[k], ast.Assign) and all(isinstance(t, ast.Name) for t in node_of[k].targets)  # type: ignore[attr-defined]
+            if (isinstance(node := node_of[k], ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets)
                     and (k in loaders or p.early & loaders)):
                 p.deferred = True
 
