@@ -272,11 +272,12 @@ def tune_search(*, home: PathLike | None = None, progress: ProgressFn | None = N
     """Fine-tune the embedder on this library's own descriptions (no queries, no labels) and
     re-embed the library with it; the home's searches use the tuned model from then on (a running
     server from its next query)."""
+    from .search.index import SearchIndex
     from .search.tuning import adopt, tune_home
 
     workspace = Workspace.resolve(home)
     report = tune_home(workspace, progress=progress)
-    sync_search(home=workspace.home, embedder=report.model, progress=progress)
+    SearchIndex(workspace, report.model).sync(progress)  # not kept: searches take the model from the home
     adopt(workspace, report.model)
     return report
 
@@ -284,11 +285,12 @@ def tune_search(*, home: PathLike | None = None, progress: ProgressFn | None = N
 def untune_search(*, home: PathLike | None = None, progress: ProgressFn | None = None) -> bool:
     """Go back to the untuned embedder (re-embedding the library with it); False if none was tuned."""
     from .search.embedders import DEFAULT_MODEL
+    from .search.index import SearchIndex
     from .search.tuning import reset, tuned_model
 
     workspace = Workspace.resolve(home)
     if tuned_model(workspace):  # the library embedded with the untuned model before searches switch back
-        sync_search(home=workspace.home, embedder=DEFAULT_MODEL, progress=progress)
+        SearchIndex(workspace, DEFAULT_MODEL).sync(progress)
     return reset(workspace)
 
 

@@ -915,6 +915,9 @@ def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[st
     assert SearchIndex(Workspace.resolve(home)).embedder.name == DEFAULT_MODEL
     assert nnrag.search("find anti-aliased downsampling", 3, home=home)[0].name == "BlurDownsample"
     assert index.embedder.name == DEFAULT_MODEL and not index.stale()  # the kept index switched back
+    from nnrag.search import embedders
+
+    assert str(model) not in embedders._LOADED  # and let the replaced model go
 
     (home / "config.toml").write_text('[search]\nembedder = "some/model"\n')
     named = run_cli("tune", "--home", str(home), check=False)

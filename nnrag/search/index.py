@@ -21,7 +21,7 @@ from ..config import search_config
 from ..db import Database, connect
 from ..errors import ConfigError
 from . import lexical
-from .embedders import FEW_TEXTS, Embedder, make_embedder
+from .embedders import FEW_TEXTS, Embedder, make_embedder, release_embedder
 from .tuning import tuned_in, tuned_model
 from .views import dense_text, lexical_doc
 from ..progress import ProgressFn
@@ -157,6 +157,8 @@ class SearchIndex:
         tuned = tuned_in(conn, self.workspace)
         if tuned != self._tuned:
             log.info("this home's search model changed: now %s", tuned or "the untuned one")
+            if self._tuned:
+                release_embedder(self._tuned)
             self._tuned, self.embedder, self._vectors = tuned, make_embedder(tuned), None
 
     @property
