@@ -277,8 +277,8 @@ def tune_search(*, home: PathLike | None = None, progress: ProgressFn | None = N
 
     workspace = Workspace.resolve(home)
     report = tune_home(workspace, progress=progress)
-    SearchIndex(workspace, report.model).sync(progress)  # not kept: searches take the model from the home
-    adopt(workspace, report.model)
+    synced = SearchIndex(workspace, report.model).sync(progress)  # not kept: searches take the model from the home
+    adopt(workspace, report.model, synced.blocks)
     return report
 
 

@@ -869,6 +869,16 @@ def test_tuning_pairs_describe_a_block_without_its_name_or_boilerplate(lib: dict
     assert stacks and all(a.startswith("Each stacks") and "encoder" not in a and "width" not in a for a in stacks)
 
 
+def test_a_library_that_grew_since_its_tune_is_advised_to_tune_again() -> None:
+    from nnrag.search.index import SyncReport
+
+    assert SyncReport(blocks=1_200, tuned_blocks=1_000).retune_advised  # a fifth more
+    assert not SyncReport(blocks=1_090, tuned_blocks=1_000).retune_advised  # less than a tenth
+    assert not SyncReport(blocks=90, tuned_blocks=10).retune_advised  # fewer than a hundred new ones
+    assert SyncReport(blocks=16_000, tuned_blocks=14_400).retune_advised
+    assert not SyncReport(blocks=16_000).retune_advised  # never tuned
+
+
 def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[str, object], tmp_path: Path) -> None:
     import shutil
 
@@ -901,6 +911,8 @@ def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[st
     assert (tuned * base).sum(1).max() < 0.99999  # the weights moved
     hits = nnrag.search("find anti-aliased downsampling", 3, home=home, method="dense")
     assert hits[0].name == "BlurDownsample", [h.name for h in hits]
+    synced = index.sync()  # the home remembers the library it was tuned on: no new blocks, no advice
+    assert synced.tuned_blocks == synced.blocks > 0 and not synced.to_dict()["retune_advised"]
 
     same = json.loads(run_cli("tune", "--home", str(home), "--json").stdout)  # same library: nothing to train
     assert same["model"] == str(model) and same["steps"] == 0 and same["first_loss"] is None

@@ -317,6 +317,10 @@ def _print_build(report: Any, title: str) -> None:
                       f"({sr['seconds']:.0f} s)")
     if timing:
         out.print("; ".join(timing), style="dim")
+    if report.search and report.search.get("retune_advised"):
+        sr = report.search
+        out.print(f"{sr['blocks'] - sr['tuned_blocks']} blocks came in since the search's embedder was tuned "
+                  f"on {sr['tuned_blocks']}: `nnrag tune` teaches it their descriptions")
 
 
 @app.command()

@@ -22,7 +22,7 @@ from ..db import Database, connect
 from ..errors import ConfigError
 from . import lexical
 from .embedders import FEW_TEXTS, Embedder, make_embedder, release_embedder
-from .tuning import tuned_in, tuned_model
+from .tuning import tuned_blocks, tuned_in, tuned_model
 from .views import dense_text, lexical_doc
 from ..progress import ProgressFn
 from .vectors import VectorIndex, collection_name
@@ -40,6 +40,7 @@ _INDEX_VERSION = "11"  # what a synced index holds: a new version makes the next
 # more than a few texts per call, so a sync's batches run on sentence-transformers (31 texts/s here)
 # rather than numpy (15/s): at 64, exactly the numpy limit, every build embedded on numpy
 _EMBED_BATCH = 2 * FEW_TEXTS
+_RETUNE_GROWTH = 100  # fewer new blocks than this never call for a new tune
 
 
 @dataclass
@@ -70,13 +71,21 @@ class SyncReport:
     seconds: float = 0.0
     embed_seconds: float = 0.0
     blocks: int = 0
+    tuned_blocks: int | None = None  # the library's size when the embedder was tuned (None: untuned)
 
     @property
     def embed_per_s(self) -> float | None:
         return self.embedded / self.embed_seconds if self.embedded and self.embed_seconds else None
 
+    @property
+    def retune_advised(self) -> bool:
+        """The library grew by a tenth (and at least 100 blocks) since the embedder was tuned: the
+        new blocks' descriptions are not in what it learned."""
+        grown = self.blocks - (self.tuned_blocks or self.blocks)
+        return grown >= max(_RETUNE_GROWTH, 0.1 * (self.tuned_blocks or 0))
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "embed_per_s": self.embed_per_s}
+        return {**asdict(self), "embed_per_s": self.embed_per_s, "retune_advised": self.retune_advised}
 
 
 def _metadata(b: SpecBundle, key: str) -> dict[str, Any]:
@@ -241,6 +250,8 @@ class SearchIndex:
             lexical.sync(conn, (lexical_doc(b) for b in all_bundles))
             conn.commit()
             report.blocks = len(all_bundles)
+            if self._tuned:
+                report.tuned_blocks = tuned_blocks(conn)
 
             state = self.vectors.state()
             wanted = {b.spec.id for b in all_bundles}

@@ -43,6 +43,7 @@ from .views import dense_text
 log = logging.getLogger(__name__)
 
 _STATE = "embedder"  # search_state row: the folder under HOME/models of the tuned model
+_BLOCKS = "embedder_blocks"  # search_state row: how many blocks the library held when it was tuned
 _PREFIX = "tuned-"
 _SECTION = re.compile(r"\b(?:Args|Arguments|Parameters|Params|Returns?|Shape|Inputs?|Outputs?|Examples?|Notes?|"
                       r"References?|Attributes|Raises|Example usage)\s*:", re.I)
@@ -158,11 +159,13 @@ def tune(workspace: Workspace, base: str, pairs: list[Pair], recipe: Recipe = Re
                       round(sum(losses[-tenth:]) / tenth, 3) if losses else None)
 
 
-def adopt(workspace: Workspace, model: str) -> None:
-    """Record ``model`` (a folder :func:`tune` wrote) as the home's embedder and delete the others.
-    Searches switch to it at their next call, so the library is embedded with it first."""
+def adopt(workspace: Workspace, model: str, blocks: int) -> None:
+    """Record ``model`` (a folder :func:`tune` wrote) as the home's embedder, tuned on a library of
+    ``blocks`` blocks, and delete the others. Searches switch to it at their next call, so the
+    library is embedded with it first."""
     with connect(workspace) as store:
-        store.conn.execute("INSERT OR REPLACE INTO search_state VALUES (?, ?)", (_STATE, Path(model).name))
+        store.conn.executemany("INSERT OR REPLACE INTO search_state VALUES (?, ?)",
+                               [(_STATE, Path(model).name), (_BLOCKS, str(blocks))])
         store.conn.commit()
     _forget_models(workspace, keep=Path(model))
 
@@ -235,10 +238,17 @@ def tuned_in(conn: sqlite3.Connection, workspace: Workspace) -> str | None:
     return str(folder) if folder and folder.is_dir() else None
 
 
+def tuned_blocks(conn: sqlite3.Connection) -> int | None:
+    """How many blocks the library held when its embedder was tuned (None: not tuned)."""
+    row = conn.execute("SELECT value FROM search_state WHERE name=?", (_BLOCKS,)).fetchone()
+    return int(row["value"]) if row else None
+
+
 def reset(workspace: Workspace) -> bool:
     """Forget the tuned model: searches use the configured embedder again. True if there was one."""
     with connect(workspace) as store:
         gone = store.conn.execute("DELETE FROM search_state WHERE name=?", (_STATE,)).rowcount > 0
+        store.conn.execute("DELETE FROM search_state WHERE name=?", (_BLOCKS,))
         store.conn.commit()
     _forget_models(workspace)
     return gone
