@@ -81,8 +81,9 @@ class SyncReport:
     def retune_advised(self) -> bool:
         """The library grew by a tenth (and at least 100 blocks) since the embedder was tuned: the
         new blocks' descriptions are not in what it learned."""
-        grown = self.blocks - (self.tuned_blocks or self.blocks)
-        return grown >= max(_RETUNE_GROWTH, 0.1 * (self.tuned_blocks or 0))
+        if self.tuned_blocks is None:
+            return False
+        return self.blocks - self.tuned_blocks >= max(_RETUNE_GROWTH, 0.1 * self.tuned_blocks)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "embed_per_s": self.embed_per_s, "retune_advised": self.retune_advised}

@@ -247,8 +247,8 @@ def tuned_blocks(conn: sqlite3.Connection) -> int | None:
 def reset(workspace: Workspace) -> bool:
     """Forget the tuned model: searches use the configured embedder again. True if there was one."""
     with connect(workspace) as store:
-        gone = store.conn.execute("DELETE FROM search_state WHERE name=?", (_STATE,)).rowcount > 0
-        store.conn.execute("DELETE FROM search_state WHERE name=?", (_BLOCKS,))
+        gone = store.conn.execute("SELECT 1 FROM search_state WHERE name=?", (_STATE,)).fetchone() is not None
+        store.conn.execute("DELETE FROM search_state WHERE name IN (?, ?)", (_STATE, _BLOCKS))
         store.conn.commit()
     _forget_models(workspace)
     return gone
