@@ -641,6 +641,15 @@ def test_the_readme_tells_search_what_the_code_does_not(lib: dict[str, object]) 
         assert hits[0].name == "ConvNormAct", (method, [h.name for h in hits])
 
 
+def test_the_comment_above_an_undocumented_class_describes_it(lib: dict[str, object]) -> None:
+    """ConvNormAct has no docstring; the comment above it gives its summary and is searched."""
+    conv = nnrag.spec("ConvNormAct", home=lib["home"])  # type: ignore[arg-type]
+    assert conv.summary.startswith("A unit with no shortcut: every plain VGG-style backbone repeats it. 2-D ")
+    for method in ("lexical", "dense", "hybrid"):
+        hits = nnrag.search("the unit a VGG backbone repeats", 3, home=lib["home"], method=method)  # type: ignore[arg-type]
+        assert hits[0].name == "ConvNormAct", (method, [h.name for h in hits])
+
+
 def test_mechanisms_are_read_from_the_class_own_code() -> None:
     """Blocks named opaquely are described by what their code does: a softmax over a product
     of tensors is attention, a sigmoid that multiplies is a gate, a wrapper says what the
@@ -798,6 +807,43 @@ def test_comments_are_prose_only() -> None:
     )
     assert class_facts(code, "Block").comments == ["width connection", "fold in windows for attention",
                                                    "Build the window tokens."]
+
+
+def test_the_comments_above_a_class_are_its_heading() -> None:
+    """What an author wrote right above a class (over its decorators, one blank line between
+    allowed) is its heading; code left commented out, directives, copy notes and comments cut off
+    by code or by two blank lines are not."""
+    from nnrag.specs.static import heading, heading_sentence
+
+    code = (
+        "import torch.nn as nn\n"              # 1
+        "# helpers\n"                           # 2
+        "x = 1\n"                               # 3
+        "# magnitude preserving concat\n"       # 4
+        "# x = torch.cat(xs)\n"                 # 5
+        "# equation (103) - default to 0.5\n"   # 6
+        "\n"                                    # 7
+        "@register(\n"                          # 8
+        "    name='cat')\n"                     # 9
+        "class MPCat(nn.Module):\n"             # 10
+        "    pass\n"                            # 11
+        "# Copied from lib.models.Other with Other->Mine\n"  # 12
+        "class Mine(nn.Module):\n"              # 13
+        "    pass\n"                            # 14
+        "# mp activations\n"                    # 15
+        "\n"                                    # 16
+        "\n"                                    # 17
+        "class Far(nn.Module):\n"               # 18
+        "    pass\n"                            # 19
+        "# attention\n"                         # 20
+        "class Attention(nn.Module):\n"         # 21
+        "    pass\n"                            # 22
+    )
+    assert heading(code, 10) == "magnitude preserving concat\nequation (103) - default to 0.5"
+    assert heading_sentence(heading(code, 10)) == "Magnitude preserving concat."
+    assert heading(code, 13) == "" and heading(code, 18) == "" and heading(code, 3) == ""
+    assert heading(code, 21) == ""  # a lone word reads as a name in code, not as prose
+    assert heading_sentence("") is None
 
 
 def test_mechanisms_tell_normalisations_and_gates_apart() -> None:

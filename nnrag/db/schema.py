@@ -13,7 +13,7 @@ import sqlite3
 from typing import Callable
 
 # Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
@@ -156,7 +156,8 @@ CREATE TABLE IF NOT EXISTS specs (
     context TEXT,
     notes TEXT,                 -- what the package documents about the config fields the block reads
     comments TEXT,              -- JSON list: the prose of the class's comments and its methods' docstrings
-    readme TEXT                 -- what the source's README says of the class
+    readme TEXT,                -- what the source's README says of the class
+    heading TEXT                -- the comments right above the class in its module
 );
 CREATE TABLE IF NOT EXISTS embeddings (
     model TEXT NOT NULL, text_sha1 TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, text_sha1)
@@ -282,6 +283,14 @@ def _v8_to_v9(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE specs ADD COLUMN readme TEXT")
 
 
+def _v9_to_v10(conn: sqlite3.Connection) -> None:
+    """Beside each spec, the comments right above the class (the spec cache's key changes with it,
+    so every spec is built again and fills them)."""
+    if "heading" not in {r[1] for r in conn.execute("PRAGMA table_info(specs)")}:
+        conn.execute("ALTER TABLE specs ADD COLUMN heading TEXT")
+
+
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
-                                                               5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9}
+                                                               5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9,
+                                                               9: _v9_to_v10}

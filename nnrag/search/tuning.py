@@ -36,6 +36,7 @@ from ..errors import ConfigError
 from ..progress import ProgressFn
 from ..specs.build import SpecBundle
 from ..specs.docstrings import SENTENCE_END, first_sentence, prose
+from ..specs.static import heading_sentence
 from ..workspace import Workspace
 from .lexical import split_words
 from .views import dense_text
@@ -103,20 +104,21 @@ def _unnamed(text: str, name: str) -> str:
 
 
 def _without_docs(b: SpecBundle) -> SpecBundle:
-    """The bundle as if the class had no docstring and no README note: its summary keeps only what
-    structure says."""
+    """The bundle as if the class had no docstring, no README note and no comment above it: its
+    summary keeps only what structure says."""
     summary = b.spec.summary
-    sentence = first_sentence(b.docstring)
+    sentence = first_sentence(b.docstring) or heading_sentence(b.heading)
     if sentence and summary.startswith(sentence):
         summary = summary[len(sentence):].strip()
-    return dataclasses.replace(b, spec=b.spec.model_copy(update={"summary": summary}), docstring=None, readme="")
+    return dataclasses.replace(b, spec=b.spec.model_copy(update={"summary": summary}), docstring=None, readme="",
+                               heading="")
 
 
 def training_pairs(bundles: Iterable[SpecBundle]) -> list[Pair]:
     """One pair per distinct description, in a fixed shuffled order."""
     drafts: list[tuple[SpecBundle, list[str]]] = []
     for b in bundles:
-        description = prose(b.docstring).strip() or b.readme.strip()
+        description = prose(b.docstring).strip() or b.readme.strip() or b.heading
         sentences = _sentences(description)[:2]
         if sentences:
             drafts.append((b, sentences))

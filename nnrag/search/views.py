@@ -14,10 +14,10 @@ _DOC_CHARS = 600  # docstring characters in the dense text view: the model reads
 
 def dense_text(b: SpecBundle) -> str:
     """What the embedder reads, most telling first, since the model stops at 256 tokens: name
-    words, summary, mechanisms, the docstring as prose (no example sessions or markup) and what the
-    source's README says of the class, then category, module, parameters, config notes, the
-    module's names and docstring, and last the torch operations (of the whole standalone file, its
-    helpers included)."""
+    words, summary, mechanisms, the docstring as prose (no example sessions or markup) or else the
+    comments above the class, and what the source's README says of the class, then category,
+    module, parameters, config notes, the module's names and docstring, and last the torch
+    operations (of the whole standalone file, its helpers included)."""
     s = b.spec
     params = ", ".join(p.name for p in s.constructor if p.name not in ("device", "dtype"))
     words = split_words(s.name)
@@ -25,7 +25,8 @@ def dense_text(b: SpecBundle) -> str:
     spelled = expand_only(" ".join(split_words(w) for w in names.split()))
     parts = [f"{expand(words)}.", *(f"{d}." for d in describe(words)), s.summary,
              f"Does: {'; '.join(m.rstrip('.') for m in s.mechanisms)}." if s.mechanisms else "",
-             prose(b.docstring)[:_DOC_CHARS], b.readme,
+             # the comments above an undocumented class say what it is where a docstring would
+             prose(b.docstring)[:_DOC_CHARS] or b.heading, b.readme,
              f"Category: {s.category}." if s.category else "", f"Module: {split_words(s.provenance.module)}.",
              f"Parameters: {params}." if params else "",
              # notes here only: in the lexical view every block of a model matched its config's words
@@ -57,7 +58,7 @@ def lexical_doc(b: SpecBundle) -> LexicalDoc:
     return LexicalDoc(
         block_id=s.id, name=f"{s.name} {expand(words)}", module=split_words(s.provenance.module),
         # the class's comments here only: in the dense view they pushed the telling parts out of its 256 tokens
-        doc=" ".join(filter(None, [*describe(words), s.summary, *s.mechanisms, b.docstring or "", *b.comments, b.readme,
-                                   module_doc, about])),
+        doc=" ".join(filter(None, [*describe(words), s.summary, *s.mechanisms, b.docstring or "", b.heading, *b.comments,
+                                   b.readme, module_doc, about])),
         identifiers=expand(" ".join(split_words(w) for w in names + context.split())),
     )

@@ -22,7 +22,7 @@ from .model import BlockSpec, Parameter, Provenance, ShapeProbe, Submodule, Vali
 from .config_docs import PackageDocs
 from .readme import ReadmeNotes
 from .docstrings import first_sentence
-from .static import ClassFacts, class_facts
+from .static import ClassFacts, class_facts, heading, heading_sentence
 from .summary import summarize
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class SpecBundle:
     notes: str = ""  # what the package documents about the config fields the block reads
     comments: list[str] = field(default_factory=list)  # the prose of the class's comments and methods' docstrings
     readme: str = ""  # what the source's README says of the class
+    heading: str = ""  # the comments right above the class in its module
 
 
 _CONTEXT_NAMES = 60
@@ -112,10 +113,17 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
         content_id = swhid(db.file_bytes(file_sha1)) if file_sha1 else None
     except Exception:  # content collected away: the id is optional
         content_id = None
+    try:
+        text = db.file_text(file_sha1) if file_sha1 else ""
+    except Exception:  # content collected away: what the module says is optional
+        text = ""
+    context = module_context(text) if text else ""
+    above = heading(text, row["line"]) if text else ""
     used = record.get("init_args") or {}
     spec_ = BlockSpec(
         id=row["block_id"], name=name, qualname=row["qualname"], category=category,
-        summary=summarize(category, first_sentence(facts.docstring), submodules, probe, _spatial_rank(name, probe)),
+        summary=summarize(category, first_sentence(facts.docstring) or heading_sentence(above), submodules, probe,
+                          _spatial_rank(name, probe)),
         bases=facts.bases,
         constructor=_with_probe_values(facts.constructor, used if record.get("ok") else {}),
         forward=facts.forward, probe=probe, submodules=submodules, operations=facts.operations, mechanisms=facts.mechanisms,
@@ -130,10 +138,6 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
                               code=row["code"], message=(row["message"] or "")[:300] or None,
                               gate_version=row["gate_version"]),
     )
-    try:
-        context = module_context(db.file_text(file_sha1)) if file_sha1 else ""
-    except Exception:
-        context = ""
     notes = (docs or PackageDocs(db.conn)).notes(row["source"], row["module"] or "", facts.config_fields)
     readmes = readmes or ReadmeNotes(db.conn)
     readme = readmes.note(row["source"], row["module"] or "", name)
@@ -141,7 +145,7 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
         module_doc, _, names = context.partition(" | ")
         context = f"{package.rstrip('.')}. {module_doc} | {names}"
     return SpecBundle(spec_, facts.docstring, facts.identifiers + facts.attributes + facts.config_fields + facts.locals,
-                      facts.fingerprint, context, notes, facts.comments, readme)
+                      facts.fingerprint, context, notes, facts.comments, readme, above)
 
 
 def find_row(conn: sqlite3.Connection, name: str, source: str | None = None) -> sqlite3.Row:

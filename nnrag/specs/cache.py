@@ -33,8 +33,8 @@ class Refresh:
 # 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup;
 # 6: more mechanisms, comments, local names; 7: a comment at the margin belongs to what follows; 8: README prose;
 # 9: functions handed on are read, a stored table added to the input is no residual; 10: the distribution summary;
-# 11: a README import names only its own line
-BUNDLE_VERSION = "11"
+# 11: a README import names only its own line; 12: the comments above the class, no "Copied from" notes
+BUNDLE_VERSION = "12"
 
 
 def row_key(row: sqlite3.Row, readme: str = "") -> str:
@@ -63,9 +63,9 @@ def refresh(store: Database, workspace: Workspace, progress: Callable[[int, int]
             log.warning("no spec for %s: %s", row["block_id"], failed[row["block_id"]])
         else:
             conn.execute("INSERT OR REPLACE INTO specs (block_id, key, spec, docstring, identifiers, fingerprint, context,"
-                         " notes, comments, readme) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                         " notes, comments, readme, heading) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                          (row["block_id"], key, b.spec.to_json(None), b.docstring, json.dumps(b.identifiers), b.fingerprint,
-                          b.context, b.notes, json.dumps(b.comments), b.readme))
+                          b.context, b.notes, json.dumps(b.comments), b.readme, b.heading))
             built.append(row["block_id"])
         if progress:
             progress(i, len(todo))
@@ -77,10 +77,10 @@ def refresh(store: Database, workspace: Workspace, progress: Callable[[int, int]
 
 
 def bundles(store: Database, ids: list[str] | None = None) -> Iterator[SpecBundle]:
-    sql = "SELECT spec, docstring, identifiers, fingerprint, context, notes, comments, readme FROM specs"
+    sql = "SELECT spec, docstring, identifiers, fingerprint, context, notes, comments, readme, heading FROM specs"
     rows = store.conn.execute(sql + " ORDER BY block_id").fetchall() if ids is None else [
         r for i in ids for r in store.conn.execute(sql + " WHERE block_id=?", (i,)).fetchall()]
     for r in rows:
         yield SpecBundle(BlockSpec.model_validate_json(r["spec"]), r["docstring"], json.loads(r["identifiers"] or "[]"),
                          r["fingerprint"] or "", r["context"] or "", r["notes"] or "", json.loads(r["comments"] or "[]"),
-                         r["readme"] or "")
+                         r["readme"] or "", r["heading"] or "")

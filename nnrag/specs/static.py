@@ -171,14 +171,17 @@ def attributes(cls: ast.ClassDef) -> tuple[list[str], list[str]]:
     return sorted({n.strip("_") for n in stored} - {""}), list(dict.fromkeys(f for _, _, f in sorted(fields)))
 
 
-_DIRECTIVE = re.compile(r"^(?:noqa|type:|pragma|fmt:|pylint|mypy|isort|ruff)", re.IGNORECASE)
+# directives, and the notes of libraries that copy code between models (``Copied from ...``) or
+# carry a licence above each class
+_DIRECTIVE = re.compile(r"^(?:noqa|type:|pragma|fmt:|pylint|mypy|isort|ruff|copied from|copyright|spdx)", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z]{3,}")
 _COMMENT_CHARS = 600
 
 
-def _is_prose(text: str) -> bool:
-    """A comment that says something in words: not a directive, nor code left commented out."""
-    if len(_WORD.findall(text)) < 2 or _DIRECTIVE.match(text):
+def _is_prose(text: str, words: int = 2) -> bool:
+    """A comment that says something in ``words`` words or more: not a directive, nor code left
+    commented out."""
+    if len(_WORD.findall(text)) < words or _DIRECTIVE.match(text):
         return False
     try:
         body = ast.parse(text).body
@@ -209,6 +212,52 @@ def comments(segment: str, cls: ast.ClassDef) -> list[str]:
         kept.append(text)
         size += len(text) + 2
     return kept
+
+
+_HEADING_CHARS = 300
+
+
+@functools.lru_cache(maxsize=64)
+def _starts(code: str) -> dict[int, int]:
+    """Line of each class statement -> the line it starts on, its decorators included."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {}
+    return {n.lineno: min([n.lineno, *(d.lineno for d in n.decorator_list)])
+            for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+
+
+def heading(code: str, line: int) -> str:
+    """The prose of the comments right above the class whose statement is on ``line`` of a module
+    (above its decorators; one blank line between is allowed): code without docstrings often says
+    what a class is only there (``# magnitude preserving concat``). One line per comment line, at
+    most ``_HEADING_CHARS`` characters."""
+    lines = code.splitlines()
+    i = _starts(code).get(line, line) - 2  # the line above, 0-based
+    if i >= 0 and not lines[i].strip():
+        i -= 1
+    found: list[str] = []
+    while i >= 0 and lines[i].lstrip().startswith("#"):
+        found.append(lines[i].strip().lstrip("#").strip())
+        i -= 1
+    kept, size = [], 0
+    # one word will do above a class (``# mp activations``); a lone name (``# attention``) reads as code
+    for text in (t for t in reversed(found) if _is_prose(t, words=1)):
+        if size + len(text) > _HEADING_CHARS:
+            break
+        kept.append(text)
+        size += len(text) + 1
+    return "\n".join(kept)
+
+
+def heading_sentence(heading: str) -> str | None:
+    """A heading's first line as a sentence, for a summary: ``magnitude preserving concat`` ->
+    ``Magnitude preserving concat.``"""
+    line = heading.split("\n", 1)[0].strip()
+    if not line:
+        return None
+    return line[0].upper() + line[1:] + ("" if line[-1] in ".!?" else ".")
 
 
 def local_names(cls: ast.ClassDef) -> list[str]:
