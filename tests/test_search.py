@@ -811,8 +811,8 @@ def test_comments_are_prose_only() -> None:
 
 def test_the_comments_above_a_class_are_its_heading() -> None:
     """What an author wrote right above a class (over its decorators, one blank line between
-    allowed) is its heading; code left commented out, directives, copy notes and comments cut off
-    by code or by two blank lines are not."""
+    allowed) is its heading; code left commented out, directives, copy notes, licence headers and
+    comments cut off by code or by two blank lines are not."""
     from nnrag.specs.static import heading, heading_sentence
 
     code = (
@@ -838,11 +838,16 @@ def test_the_comments_above_a_class_are_its_heading() -> None:
         "# attention\n"                         # 20
         "class Attention(nn.Module):\n"         # 21
         "    pass\n"                            # 22
+        "# Copyright 2024 The Authors.\n"       # 23
+        "# Licensed under the Apache License, Version 2.0\n"  # 24
+        "class Licensed(nn.Module):\n"          # 25
+        "    pass\n"                            # 26
     )
     assert heading(code, 10) == "magnitude preserving concat\nequation (103) - default to 0.5"
     assert heading_sentence(heading(code, 10)) == "Magnitude preserving concat."
     assert heading(code, 13) == "" and heading(code, 18) == "" and heading(code, 3) == ""
     assert heading(code, 21) == ""  # a lone word reads as a name in code, not as prose
+    assert heading(code, 25) == ""  # a licence header
     assert heading_sentence("") is None
 
 

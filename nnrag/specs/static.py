@@ -171,9 +171,9 @@ def attributes(cls: ast.ClassDef) -> tuple[list[str], list[str]]:
     return sorted({n.strip("_") for n in stored} - {""}), list(dict.fromkeys(f for _, _, f in sorted(fields)))
 
 
-# directives, and the notes of libraries that copy code between models (``Copied from ...``) or
-# carry a licence above each class
-_DIRECTIVE = re.compile(r"^(?:noqa|type:|pragma|fmt:|pylint|mypy|isort|ruff|copied from|copyright|spdx)", re.IGNORECASE)
+# directives, and the notes of libraries that copy code between models (``Copied from ...``)
+_DIRECTIVE = re.compile(r"^(?:noqa|type:|pragma|fmt:|pylint|mypy|isort|ruff|copied from)", re.IGNORECASE)
+_LICENCE = re.compile(r"\b(?:copyright|spdx|licen[cs]ed? under|the licen[cs]e)\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z]{3,}")
 _COMMENT_CHARS = 600
 
@@ -218,14 +218,25 @@ _HEADING_CHARS = 300
 
 
 @functools.lru_cache(maxsize=64)
-def _starts(code: str) -> dict[int, int]:
-    """Line of each class statement -> the line it starts on, its decorators included."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return {}
-    return {n.lineno: min([n.lineno, *(d.lineno for d in n.decorator_list)])
-            for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+def _lines(code: str) -> list[str]:
+    return code.splitlines()
+
+
+def _start(lines: list[str], i: int) -> int:
+    """Where the class statement on line ``i`` (0-based) starts, its decorators included: a line
+    scan, since parsing every module again to find them doubled the time of a spec."""
+    indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+    start, j = i, i - 1
+    while j >= 0 and (text := lines[j]).strip() and not text.lstrip().startswith("#"):
+        if not text.startswith(indent):
+            break
+        rest = text[len(indent):]
+        if rest.startswith("@"):
+            start = j
+        elif not rest[:1].isspace() and not rest.startswith((")", "]", "}")):
+            break  # code at the class's own indentation that is no decorator's
+        j -= 1
+    return start
 
 
 def heading(code: str, line: int) -> str:
@@ -233,14 +244,18 @@ def heading(code: str, line: int) -> str:
     (above its decorators; one blank line between is allowed): code without docstrings often says
     what a class is only there (``# magnitude preserving concat``). One line per comment line, at
     most ``_HEADING_CHARS`` characters."""
-    lines = code.splitlines()
-    i = _starts(code).get(line, line) - 2  # the line above, 0-based
+    lines = _lines(code)
+    if not 0 < line <= len(lines):
+        return ""
+    i = _start(lines, line - 1) - 1  # the line above, 0-based
     if i >= 0 and not lines[i].strip():
         i -= 1
     found: list[str] = []
     while i >= 0 and lines[i].lstrip().startswith("#"):
         found.append(lines[i].strip().lstrip("#").strip())
         i -= 1
+    if any(_LICENCE.search(t) for t in found):  # a file's licence header, not words about the class
+        return ""
     kept, size = [], 0
     # one word will do above a class (``# mp activations``); a lone name (``# attention``) reads as code
     for text in (t for t in reversed(found) if _is_prose(t, words=1)):
@@ -287,6 +302,8 @@ def _fingerprint(cls: ast.ClassDef) -> str:
 
 _TOP_IMPORT = re.compile(r"^(?:import|from)[ \t]", re.MULTILINE)
 _TOP_DEF = re.compile(r"^(?:class|def)[ \t]+(\w+)", re.MULTILINE)
+_ANY_CLASS = re.compile(r"^([ \t]*)class[ \t]+(\w+)", re.MULTILINE)
+_TOP_FUNCTION = re.compile(r"^def[ \t]+(\w+)", re.MULTILINE)
 _TOP_LINE = re.compile(r"^[^\s#)\]}]", re.MULTILINE)  # a line that starts a top-level statement (not a closing bracket)
 
 
@@ -332,16 +349,16 @@ class _Source:
 
     def _segment(self, name: str) -> ast.ClassDef | None:
         """The class parsed from its own lines, when its first definition is a top-level one."""
-        found = re.search(rf"^([ \t]*)class[ \t]+{re.escape(name)}\b", self.code, re.MULTILINE)
-        if found is None or found.group(1):
+        start = self._class_starts[0].get(name)
+        if start is None:  # not defined, or first defined nested or under a condition
             return None
-        body = self._statement(found.start())
+        body = self._statement(start)
         return body[0] if body is not None and len(body) == 1 and isinstance(body[0], ast.ClassDef) else None
 
     def text(self, cls: ast.ClassDef) -> str:
         """The lines of a top-level class (nested and conditional ones give nothing)."""
-        found = re.search(rf"^class[ \t]+{re.escape(cls.name)}\b", self.code, re.MULTILINE)
-        return self._cut(found.start()) if found else ""
+        start = self._class_starts[1].get(cls.name)
+        return self._cut(start) if start is not None else ""
 
     def get(self, name: str) -> ast.ClassDef | None:
         if self._classes is None and "." not in name:
@@ -356,11 +373,33 @@ class _Source:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.get(name) is not None
 
+    # Where each name is first defined, found in one pass: a block file's helpers are looked up by
+    # name, and a search of the whole text per name was a quarter of the time of a spec.
+    @functools.cached_property
+    def _class_starts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Offsets of each class's first ``class`` line if that one is at the margin, and of its
+        first ``class`` line at the margin."""
+        first: dict[str, tuple[str, int]] = {}
+        top: dict[str, int] = {}
+        for m in _ANY_CLASS.finditer(self.code):
+            first.setdefault(m.group(2), (m.group(1), m.start()))
+            if not m.group(1):
+                top.setdefault(m.group(2), m.start())
+        return {n: at for n, (indent, at) in first.items() if not indent}, top
+
+    @functools.cached_property
+    def _def_starts(self) -> dict[str, int]:
+        """Offset of each function's first ``def`` line at the margin."""
+        found: dict[str, int] = {}
+        for m in _TOP_FUNCTION.finditer(self.code):
+            found.setdefault(m.group(1), m.start())
+        return found
+
     def function(self, name: str) -> ast.FunctionDef | None:
         """The top-level function ``name``, parsed from its own lines."""
         if name not in self._functions:
-            found = re.search(rf"^def[ \t]+{re.escape(name)}\b", self.code, re.MULTILINE)
-            body = self._statement(found.start()) if found is not None else None
+            start = self._def_starts.get(name)
+            body = self._statement(start) if start is not None else None
             self._functions[name] = body[0] if body and isinstance(body[0], ast.FunctionDef) else None
         return self._functions[name]
 
