@@ -842,12 +842,17 @@ def test_the_comments_above_a_class_are_its_heading() -> None:
         "# Licensed under the Apache License, Version 2.0\n"  # 24
         "class Licensed(nn.Module):\n"          # 25
         "    pass\n"                            # 26
+        "# Original code is Copyright@Lab\n"    # 27
+        "# SoftTriple Loss: metric learning without triplet sampling\n"  # 28
+        "class Credited(nn.Module):\n"          # 29
+        "    pass\n"                            # 30
     )
     assert heading(code, 10) == "magnitude preserving concat\nequation (103) - default to 0.5"
     assert heading_sentence(heading(code, 10)) == "Magnitude preserving concat."
     assert heading(code, 13) == "" and heading(code, 18) == "" and heading(code, 3) == ""
     assert heading(code, 21) == ""  # a lone word reads as a name in code, not as prose
     assert heading(code, 25) == ""  # a licence header
+    assert heading(code, 29) == "SoftTriple Loss: metric learning without triplet sampling"  # a credit line
     assert heading_sentence("") is None
 
 

@@ -172,8 +172,9 @@ def attributes(cls: ast.ClassDef) -> tuple[list[str], list[str]]:
 
 
 # directives, and the notes of libraries that copy code between models (``Copied from ...``)
-_DIRECTIVE = re.compile(r"^(?:noqa|type:|pragma|fmt:|pylint|mypy|isort|ruff|copied from)", re.IGNORECASE)
-_LICENCE = re.compile(r"\b(?:copyright|spdx|licen[cs]ed? under|the licen[cs]e)\b", re.IGNORECASE)
+_DIRECTIVE = re.compile(r"^(?:noqa|type:|pragma|fmt:|pylint|mypy|isort|ruff|cop(?:ied|y-pasted) from)", re.IGNORECASE)
+_COPYRIGHT = re.compile(r"\bcopyright\b", re.IGNORECASE)
+_LICENCE = re.compile(r"\b(?:spdx|licen[cs]ed under|the licen[cs]e)\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z]{3,}")
 _COMMENT_CHARS = 600
 
@@ -258,7 +259,7 @@ def heading(code: str, line: int) -> str:
         return ""
     kept, size = [], 0
     # one word will do above a class (``# mp activations``); a lone name (``# attention``) reads as code
-    for text in (t for t in reversed(found) if _is_prose(t, words=1)):
+    for text in (t for t in reversed(found) if _is_prose(t, words=1) and not _COPYRIGHT.search(t)):
         if size + len(text) > _HEADING_CHARS:
             break
         kept.append(text)
