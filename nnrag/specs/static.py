@@ -225,7 +225,7 @@ def _lines(code: str) -> list[str]:
 
 def _start(lines: list[str], i: int) -> int:
     """Where the class statement on line ``i`` (0-based) starts, its decorators included: a line
-    scan, since parsing every module again to find them doubled the time of a spec."""
+    scan, since parsing every module again to find them made a spec half again as slow."""
     indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
     start, j = i, i - 1
     while j >= 0 and (text := lines[j]).strip() and not text.lstrip().startswith("#"):
