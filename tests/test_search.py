@@ -813,7 +813,7 @@ def test_the_comments_above_a_class_are_its_heading() -> None:
     """What an author wrote right above a class (over its decorators, one blank line between
     allowed) is its heading; code left commented out, directives, copy notes, licence headers and
     comments cut off by code or by two blank lines are not."""
-    from nnrag.specs.static import heading, heading_sentence
+    from nnrag.specs.static import heading, opening
 
     code = (
         "import torch.nn as nn\n"              # 1
@@ -848,12 +848,13 @@ def test_the_comments_above_a_class_are_its_heading() -> None:
         "    pass\n"                            # 30
     )
     assert heading(code, 10) == "magnitude preserving concat\nequation (103) - default to 0.5"
-    assert heading_sentence(heading(code, 10)) == "Magnitude preserving concat."
+    assert opening(None, heading(code, 10)) == "Magnitude preserving concat."
+    assert opening("Concatenates.\n\nMore.", heading(code, 10)) == "Concatenates."
     assert heading(code, 13) == "" and heading(code, 18) == "" and heading(code, 3) == ""
     assert heading(code, 21) == ""  # a lone word reads as a name in code, not as prose
     assert heading(code, 25) == ""  # a licence header
     assert heading(code, 29) == "SoftTriple Loss: metric learning without triplet sampling"  # a credit line
-    assert heading_sentence("") is None
+    assert opening(None, "") is None
 
 
 def test_mechanisms_tell_normalisations_and_gates_apart() -> None:

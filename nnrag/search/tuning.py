@@ -35,8 +35,8 @@ from ..db import connect
 from ..errors import ConfigError
 from ..progress import ProgressFn
 from ..specs.build import SpecBundle
-from ..specs.docstrings import SENTENCE_END, first_sentence, prose
-from ..specs.static import heading_sentence
+from ..specs.docstrings import SENTENCE_END, prose
+from ..specs.static import opening
 from ..workspace import Workspace
 from .lexical import split_words
 from .views import dense_text
@@ -107,7 +107,7 @@ def _without_docs(b: SpecBundle) -> SpecBundle:
     """The bundle as if the class had no docstring, no README note and no comment above it: its
     summary keeps only what structure says."""
     summary = b.spec.summary
-    sentence = first_sentence(b.docstring) or heading_sentence(b.heading)
+    sentence = opening(b.docstring, b.heading)
     if sentence and summary.startswith(sentence):
         summary = summary[len(sentence):].strip()
     return dataclasses.replace(b, spec=b.spec.model_copy(update={"summary": summary}), docstring=None, readme="",

@@ -21,8 +21,7 @@ from ..workspace import Workspace
 from .model import BlockSpec, Parameter, Provenance, ShapeProbe, Submodule, Validation
 from .config_docs import PackageDocs
 from .readme import ReadmeNotes
-from .docstrings import first_sentence
-from .static import ClassFacts, class_facts, heading, heading_sentence
+from .static import ClassFacts, class_facts, heading, opening
 from .summary import summarize
 
 @dataclass(frozen=True)
@@ -122,7 +121,7 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
     used = record.get("init_args") or {}
     spec_ = BlockSpec(
         id=row["block_id"], name=name, qualname=row["qualname"], category=category,
-        summary=summarize(category, first_sentence(facts.docstring) or heading_sentence(above), submodules, probe,
+        summary=summarize(category, opening(facts.docstring, above), submodules, probe,
                           _spatial_rank(name, probe)),
         bases=facts.bases,
         constructor=_with_probe_values(facts.constructor, used if record.get("ok") else {}),

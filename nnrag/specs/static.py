@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..index.parse import branches
+from .docstrings import first_sentence
 from .mechanisms import mechanisms
 from .model import ForwardSignature, Parameter
 
@@ -267,9 +268,11 @@ def heading(code: str, line: int) -> str:
     return "\n".join(kept)
 
 
-def heading_sentence(heading: str) -> str | None:
-    """A heading's first line as a sentence, for a summary: ``magnitude preserving concat`` ->
-    ``Magnitude preserving concat.``"""
+def opening(docstring: str | None, heading: str) -> str | None:
+    """The sentence a summary opens with: the docstring's first, else the heading's first line as a
+    sentence (``magnitude preserving concat`` -> ``Magnitude preserving concat.``)."""
+    if sentence := first_sentence(docstring):
+        return sentence
     line = heading.split("\n", 1)[0].strip()
     if not line:
         return None
@@ -350,7 +353,7 @@ class _Source:
 
     def _segment(self, name: str) -> ast.ClassDef | None:
         """The class parsed from its own lines, when its first definition is a top-level one."""
-        start = self._class_starts[0].get(name)
+        start = self._first_classes.get(name)
         if start is None:  # not defined, or first defined nested or under a condition
             return None
         body = self._statement(start)
@@ -358,7 +361,7 @@ class _Source:
 
     def text(self, cls: ast.ClassDef) -> str:
         """The lines of a top-level class (nested and conditional ones give nothing)."""
-        start = self._class_starts[1].get(cls.name)
+        start = self._margin_classes.get(cls.name)
         return self._cut(start) if start is not None else ""
 
     def get(self, name: str) -> ast.ClassDef | None:
@@ -377,16 +380,21 @@ class _Source:
     # Where each name is first defined, found in one pass: a block file's helpers are looked up by
     # name, and a search of the whole text per name was a quarter of the time of a spec.
     @functools.cached_property
-    def _class_starts(self) -> tuple[dict[str, int], dict[str, int]]:
-        """Offsets of each class's first ``class`` line if that one is at the margin, and of its
-        first ``class`` line at the margin."""
+    def _first_classes(self) -> dict[str, int]:
+        """Offset of each class's first ``class`` line, for the classes whose first one is at the margin."""
         first: dict[str, tuple[str, int]] = {}
-        top: dict[str, int] = {}
         for m in _ANY_CLASS.finditer(self.code):
             first.setdefault(m.group(2), (m.group(1), m.start()))
+        return {n: at for n, (indent, at) in first.items() if not indent}
+
+    @functools.cached_property
+    def _margin_classes(self) -> dict[str, int]:
+        """Offset of each class's first ``class`` line at the margin."""
+        found: dict[str, int] = {}
+        for m in _ANY_CLASS.finditer(self.code):
             if not m.group(1):
-                top.setdefault(m.group(2), m.start())
-        return {n: at for n, (indent, at) in first.items() if not indent}, top
+                found.setdefault(m.group(2), m.start())
+        return found
 
     @functools.cached_property
     def _def_starts(self) -> dict[str, int]:
