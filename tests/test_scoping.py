@@ -960,3 +960,76 @@ def test_a_large_submodule_used_as_a_value_is_refused_with_its_size(tmp_path: Pa
     assert not result.ok
     assert any("bigtables.pkg.tables is used as a value through a lazy import: its 70 definitions" in str(i)
                for i in result.issues), result.issues
+
+
+def test_a_name_imported_then_rebound_in_its_module_starts_from_the_import(tmp_path: Path) -> None:
+    """``from .tables import NAMES``, ``NAMES.update(...)``, ``NAMES = dict(..., **NAMES)``: the
+    module's statements read the imported table, so the copy binds the module's name to it first
+    (without that the update ran on an unbound name: 294 language-model blocks failed to import)."""
+    root = tmp_path / "src" / "rebound"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "tables.py").write_text('NAMES = {"a": 1}\nOTHER = 5\n')
+    (root / "mapping.py").write_text(textwrap.dedent("""
+        from .tables import NAMES, OTHER
+        NAMES.update({"b": 2})
+        NAMES = dict(**{"z": 0}, **NAMES)
+        """))
+    (root / "m.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        from .tables import NAMES as BASE
+        from .mapping import NAMES
+        class Counts(nn.Module):
+            def forward(self, x):
+                return x * (len(NAMES) + 10 * len(BASE))
+        """))
+    home = tmp_path / "home"
+    nnrag.index([str(root.parent)], home=home)
+    result = nnrag.extract("rebound.m.Counts", home=home)
+    assert result.ok, result.issues
+    assert "OTHER" not in result.code and "import NAMES" not in result.code
+    record = nnrag.validate(code=result.code, class_name="Counts")
+    assert record.ok, record.message
+    namespace: dict[str, object] = {}
+    exec(compile(result.code, "counts.py", "exec"), namespace)  # the fixture's own code, written above
+    torch = __import__("torch")
+    assert namespace["Counts"]()(torch.ones(1)).item() == 23.0  # NAMES: z, a, b; BASE (the same dict): a, b
+
+
+def test_a_call_at_import_time_follows_what_the_function_reads_despite_a_cycle_elsewhere(tmp_path: Path) -> None:
+    """``g = get("a")`` needs the table ``get`` reads when it runs. Two functions elsewhere in the
+    closure reading each other's results in branches never taken make the graph of such needs
+    cyclic; that cycle kept its statements in source order and no longer dropped every other
+    such need (19 language-model blocks failed to import on ``ACT2FN``)."""
+    root = tmp_path / "src" / "calls"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "kinds.py").write_text("class Kind:\n    size = 3\n")
+    (root / "acts.py").write_text(textwrap.dedent("""
+        from .kinds import Kind
+        def first(flag=False):
+            return LATER if flag else 1
+        def second(flag=False):
+            return EARLY if flag else 2
+        def get(name):
+            return TABLE[name]
+        EARLY = first()
+        LATER = second()
+        TABLE = {"a": Kind}
+        g = get("a")
+        """))
+    (root / "m.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        from .acts import g, EARLY
+        class Sized(nn.Module):
+            def forward(self, x):
+                return x * (g.size + EARLY)
+        """))
+    home = tmp_path / "home"
+    nnrag.index([str(root.parent)], home=home)
+    result = nnrag.extract("calls.m.Sized", home=home)
+    assert result.ok, result.issues
+    assert result.code.index("TABLE = {") < result.code.index('g = get("a")')
+    assert result.code.index("EARLY = first()") < result.code.index("LATER = second()")
+    record = nnrag.validate(code=result.code, class_name="Sized")
+    assert record.ok, record.message

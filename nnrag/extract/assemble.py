@@ -154,6 +154,9 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
             if new != name:
                 renames[name] = new
                 renames_done[f"{key[0]}.{name}"] = new
+        if plan.aliases:
+            bodies.append("".join(f"{out_def[DefTarget(key[0], n)]} = {out_name(t)}\n" for n, t in sorted(plan.aliases.items())))
+            continue
         chains = {c: f"{out_name(t)}{suffix}" for c, (t, suffix) in plan.chains.items() if not isinstance(t, ModTarget)}
         text = _apply_rewrites(plan.text, plan.rewrites, out_name)
         text = keep_scopes(text, frozenset(n for n, t in plan.refs.items() if self_scoped(t)), key[0])

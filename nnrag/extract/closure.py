@@ -216,6 +216,8 @@ class Extractor(RegistryNames):
             if (a.asname or a.name) != local:
                 continue
             if node.level or module in self.infos or self._inside(module) is not None:
+                if module in self.infos and self.units_of(module).rebound_imports(a.name):
+                    return DefTarget(module, a.name)  # what the module makes of it, as ``bind`` reads it there
                 ref = self.resolver.module_attr(module, a.name, self.source_id)
                 return self.from_ref(ref, local)
             if any(m.startswith(module + ".") for m in self.infos):
@@ -250,7 +252,7 @@ class Extractor(RegistryNames):
         ks = [k for k in mu.binders.get(target.name, []) if not mu.stmts[k].type_checking and not mu.stmts[k].is_import]
         if lift and target.name in mu.lifted:
             ks = [mu.lifted[target.name]]
-        ks += mu.mutators.get(target.name, [])
+        ks += mu.rebound_imports(target.name) + mu.mutators.get(target.name, [])
         return [(target.module, k) for k in sorted(set(ks))]
 
     # -- closure ------------------------------------------------------------------------
@@ -341,7 +343,7 @@ class Extractor(RegistryNames):
                 visit(mu)
             st = mu.stmts[key[1]]
             names = mu.names(key[1])
-            plan = UnitPlan(key, mu.text_of(key[1]), st.binds)
+            plan = UnitPlan(key, mu.text_of(key[1]), st.binds if not st.is_import else mu.rebound_names(key[1]))
             units[key] = plan
 
             def issue(name: str, missing: Missing, _mu: ModuleUnits = mu, _plan: UnitPlan = plan,
@@ -369,6 +371,15 @@ class Extractor(RegistryNames):
                 elif isinstance(t, ExtImport):
                     _plan.imports.add(t)
 
+            for local in sorted(plan.binds) if st.is_import else ():  # an import the module rebinds
+                t = self._keep_import(self.import_target(mu, st.node, local), local)  # type: ignore[arg-type]
+                if isinstance(t, Missing):
+                    issue(local, t)
+                elif isinstance(t, (DefTarget, ExtImport)):
+                    plan.aliases[local] = t
+                    link(t, True)
+                else:
+                    issue(local, Missing(UNRESOLVED_NAME, f"module {t.module} is imported, then rebound"))  # type: ignore[union-attr]
             for name in sorted(names.early | names.late | names.soft):
                 t = self.bind(mu, name)
                 if t is None:

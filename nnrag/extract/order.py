@@ -62,21 +62,40 @@ def order_units(units: dict[UnitKey, UnitPlan], root: UnitKey, functions: set[Un
     for k in sorted(rank, key=rank.__getitem__):
         module_rank.setdefault(k[0], len(module_rank))
     early = {k: p.early for k, p in units.items()}
-    for graph in (_runs_at_import(units, functions), early):
-        try:
-            return _topological(graph, lambda k: (module_rank[k[0]], k[1])), False
-        except CycleError:
-            continue
-    # A real cycle of definition-time needs: the statements of each cycle keep their original
-    # order, and everything else is still ordered around them.
-    components = _components(early)
+    runtime = _runs_at_import(units, functions)
+
+    def key(k: UnitKey) -> tuple[int, int]:
+        return module_rank[k[0]], k[1]
+
+    try:
+        return _topological(runtime, key), False
+    except CycleError:
+        pass
+    try:
+        _topological(early, key)
+    except CycleError:
+        # A real cycle of definition-time needs: the statements of each cycle keep their original
+        # order, and everything else is still ordered around them.
+        return _condensed(early, lambda members: sorted(members, key=key), key), True
+    # What called functions read is over-approximated (every branch counts), so it may form cycles
+    # a run never takes; each such cycle is ordered by definition-time needs alone, and every
+    # need outside the cycles still holds (one cycle of a language-model library's utilities
+    # had left ``gelu = get_activation("gelu")`` before the ``ACT2FN`` it reads).
+    return _condensed(runtime, lambda members: _topological({k: early[k] & set(members) for k in members}, key), key), False
+
+
+def _condensed(graph: dict[UnitKey, set[UnitKey]], within: Callable[[list[UnitKey]], list[UnitKey]],
+               key: Callable[[UnitKey], Any]) -> list[UnitKey]:
+    """The strongly connected components of ``graph`` in topological order (the one holding the
+    lowest ``key`` first among those ready), the members of each in the order ``within`` gives."""
+    components = _components(graph)
     of = {k: i for i, members in enumerate(components) for k in members}
-    condensed = {i: {of[d] for k in members for d in early[k]} - {i} for i, members in enumerate(components)}
-    first = [min((module_rank[k[0]], k[1]) for k in members) for members in components]
-    order = []
+    condensed = {i: {of[d] for k in members for d in graph[k]} - {i} for i, members in enumerate(components)}
+    first = [min(key(k) for k in members) for members in components]
+    order: list[UnitKey] = []
     for i in _topological(condensed, first.__getitem__):
-        order += sorted(components[i], key=lambda k: (module_rank[k[0]], k[1]))
-    return order, True
+        order += within(components[i])
+    return order
 
 
 def _topological(graph: dict[T, set[T]], priority: Callable[[T], Any]) -> list[T]:

@@ -121,6 +121,9 @@ class UnitPlan:
     # ``ext_module = load_ext('_ext', ...)``, a compiled extension): where that module is absent the
     # name is bound to a stand-in that raises the ImportError when used, so what never uses it runs
     deferred: bool = False
+    # an import statement whose names the module binds again: copied as an assignment of each to
+    # what it imports (``NAMES = NAMES_tables``), the first binding the later ones read
+    aliases: dict[str, DefTarget | ExtImport] = field(default_factory=dict)
 
 
 @dataclass

@@ -249,6 +249,7 @@ class ModuleUnits:
                                        frozenset({name}), False, False, cls.col_offset))
         self._names: dict[int, UnitNames] = {}
         self._texts: dict[int, str] = {}
+        self._rebound: dict[str, list[int]] = {}
 
     def text_of(self, k: int) -> str:
         text = self._texts.get(k)
@@ -267,6 +268,23 @@ class ModuleUnits:
             return (ast.get_source_segment(self.text, node) or "") + "\n"
         text = "".join(self.lines[st.start - 1 : st.end])
         return text if text.endswith("\n") else text + "\n"
+
+    def rebound_imports(self, name: str) -> list[int]:
+        """The import statements binding ``name`` where a later statement of the module binds or
+        updates it reading it as it runs (``from .tables import NAMES``, then ``NAMES.update(...)``
+        or ``NAMES = OrderedDict(..., **NAMES)``): the first value, which those read. A plain
+        redefinition (``def pad_at_dim``) reads nothing of it, and the import stays out."""
+        found = self._rebound.get(name)
+        if found is None:
+            ks = [k for k in self.binders.get(name, []) if not self.stmts[k].type_checking]
+            imports = [k for k in ks if self.stmts[k].is_import]
+            later = [k for k in ks + self.mutators.get(name, []) if imports and not self.stmts[k].is_import and k > imports[0]]
+            found = self._rebound[name] = imports if any(name in self.names(k).early for k in later) else []
+        return found
+
+    def rebound_names(self, k: int) -> frozenset[str]:
+        """The names import statement ``k`` binds that the module binds again (``rebound_imports``)."""
+        return frozenset(n for n in self.stmts[k].binds if k in self.rebound_imports(n))
 
     def names(self, k: int) -> UnitNames:
         got = self._names.get(k)
