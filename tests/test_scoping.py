@@ -1033,3 +1033,34 @@ def test_a_call_at_import_time_follows_what_the_function_reads_despite_a_cycle_e
     assert result.code.index("EARLY = first()") < result.code.index("LATER = second()")
     record = nnrag.validate(code=result.code, class_name="Sized")
     assert record.ok, record.message
+
+
+def test_a_patch_of_an_imported_class_comes_with_the_code_that_reads_it(tmp_path: Path) -> None:
+    """``logging.Logger.note_once = note_once`` in the module that makes the logger: the block calls
+    ``logger.note_once``, so the patch is copied with it (18 language-model blocks failed without
+    their library's ``warning_once``); a patch of an attribute nothing reads stays out."""
+    root = tmp_path / "src" / "patching"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "log.py").write_text(textwrap.dedent("""
+        import logging
+        def note_once(self, msg):
+            return len(msg)
+        logging.Logger.note_once = note_once
+        logging.Logger.never_read = note_once
+        logger = logging.getLogger("patching")
+        """))
+    (root / "m.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        from .log import logger
+        class Noted(nn.Module):
+            def forward(self, x):
+                return x * logger.note_once("abc")
+        """))
+    home = tmp_path / "home"
+    nnrag.index([str(root.parent)], home=home)
+    result = nnrag.extract("patching.m.Noted", home=home)
+    assert result.ok, result.issues
+    assert "logging.Logger.note_once = note_once" in result.code and "never_read" not in result.code
+    record = nnrag.validate(code=result.code, class_name="Noted")
+    assert record.ok, record.message

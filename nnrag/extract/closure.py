@@ -21,6 +21,7 @@ from .fillers import without_failing_fillers
 from .lending import lenders
 from .native import is_extension, loads_library_by_path
 from .order import order_units
+from .patches import Patches
 from .registries import RegistryNames
 from .plan import (
     Closure,
@@ -38,7 +39,7 @@ from .plan import (
 )
 from .requirements import installed
 from .parsed import ParsedModules
-from .units import ModuleUnits
+from .units import ModuleUnits, first_use
 from .unavailable import loads_by_name
 
 MODULE_DUNDERS = frozenset(
@@ -292,8 +293,11 @@ class Extractor(RegistryNames):
                 pending.extend(targets[t])
             return targets[t]
 
+        patches = Patches()
+
         def visit(mu: ModuleUnits) -> None:
             visited.add(mu.module)
+            patches.add(mu, lambda root: isinstance(self.bind(mu, root), ExtImport))
             for name, ks in mu.mutators.items():
                 t = self.bind(mu, name)
                 if not isinstance(t, DefTarget) or t.module == mu.module:
@@ -331,11 +335,17 @@ class Extractor(RegistryNames):
                     named.append(key)
             return bool(pending)
 
+        def patched() -> bool:
+            found = patches.needed(units, self.units_of)
+            fillers.update(found)
+            pending.extend(found)
+            return bool(found)
+
         own = frozenset(want(top))
         for module_name, name in sorted(classes):
             if module_name in self.infos:
                 named.extend(want(DefTarget(module_name, name.split(".")[0])))
-        while pending or by_name():
+        while pending or by_name() or patched():
             key = pending.pop()
             if key in units:
                 continue
@@ -349,7 +359,7 @@ class Extractor(RegistryNames):
 
             def issue(name: str, missing: Missing, _mu: ModuleUnits = mu, _plan: UnitPlan = plan,
                       _early: frozenset[str] = frozenset(names.early)) -> None:
-                line = _mu.stmts[_plan.key[1]].start + _first_use(_plan.text, name) - 1
+                line = _mu.stmts[_plan.key[1]].start + first_use(_plan.text, name) - 1
                 found = ClosureIssue(missing.code, name, _mu.path, line, missing.message)
                 if missing.unbound and name not in _early:  # left free, as the original leaves it
                     free.append((_plan.key, found))
@@ -572,17 +582,3 @@ class Extractor(RegistryNames):
             out.append((first, last, indent, pairs))
         self._nested[(mu.module, k)] = out
         return out
-
-
-def _first_use(text: str, name: str) -> int:
-    """1-based line of the first occurrence of ``name`` (or the chain's root) in ``text``."""
-    root = name.split(".")[0]
-    try:
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.Name) and node.id == root:
-                return node.lineno
-            if isinstance(node, ast.alias) and (node.asname or node.name) == root:
-                return node.lineno
-    except SyntaxError:
-        pass
-    return 1

@@ -250,6 +250,7 @@ class ModuleUnits:
         self._names: dict[int, UnitNames] = {}
         self._texts: dict[int, str] = {}
         self._rebound: dict[str, list[int]] = {}
+        self._attributes: dict[int, frozenset[str]] = {}
 
     def text_of(self, k: int) -> str:
         text = self._texts.get(k)
@@ -286,6 +287,28 @@ class ModuleUnits:
         """The names import statement ``k`` binds that the module binds again (``rebound_imports``)."""
         return frozenset(n for n in self.stmts[k].binds if k in self.rebound_imports(n))
 
+    @cached_property
+    def patches(self) -> dict[str, list[tuple[str, int]]]:
+        """Statements that set an attribute on an object reached through a name, by attribute,
+        with that name (``logging.Logger.warning_once = warning_once``: ``warning_once``, then
+        ``logging``): where the name is an import, a patch of another package's class that the
+        module's code relies on."""
+        out: dict[str, list[tuple[str, int]]] = {}
+        for k, st in enumerate(self.stmts):
+            node = st.node
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(target := node.targets[0], ast.Attribute)
+                    and (root := _root_name(target)) is not None and not isinstance(target.value, ast.Subscript)):
+                out.setdefault(target.attr, []).append((root, k))
+        return out
+
+    def attributes_read(self, k: int) -> frozenset[str]:
+        """The attribute names statement ``k`` reads (``logger.warning_once(...)``: ``warning_once``)."""
+        got = self._attributes.get(k)
+        if got is None:
+            got = self._attributes[k] = frozenset(n.attr for n in ast.walk(self.stmts[k].node)
+                                                  if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load))
+        return got
+
     def names(self, k: int) -> UnitNames:
         got = self._names.get(k)
         if got is None:
@@ -304,3 +327,17 @@ class ModuleUnits:
                 out.update({k, seen[st.node.lineno]})
             seen[st.end] = k
         return out
+
+
+def first_use(text: str, name: str) -> int:
+    """1-based line of the first occurrence of ``name`` (or the chain's root) in ``text``."""
+    root = name.split(".")[0]
+    try:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Name) and node.id == root:
+                return node.lineno
+            if isinstance(node, ast.alias) and (node.asname or node.name) == root:
+                return node.lineno
+    except SyntaxError:
+        pass
+    return 1
