@@ -72,16 +72,17 @@ def order_units(units: dict[UnitKey, UnitPlan], root: UnitKey, functions: set[Un
     except CycleError:
         pass
     try:
-        _topological(early, key)
+        # What called functions read is over-approximated (every branch counts), so it may form
+        # cycles a run never takes; each such cycle is ordered by definition-time needs alone, and
+        # every need outside the cycles still holds (one cycle of a language-model library's
+        # utilities had left ``gelu = get_activation("gelu")`` before the ``ACT2FN`` it reads).
+        # Definition-time needs are among them, so a cycle of those raises inside its component.
+        return _condensed(runtime, lambda members: _topological({k: early[k] & set(members) for k in members}, key),
+                          key), False
     except CycleError:
         # A real cycle of definition-time needs: the statements of each cycle keep their original
         # order, and everything else is still ordered around them.
         return _condensed(early, lambda members: sorted(members, key=key), key), True
-    # What called functions read is over-approximated (every branch counts), so it may form cycles
-    # a run never takes; each such cycle is ordered by definition-time needs alone, and every
-    # need outside the cycles still holds (one cycle of a language-model library's utilities
-    # had left ``gelu = get_activation("gelu")`` before the ``ACT2FN`` it reads).
-    return _condensed(runtime, lambda members: _topological({k: early[k] & set(members) for k in members}, key), key), False
 
 
 def _condensed(graph: dict[UnitKey, set[UnitKey]], within: Callable[[list[UnitKey]], list[UnitKey]],
