@@ -311,6 +311,14 @@ _TOP_FUNCTION = re.compile(r"^def[ \t]+(\w+)", re.MULTILINE)
 _TOP_LINE = re.compile(r"^[^\s#)\]}]", re.MULTILINE)  # a line that starts a top-level statement (not a closing bracket)
 
 
+@dataclass(frozen=True)
+class _ClassStarts:
+    """Offsets of ``class`` lines in a file, found in one pass."""
+
+    first: dict[str, int]  # each class's first ``class`` line, for classes whose first one is at the margin
+    margin: dict[str, int]  # each class's first ``class`` line at the margin
+
+
 class _Source:
     """One file's text, read as little as a spec needs. A standalone block file holds its whole
     closure (thousands of lines for a diffusion or language-model block) and a language-model
@@ -353,7 +361,7 @@ class _Source:
 
     def _segment(self, name: str) -> ast.ClassDef | None:
         """The class parsed from its own lines, when its first definition is a top-level one."""
-        start = self._first_classes.get(name)
+        start = self._class_starts.first.get(name)
         if start is None:  # not defined, or first defined nested or under a condition
             return None
         body = self._statement(start)
@@ -361,7 +369,7 @@ class _Source:
 
     def text(self, cls: ast.ClassDef) -> str:
         """The lines of a top-level class (nested and conditional ones give nothing)."""
-        start = self._margin_classes.get(cls.name)
+        start = self._class_starts.margin.get(cls.name)
         return self._cut(start) if start is not None else ""
 
     def get(self, name: str) -> ast.ClassDef | None:
@@ -380,21 +388,14 @@ class _Source:
     # Where each name is first defined, found in one pass: a block file's helpers are looked up by
     # name, and a search of the whole text per name was a quarter of the time of a spec.
     @functools.cached_property
-    def _first_classes(self) -> dict[str, int]:
-        """Offset of each class's first ``class`` line, for the classes whose first one is at the margin."""
+    def _class_starts(self) -> _ClassStarts:
         first: dict[str, tuple[str, int]] = {}
+        margin: dict[str, int] = {}
         for m in _ANY_CLASS.finditer(self.code):
             first.setdefault(m.group(2), (m.group(1), m.start()))
-        return {n: at for n, (indent, at) in first.items() if not indent}
-
-    @functools.cached_property
-    def _margin_classes(self) -> dict[str, int]:
-        """Offset of each class's first ``class`` line at the margin."""
-        found: dict[str, int] = {}
-        for m in _ANY_CLASS.finditer(self.code):
             if not m.group(1):
-                found.setdefault(m.group(2), m.start())
-        return found
+                margin.setdefault(m.group(2), m.start())
+        return _ClassStarts({n: at for n, (indent, at) in first.items() if not indent}, margin)
 
     @functools.cached_property
     def _def_starts(self) -> dict[str, int]:
