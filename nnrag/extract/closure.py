@@ -218,6 +218,8 @@ class Extractor(RegistryNames):
             if (a.asname or a.name) != local:
                 continue
             if node.level or module in self.infos or self._inside(module) is not None:
+                # parsed for this: the index records an import in a ``try`` as an import, not as the
+                # module's own binding (measured: 200 s against 191 s for 300 blocks)
                 if module in self.infos and self.units_of(module).rebound_imports(a.name):
                     return DefTarget(module, a.name)  # what the module makes of it, as ``bind`` reads it there
                 ref = self.resolver.module_attr(module, a.name, self.source_id)
