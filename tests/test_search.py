@@ -447,6 +447,59 @@ def test_lexical_tables_hold_exactly_the_documents_given(tmp_path: Path) -> None
         assert lexical.sync(conn, [doc(i, "new") for i in range(300)]) == 300  # rewritten again
         assert contents() == {(f"s:m.Block{i}", f"block {i} new") for i in range(300)}
         assert conn.execute("SELECT count(*) FROM search_doc").fetchone()[0] == 300
+        # tables an earlier release wrote, their rowids unrelated to the keys', are written again whole
+        for f in lexical.SEARCH_FIELDS:
+            conn.execute(f"DELETE FROM search_{f}")
+        conn.execute("DELETE FROM search_keys")
+        for i in range(5):
+            for f in lexical.SEARCH_FIELDS:
+                conn.execute(f"INSERT INTO search_{f} (rowid, block_id, text) VALUES (?,?,?)",
+                             (100 + i, f"s:m.Block{i}", f"old {i}"))
+        conn.executemany("INSERT INTO search_keys VALUES (?,?)", [(f"s:m.Block{i}", "old") for i in (4, 3, 2, 1, 0)])
+        assert lexical.sync(conn, [doc(i, "gated" if i == 2 else "") for i in range(5)]) == 5
+        assert contents() == {(f"s:m.Block{i}", f"block {i} {'gated' if i == 2 else ''}") for i in range(5)}
+        assert [b for b, _ in lexical.search(conn, "gated", 5)] == ["s:m.Block2"]
+
+
+def test_lexical_scores_are_fts5_scores_and_follow_the_library(tmp_path: Path) -> None:
+    """The one-term scores a search keeps add up to FTS5's own score of the whole query, field
+    by field; kept scores are dropped with the library version they were read for."""
+    import random
+
+    from nnrag.db import connect
+    from nnrag.search import lexical
+    from nnrag.workspace import Workspace
+
+    words = "gate norm pool conv attention sigmoid residual channel spatial blur shift mixer".split()
+    rng = random.Random(3)
+
+    def doc(i: int) -> lexical.LexicalDoc:
+        def some(n: int) -> str:
+            return " ".join(rng.choice(words) for _ in range(n))
+        return lexical.LexicalDoc(f"s:m.B{i}", some(2), some(1), some(12), some(6))
+
+    with connect(Workspace.resolve(tmp_path), create=True) as store:
+        conn = store.conn
+        lexical.sync(conn, [doc(i) for i in range(60)])
+        kept = lexical.TermScores()
+        kept.reset("v1")
+        for query in ("gate pool", "attention over channel and spatial", "blur shift mixer norm"):
+            match = " OR ".join(f'"{t}"' for t in lexical.query_terms(query))
+            expected: dict[str, float] = {}
+            for f in lexical.SEARCH_FIELDS:
+                for block_id, score in conn.execute(
+                        f"SELECT block_id, bm25(search_{f}) FROM search_{f} WHERE search_{f} MATCH ?", (match,)):
+                    expected[block_id] = expected.get(block_id, 0.0) - lexical._WEIGHTS[f] * score
+            got = dict(lexical.search(conn, query, 100, None, kept))
+            assert got.keys() == expected.keys()
+            assert all(abs(got[b] - expected[b]) <= 1e-4 * max(1.0, abs(expected[b])) for b in got)
+        allowed = {"s:m.B3", "s:m.B4"}
+        assert {b for b, _ in lexical.search(conn, "gate pool norm", 10, allowed, kept)} <= allowed
+        # a block added afterwards is found once the kept scores are for the new version
+        lexical.sync(conn, [doc(i) for i in range(60)] + [lexical.LexicalDoc("s:m.New", "zebra", "m", "zebra", "")])
+        assert lexical.search(conn, "zebra", 3, None, kept) == []  # still the first version's scores
+        kept.reset("v2")
+        assert [b for b, _ in lexical.search(conn, "zebra", 3, None, kept)] == ["s:m.New"]
 
 
 def test_british_and_american_spellings_meet(tmp_path: Path) -> None:

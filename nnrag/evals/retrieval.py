@@ -108,6 +108,8 @@ def evaluate(index: SearchIndex, queries: list[Query], validated: bool | None = 
         index.search("warm up", 1, validated=validated, method=method)
     methods: dict[str, MethodResult] = {}
     for method in METHODS:
+        # each method's latency from the same start: no terms kept from another method's run of these queries
+        index.forget_kept()
         res = MethodResult()
         latencies: list[float] = []
         rr, ndcg, hits_at = [], [], {1: 0, 5: 0, 10: 0}
