@@ -65,6 +65,29 @@ def test_filters_and_grouping(lib: dict[str, object]) -> None:
     assert everything[0].name == "NativeOnly" and not everything[0].validated
 
 
+def test_searches_from_many_threads_agree_with_searches_one_by_one(lib: dict[str, object]) -> None:
+    """A server answers several searches at once: each thread reads on its own connection, and
+    the word scores and grouping keys kept for the next query are shared between them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nnrag.search.index import SearchIndex
+    from nnrag.workspace import Workspace
+
+    queries = ["find anti-aliased downsampling", "channel attention with a sigmoid gate",
+               "segmentation overlap loss", "multi-head attention over token sequences"] * 4
+    index = SearchIndex(Workspace.resolve(lib["home"]))  # type: ignore[arg-type]
+
+    def ids(query: str) -> list[str]:
+        return [h.id for h in index.search(query, 5, validated=None)]
+
+    alone = {q: ids(q) for q in queries}
+    index.forget_kept()
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(ids, queries))
+    assert together == [alone[q] for q in queries]
+    assert all(alone[q] for q in queries)
+
+
 def test_specs_validate_and_hold_no_code(lib: dict[str, object]) -> None:
     home = lib["home"]
     schema = nnrag.spec_schema()

@@ -7,7 +7,8 @@ whether both return the same ranking. With ``--serve-url`` too: warm searches th
 ``nnrag serve``'s JSON API, the p50 and p95 of ``--requests`` queries of the shipped query set, or
 of ``--queries FILE`` (a JSON-lines file with a ``query`` field, e.g. the wide evaluation's) taken
 in order. The server keeps what it read for a query's words, so a second ``--passes`` over the same
-queries tells a server that has met them from one meeting them first. The home
+queries tells a server that has met them from one meeting them first. With ``--in-process``: the
+same searches through the Python API in this process, without HTTP. The home
 must have its search index built (``nnrag build`` without ``--no-search-index``, or one
 ``nnrag search`` before). Asserts nothing.
 """
@@ -65,16 +66,28 @@ def cold(home: str, runs: int) -> dict[str, Any]:
             "same_ranking": rankings["numpy"] == rankings["sentence-transformers"], "peak_mb": peaks}
 
 
-def warm(url: str, requests: int, queries_file: Path = _QUERIES, passes: int = 1) -> dict[str, Any]:
+def warm(url: str | None, requests: int, queries_file: Path = _QUERIES, passes: int = 1,
+         home: str | None = None) -> dict[str, Any]:
+    """p50 and p95 of each pass of ``requests`` searches, through ``url``'s API or, without one,
+    the Python API on ``home`` in this process."""
     queries = [json.loads(line)["query"] for line in queries_file.read_text().splitlines() if line.strip()]
-    out: dict[str, Any] = {"queries": str(queries_file), "requests": requests, "passes": []}
+    out: dict[str, Any] = {"queries": str(queries_file), "requests": requests, "passes": [],
+                           "through": url or "the Python API in process"}
+    if url is None:
+        import nnrag
+
+        index = nnrag.search_index(home=home)
+        index.search("warm up", 10)
     for _ in range(passes):
         times = []
         for i in range(requests):
-            q = urllib.parse.urlencode({"q": queries[i % len(queries)], "k": 10})
             started = time.perf_counter()
-            with urllib.request.urlopen(f"{url.rstrip('/')}/api/search?{q}") as response:
-                response.read()
+            if url is None:
+                index.search(queries[i % len(queries)], 10)
+            else:
+                q = urllib.parse.urlencode({"q": queries[i % len(queries)], "k": 10})
+                with urllib.request.urlopen(f"{url.rstrip('/')}/api/search?{q}") as response:
+                    response.read()
             times.append((time.perf_counter() - started) * 1000)
         times.sort()
         out["passes"].append({"p50_ms": round(statistics.median(times), 1),
@@ -91,12 +104,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=Path, default=_QUERIES, help="JSON lines with a query field")
     parser.add_argument("--passes", type=int, default=1, help="times over the same requests")
     parser.add_argument("--no-cold", action="store_true", help="only the warm figures")
+    parser.add_argument("--in-process", action="store_true", help="warm figures through the Python API, no server")
     args = parser.parse_args(argv)
     out: dict[str, Any] = {"machine": f"{os.cpu_count()} CPUs"}
     if not args.no_cold:
         out["cold"] = cold(args.home, args.runs)
-    if args.serve_url:
-        out["warm_api"] = warm(args.serve_url, args.requests, args.queries, args.passes)
+    if args.serve_url or args.in_process:
+        out["warm_api"] = warm(None if args.in_process else args.serve_url, args.requests, args.queries, args.passes,
+                               args.home)
     print(json.dumps(out, indent=2))
 
 

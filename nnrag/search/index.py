@@ -12,7 +12,6 @@ import json
 import logging
 import sqlite3
 import struct
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -161,8 +160,8 @@ class SearchIndex:
         self._executor: ThreadPoolExecutor | None = None
         self._allowed_for: dict[str, Any] = {}  # "signature", and per filter set (ids, share)
         self._terms = lexical.TermScores()  # what the lexical side read, for the next query
-        self._local = threading.local()  # each searching thread's open connection (``_reader``)
-        self._keys: dict[str, list[str] | None] = {}  # ``_hits``' group keys read since the last write
+        self._keys: tuple[str, dict[str, list[str] | None]] = ("", {})  # ``_hits``' keys, per library signature
+        self._newest: tuple[str, str] = ("", "")  # the library's count and newest stamp -> its signature
 
     def _follow_tuning(self, conn: sqlite3.Connection) -> None:
         """Switch to the home's tuned model if it changed since (``nnrag tune`` beside a running
@@ -185,34 +184,10 @@ class SearchIndex:
     def _store(self) -> Database:
         return connect(self.workspace)
 
-    def _reader(self) -> Database:
-        """This thread's connection for searching, kept open: opening one per query cost 1.6 ms of
-        a 50 ms search. Opened again when the database file is replaced (a home rebuilt)."""
-        local = self._local
-        try:
-            stat = self.workspace.index_path.stat()
-            file = (stat.st_dev, stat.st_ino)
-        except OSError:
-            file = None
-        if getattr(local, "db", None) is None or local.file != file:
-            if getattr(local, "db", None) is not None:
-                local.db.close()
-            local.db, local.file, local.seen = connect(self.workspace), file, None
-        return local.db
-
-    def _current(self, conn: sqlite3.Connection) -> str:
-        """The library's signature, worked out again only when another connection has written
-        since (``PRAGMA data_version``): 4.5 ms on 16,000 blocks, where asking costs 0.1."""
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
-        if self._local.seen is None or self._local.seen[0] != version:
-            self._local.seen = (version, self._signature(conn))
-            self._keys = {}  # a dedup run may have regrouped blocks without changing the library
-        return self._local.seen[1]
-
     def forget_kept(self) -> None:
         """Drop what searches keep for the next one (each term's scores, grouping keys): the next
         search reads them again, as the first searches of a new process do."""
-        self._terms, self._keys = lexical.TermScores(), {}
+        self._terms, self._keys = lexical.TermScores(), ("", {})
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -254,18 +229,23 @@ class SearchIndex:
         return [(h.id, 1.0 - h.distance) for h in self.vectors.query(vector, _CANDIDATES, where) if h.id in ids]
 
     def _lexical(self, query: str, allowed: set[str] | None, kept: lexical.TermScores) -> list[tuple[str, float]]:
-        return lexical.search(self._reader().conn, query, _CANDIDATES, allowed, kept)
+        with self._store() as store:
+            return lexical.search(store.conn, query, _CANDIDATES, allowed, kept)
 
     def _signature(self, conn: sqlite3.Connection) -> str:
         """What the library is, cheaply: every write of a row stamps a new ``updated_at``, so the
         count, the newest stamp and their sum change with any insert, update or delete. Checked
-        before every search: aggregating in SQLite costs a millisecond where reading each row
-        cost ~40 ms on 14,000 blocks."""
-        row = conn.execute("SELECT count(*), max(updated_at), total(updated_at), group_concat(DISTINCT gate_version) "
-                           "FROM library").fetchone()
+        before every search: the count and the newest stamp come from an index in a tenth of a
+        millisecond, and the whole aggregate (4 ms on 16,000 blocks) is read again only when they
+        changed."""
         where = self.chroma_url or "embedded"
-        return _sha1(json.dumps([list(row), collection_name(self.embedder), where, cache.SPEC_VERSION, cache.BUNDLE_VERSION,
-                                 _INDEX_VERSION]))
+        versions = [collection_name(self.embedder), where, cache.SPEC_VERSION, cache.BUNDLE_VERSION, _INDEX_VERSION]
+        newest = json.dumps([list(conn.execute("SELECT count(*), max(updated_at) FROM library").fetchone()), versions])
+        if self._newest[0] != newest:
+            row = conn.execute("SELECT count(*), max(updated_at), total(updated_at), group_concat(DISTINCT gate_version) "
+                               "FROM library").fetchone()
+            self._newest = (newest, _sha1(json.dumps([list(row), *versions])))
+        return self._newest[1]
 
     def stale(self) -> bool:
         with self._store() as store:
@@ -321,30 +301,34 @@ class SearchIndex:
             raise ValueError(f"method must be one of {METHODS}")
         if not query.strip():
             raise ConfigError("the search query is empty: say in words what the block does")
-        store = self._reader()
-        conn = store.conn
-        self._follow_tuning(conn)
-        signature = self._current(conn)
-        if _synced(conn) != signature:
-            log.info("the library changed since the search index was built: updating it")
-            self.sync()
-        allowed = self._allowed(conn, signature, source, category, validated)
-        ids = allowed[0] if allowed else None
-        kept = self._terms
-        kept.reset(signature)
-        rankings: list[list[tuple[str, float]]] = []
-        if method == "lexical":
-            rankings.append(lexical.search(conn, query, _CANDIDATES, ids, kept))
-        elif method == "hybrid":
-            # the lexical ranking runs in SQLite on its own connection while the query is embedded:
-            # both release the GIL, so a hybrid search costs the slower of the two, not their sum
-            words = self._pool().submit(self._lexical, query, ids, kept)
-        if method in ("dense", "hybrid"):
-            vector = self.embedder.embed([query])[0]
-            rankings.append(self._nearest(vector, allowed, _where(source, category, validated)))
-        if method == "hybrid":
-            rankings.append(words.result())
-        return _hits(store, _fuse(rankings), k, self._keys)
+        # a connection per search: one kept open outlives a home deleted and built again, and
+        # SQLite then mixes the new database's journal with the old file
+        with self._store() as store:
+            conn = store.conn
+            self._follow_tuning(conn)
+            signature = self._signature(conn)
+            if _synced(conn) != signature:
+                log.info("the library changed since the search index was built: updating it")
+                self.sync()
+            allowed = self._allowed(conn, signature, source, category, validated)
+            ids = allowed[0] if allowed else None
+            kept = self._terms
+            kept.reset(signature)
+            if self._keys[0] != signature:
+                self._keys = (signature, {})
+            rankings: list[list[tuple[str, float]]] = []
+            if method == "lexical":
+                rankings.append(lexical.search(conn, query, _CANDIDATES, ids, kept))
+            elif method == "hybrid":
+                # the lexical ranking runs in SQLite on its own connection while the query is embedded:
+                # both release the GIL, so a hybrid search costs the slower of the two, not their sum
+                words = self._pool().submit(self._lexical, query, ids, kept)
+            if method in ("dense", "hybrid"):
+                vector = self.embedder.embed([query])[0]
+                rankings.append(self._nearest(vector, allowed, _where(source, category, validated)))
+            if method == "hybrid":
+                rankings.append(words.result())
+            return _hits(store, _fuse(rankings), k, self._keys[1])
 
 
 def _synced(conn: sqlite3.Connection) -> str | None:
@@ -413,13 +397,11 @@ def _column(store: Database, sql: str, ids: list[str]) -> dict[str, str]:
 
 
 def _group_keys(store: Database, ids: list[str]) -> dict[str, list[str] | None]:
-    """Block id -> the keys ``_hits`` groups copies by (near-copy cluster, structural fingerprint,
-    class name); None for a block with no spec."""
-    clusters = {b: "cluster:" + c for b, c in _column(
-        store, "SELECT block_id, cluster FROM dedup_clusters WHERE level='near' AND block_id IN ({})", ids).items()}
+    """Block id -> the keys ``_hits`` groups copies by that only a library change changes (structural
+    fingerprint, class name); None for a block with no spec."""
     prints = _column(store, "SELECT block_id, fingerprint FROM specs WHERE block_id IN ({})", ids)
     names = {b: "name:" + n for b, n in _column(store, "SELECT block_id, name FROM library WHERE block_id IN ({})", ids).items()}
-    return {b: [key for key in (clusters.get(b), prints[b], names.get(b)) if key] if b in prints else None for b in ids}
+    return {b: [key for key in (prints[b], names.get(b)) if key] if b in prints else None for b in ids}
 
 
 def _hits(store: Database, fused: list[tuple[str, float]], k: int,
@@ -427,19 +409,23 @@ def _hits(store: Database, fused: list[tuple[str, float]], k: int,
     """The top ``k`` fused results, copies grouped under the first: blocks of one near-copy
     cluster (``nnrag dedup``), of one structural fingerprint, or of one class name (four
     libraries' ``DiceLoss`` are one answer with three alternatives, not four of the ten places).
-    Groups are formed from three columns, read only for blocks not in ``known`` (which keeps
-    them: reading them for a search's 200 candidates cost 8 ms); only the ``k`` shown blocks
-    have their specs read."""
+    Fingerprints and names are read only for blocks not in ``known``, which keeps them for the
+    next search of the same library (reading them for 200 candidates cost 8 ms on 16,000
+    blocks); clusters every time, as a dedup run regroups without changing the library. Only the
+    ``k`` shown blocks have their specs read."""
+    ids = [b for b, _ in fused]
     known = {} if known is None else known
-    missing = [b for b, _ in fused if b not in known]
+    missing = [b for b in ids if b not in known]
     if missing:
         known.update(_group_keys(store, missing))
+    clusters = _column(store, "SELECT block_id, cluster FROM dedup_clusters WHERE level='near' AND block_id IN ({})", ids)
     leaders: list[tuple[str, float, list[str]]] = []
     by_key: dict[str, list[str]] = {}
     for block_id, score in fused:
-        keys = known.get(block_id)
-        if keys is None:  # no spec: not searchable
+        kept = known.get(block_id)
+        if kept is None:  # no spec: not searchable
             continue
+        keys = (["cluster:" + clusters[block_id]] if clusters.get(block_id) else []) + kept
         group = next((by_key[key] for key in keys if key in by_key), None)
         if group is not None:
             group.append(block_id)
