@@ -107,13 +107,19 @@ def test_a_new_category_guess_reaches_the_library_without_validating_again(built
             return (store.conn.execute("SELECT category FROM blocks WHERE name='Swish'").fetchone()[0],
                     store.conn.execute("SELECT category FROM library WHERE name='Swish'").fetchone()[0])
 
+    def stamp() -> float:
+        with connect(Workspace.resolve(built)) as store:
+            return store.conn.execute("SELECT updated_at FROM library WHERE name='Swish'").fetchone()[0]
+
     guessed = categories()
     assert guessed == ("activation", "activation")
+    before = stamp()
     with connect(Workspace.resolve(built)) as store:
         store.conn.execute("UPDATE blocks SET category='recurrent' WHERE name='Swish'")
     again = nnrag.build(home=built, limits=LIMITS, search=False)
     unextractable = sum(1 for s, _ in FAILING.values() if s == "extract")
     assert categories() == ("recurrent", "recurrent")
+    assert stamp() > before  # a written row is stamped: search's check of the library sees the change
     assert again.cached == again.tried - unextractable  # every verdict reused, none validated again
     with connect(Workspace.resolve(built)) as store:  # as an index discovered by an older nnrag
         store.conn.execute("UPDATE meta SET value=json_set(value, '$.version', '1') WHERE key='discovery'")

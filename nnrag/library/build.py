@@ -69,9 +69,11 @@ def build_library(
             "SELECT s.name AS source, f.module, b.qualname, b.name, b.category FROM blocks b"
             " JOIN sources s ON s.id=b.source_id JOIN files f ON f.id=b.file_id ORDER BY s.priority, s.name, b.qualname"
         ).fetchall()
-        # discovery may have guessed a category again (a new discovery version): verdicts stand, categories follow
-        conn.executemany("UPDATE library SET category=? WHERE block_id=? AND category IS NOT ?",
-                         [(ref.category, ref.block_id, ref.category) for ref in map(BlockRef.from_row, rows)])
+        # discovery may have guessed a category again (a new discovery version): verdicts stand, categories
+        # follow, stamped as every write of a row is, so search sees the library changed
+        now = time.time()
+        conn.executemany("UPDATE library SET category=?, updated_at=? WHERE block_id=? AND category IS NOT ?",
+                         [(ref.category, now, ref.block_id, ref.category) for ref in map(BlockRef.from_row, rows)])
         selected = [r for r in rows if (wanted is None or r["source"] in wanted) and (names is None or r["name"] in names)]
         if limit is not None:
             selected = selected[:limit]
