@@ -25,7 +25,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 _QUERY = "find anti-aliased downsampling"
 _QUERIES = Path(__file__).parent / "data" / "queries.jsonl"
@@ -66,6 +66,21 @@ def cold(home: str, runs: int) -> dict[str, Any]:
             "same_ranking": rankings["numpy"] == rankings["sentence-transformers"], "peak_mb": peaks}
 
 
+def _api_search(url: str) -> Callable[[str], object]:
+    def search(query: str) -> bytes:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/api/search?{urllib.parse.urlencode({'q': query, 'k': 10})}") as response:
+            return response.read()
+    return search
+
+
+def _python_search(home: str | None) -> Callable[[str], object]:
+    import nnrag
+
+    index = nnrag.search_index(home=home)
+    index.search("warm up", 10)  # the model loaded and the vector index open, as in a server
+    return lambda query: index.search(query, 10)
+
+
 def warm(url: str | None, requests: int, queries_file: Path = _QUERIES, passes: int = 1,
          home: str | None = None) -> dict[str, Any]:
     """p50 and p95 of each pass of ``requests`` searches, through ``url``'s API or, without one,
@@ -73,21 +88,12 @@ def warm(url: str | None, requests: int, queries_file: Path = _QUERIES, passes: 
     queries = [json.loads(line)["query"] for line in queries_file.read_text().splitlines() if line.strip()]
     out: dict[str, Any] = {"queries": str(queries_file), "requests": requests, "passes": [],
                            "through": url or "the Python API in process"}
-    if url is None:
-        import nnrag
-
-        index = nnrag.search_index(home=home)
-        index.search("warm up", 10)
+    search = _api_search(url) if url else _python_search(home)
     for _ in range(passes):
         times = []
         for i in range(requests):
             started = time.perf_counter()
-            if url is None:
-                index.search(queries[i % len(queries)], 10)
-            else:
-                q = urllib.parse.urlencode({"q": queries[i % len(queries)], "k": 10})
-                with urllib.request.urlopen(f"{url.rstrip('/')}/api/search?{q}") as response:
-                    response.read()
+            search(queries[i % len(queries)])
             times.append((time.perf_counter() - started) * 1000)
         times.sort()
         out["passes"].append({"p50_ms": round(statistics.median(times), 1),
