@@ -52,11 +52,12 @@ def test_a_home_of_the_previous_release_is_migrated_and_used(old_home: tuple[Pat
 
     report = nnrag.report(home=home)  # the first open migrates
     with Database(home / "index.sqlite3") as db:
-        assert schema_version(db.conn) == SCHEMA_VERSION == 10
+        assert schema_version(db.conn) == SCHEMA_VERSION == 11
         columns = {r["name"] for r in db.conn.execute("PRAGMA table_info(definitions)")}
         assert {"calls", "stubs"} <= columns
         assert {"notes", "comments", "readme", "heading"} <= {r["name"] for r in db.conn.execute("PRAGMA table_info(specs)")}
-        assert {"synthesized", "lemur", "dedup_signatures", "dedup_clusters", "extracted"} <= _tables(home / "index.sqlite3")
+        assert {"synthesized", "lemur", "dedup_signatures", "dedup_clusters", "extracted", "search_vectors"} <= _tables(
+            home / "index.sqlite3")
         after = [tuple(r) for r in db.conn.execute(
             "SELECT block_id, status, code, code_sha1 FROM library ORDER BY block_id")]
     assert after == library_before and (report.tried, report.passed) == (6, 5)

@@ -13,10 +13,11 @@ import sqlite3
 from typing import Callable
 
 # Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
+SEARCH_TOKENIZER = "porter unicode61"
 
 _INDEX = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -164,8 +165,9 @@ CREATE TABLE IF NOT EXISTS embeddings (
 );
 CREATE TABLE IF NOT EXISTS search_state (name TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS search_keys (block_id TEXT PRIMARY KEY, key TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS search_vectors (block_id TEXT PRIMARY KEY, text_sha1 TEXT NOT NULL);  -- the text each block's vector is of
 """ + "".join(
-    f"CREATE VIRTUAL TABLE IF NOT EXISTS search_{f} USING fts5(block_id UNINDEXED, text, tokenize = 'porter unicode61');\n"
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS search_{f} USING fts5(block_id UNINDEXED, text, tokenize = '{SEARCH_TOKENIZER}');\n"
     for f in SEARCH_FIELDS
 )
 
@@ -290,7 +292,13 @@ def _v9_to_v10(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE specs ADD COLUMN heading TEXT")
 
 
+def _v10_to_v11(conn: sqlite3.Connection) -> None:
+    """Which text's vector each block has, so that a search reads the vectors from the index
+    (filled by the next sync, which the search index's new version calls for)."""
+    conn.execute("CREATE TABLE IF NOT EXISTS search_vectors (block_id TEXT PRIMARY KEY, text_sha1 TEXT NOT NULL)")
+
+
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
                                                                5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9,
-                                                               9: _v9_to_v10}
+                                                               9: _v9_to_v10, 10: _v10_to_v11}

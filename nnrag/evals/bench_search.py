@@ -78,6 +78,7 @@ def _python_search(home: str | None) -> Callable[[str], object]:
 
     index = nnrag.search_index(home=home)
     index.search("warm up", 10)  # the model loaded and the vector index open, as in a server
+    index.read_ahead(wait=True)  # and the frequent words read, as a server does when it starts
     return lambda query: index.search(query, 10)
 
 

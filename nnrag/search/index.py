@@ -12,19 +12,21 @@ import json
 import logging
 import sqlite3
 import struct
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Sequence
+from typing import AbstractSet, Any, Literal, Sequence
 
 from ..config import search_config
 from ..db import Database, connect
-from ..errors import ConfigError
-from . import lexical
+from ..errors import ConfigError, IndexStoreError
+from . import lexical, neighbours
 from .embedders import FEW_TEXTS, Embedder, make_embedder, release_embedder
 from .tuning import tuned_blocks, tuned_in, tuned_model
 from .views import dense_text, lexical_doc
 from ..progress import ProgressFn
+from .neighbours import Allowed, Neighbours
 from .vectors import VectorIndex, collection_name
 from ..specs import cache
 from ..specs.build import SpecBundle
@@ -36,8 +38,7 @@ Method = Literal["hybrid", "lexical", "dense"]
 METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-_WIDEST_READ = 2500  # neighbours read before Chroma is asked to filter (``_nearest``)
-_INDEX_VERSION = "12"  # what a synced index holds: a new version makes the next search sync first
+_INDEX_VERSION = "13"  # what a synced index holds: a new version makes the next search sync first
 # more than a few texts per call, so a sync's batches run on sentence-transformers (31 texts/s here)
 # rather than numpy (15/s): at 64, exactly the numpy limit, every build embedded on numpy
 _EMBED_BATCH = 2 * FEW_TEXTS
@@ -158,7 +159,10 @@ class SearchIndex:
         self.chroma_url = cfg.chroma_url
         self._vectors: VectorIndex | None = None
         self._executor: ThreadPoolExecutor | None = None
-        self._allowed_for: dict[str, Any] = {}  # "signature", and per filter set (ids, share)
+        self._allowed_for: dict[str, Any] = {}  # "signature", and per filter set what it allows
+        self._near: tuple[str, Neighbours | None] = ("", None)  # the block vectors, per library signature
+        self._reads_ahead = False  # ``read_ahead`` was asked for: done again after each library change
+        self._read_ahead_for = ""  # the library signature last read ahead for
         self._terms = lexical.TermScores()  # what the lexical side read, for the next query
         self._keys: tuple[str, dict[str, list[str] | None]] = ("", {})  # ``_hits``' keys, per library signature
         self._newest: tuple[str, str] = ("", "")  # the library's count and newest stamp -> its signature
@@ -187,7 +191,33 @@ class SearchIndex:
     def forget_kept(self) -> None:
         """Drop what searches keep for the next one (each term's scores, grouping keys): the next
         search reads them again, as the first searches of a new process do."""
-        self._terms, self._keys = lexical.TermScores(), ("", {})
+        self._terms, self._keys, self._read_ahead_for = lexical.TermScores(), ("", {}), ""
+
+    def read_ahead(self, wait: bool = False) -> None:
+        """Read the scores of the library's frequent words now, on a thread of their own (or
+        before returning, with ``wait``), and again after each change of the library: a server's
+        first query holding them is then as fast as later ones. Searches go on meanwhile."""
+        self._reads_ahead = True
+        with self._store() as store:
+            signature = self._signature(store.conn)
+            if _synced(store.conn) != signature:
+                return  # the next search syncs, then reads ahead
+        self._start_read_ahead(signature, wait)
+
+    def _start_read_ahead(self, signature: str, wait: bool = False) -> None:
+        if self._read_ahead_for == signature:
+            return
+        self._read_ahead_for = signature
+        reader = threading.Thread(target=self._read_ahead, args=(signature,), name="nnrag-read-ahead", daemon=True)
+        reader.start()
+        if wait:
+            reader.join()
+
+    def _read_ahead(self, signature: str) -> None:
+        started = time.perf_counter()
+        with self._store() as store:
+            read = self._terms.read_ahead(store.conn, signature)
+        log.info("read ahead the scores of %d frequent words in %.1f s", read, time.perf_counter() - started)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -195,8 +225,8 @@ class SearchIndex:
         return self._executor
 
     def _allowed(self, conn: sqlite3.Connection, signature: str, source: str | None, category: str | None,
-                 validated: bool | None) -> tuple[set[str], float] | None:
-        """The ids these filters let through and their share of the library (None: all), kept
+                 validated: bool | None) -> Allowed | None:
+        """The blocks these filters let through (None: no filter), kept per library signature
         while the library is unchanged: a warm server answers the next query with the same
         filters without reading them again."""
         if not source and not category and validated is None:
@@ -205,30 +235,26 @@ class SearchIndex:
             self._allowed_for = {"signature": signature}
         key = json.dumps([source, category, validated])
         if key not in self._allowed_for:
-            ids = _allowed(conn, source, category, validated)
-            total = conn.execute("SELECT count(*) FROM library").fetchone()[0] or 1
-            self._allowed_for[key] = (ids, len(ids) / total)
+            self._allowed_for[key] = Allowed(key, frozenset(_allowed(conn, source, category, validated)))
         return self._allowed_for[key]
 
-    def _nearest(self, vector: Sequence[float], allowed: tuple[set[str], float] | None,
-                 where: dict[str, Any] | None) -> list[tuple[str, float]]:
-        """(id, cosine) of the nearest allowed blocks. A metadata filter in Chroma costs ~100 ms
-        on 16,000 vectors where reading 500 neighbours costs 9 ms and 2,500 about 25: filters
-        that let a good share through are applied here, narrow ones (one small source) by Chroma."""
-        if allowed is None:
-            return [(h.id, 1.0 - h.distance) for h in self.vectors.query(vector, _CANDIDATES)]
-        ids, share = allowed
-        if share >= 0.05:
-            # twice the share's due, then once more at the widest read where the query lands among
-            # blocks the filters leave out (a third of the queries' neighbours failed validation)
-            for n in sorted({min(int(2 * _CANDIDATES / share), _WIDEST_READ), _WIDEST_READ}):
-                hits = self.vectors.query(vector, n)
-                near = [(h.id, 1.0 - h.distance) for h in hits if h.id in ids]
-                if len(near) >= _CANDIDATES or len(hits) < n:  # enough, or every neighbour read
-                    return near[:_CANDIDATES]
-        return [(h.id, 1.0 - h.distance) for h in self.vectors.query(vector, _CANDIDATES, where) if h.id in ids]
+    def _neighbours(self, conn: sqlite3.Connection, signature: str) -> Neighbours:
+        """The block vectors of the synced library, read once per library signature."""
+        if self._near[0] != signature or self._near[1] is None:
+            near = neighbours.read(conn, self.embedder.name)
+            if near is None:  # a vector the last sync recorded is gone from the embedding cache
+                log.warning("block vectors are missing from the index: syncing the search index again")
+                conn.execute("DELETE FROM search_state WHERE name='synced'")
+                conn.commit()
+                self.sync()
+                near = neighbours.read(conn, self.embedder.name)
+                if near is None:
+                    raise IndexStoreError("the search index lost block vectors it has just written; "
+                                          "run `nnrag sync` again")
+            self._near = (signature, near)
+        return self._near[1]
 
-    def _lexical(self, query: str, allowed: set[str] | None, kept: lexical.TermScores) -> list[tuple[str, float]]:
+    def _lexical(self, query: str, allowed: AbstractSet[str] | None, kept: lexical.TermScores) -> list[tuple[str, float]]:
         with self._store() as store:
             return lexical.search(store.conn, query, _CANDIDATES, allowed, kept)
 
@@ -276,12 +302,16 @@ class SearchIndex:
             metas = {b.spec.id: _metadata(b, _sha1(texts[b.spec.id] + json.dumps(_metadata(b, ""), sort_keys=True)))
                      for b in all_bundles}
             todo = [i for i in sorted(wanted) if state.get(i) != metas[i]["key"]]
-            vectors = _embed_cached(conn, self.embedder, [texts[i] for i in todo], report, progress)
+            # every block's vector, not only the changed ones': those unchanged come from the
+            # embedding cache, and one missing from it (a cache emptied by hand) is made again
+            everyone = sorted(wanted)
+            vectors = dict(zip(everyone, _embed_cached(conn, self.embedder, [texts[i] for i in everyone], report, progress)))
             for j in range(0, len(todo), 500):
                 ids = todo[j:j + 500]
-                self.vectors.upsert(ids, vectors[j:j + 500], [texts[i] for i in ids], [metas[i] for i in ids])
+                self.vectors.upsert(ids, [vectors[i] for i in ids], [texts[i] for i in ids], [metas[i] for i in ids])
             report.upserted = len(todo)
             self.vectors.delete([i for i in state if i not in wanted])
+            neighbours.write(conn, {i: _sha1(texts[i]) for i in everyone})
             conn.execute("INSERT OR REPLACE INTO search_state VALUES ('synced', ?)", (signature,))
             conn.commit()
         report.seconds = time.perf_counter() - started
@@ -311,9 +341,11 @@ class SearchIndex:
                 log.info("the library changed since the search index was built: updating it")
                 self.sync()
             allowed = self._allowed(conn, signature, source, category, validated)
-            ids = allowed[0] if allowed else None
+            ids = allowed.ids if allowed else None
             kept = self._terms
             kept.reset(signature)
+            if self._reads_ahead:
+                self._start_read_ahead(signature)
             if self._keys[0] != signature:
                 self._keys = (signature, {})
             rankings: list[list[tuple[str, float]]] = []
@@ -325,7 +357,7 @@ class SearchIndex:
                 words = self._pool().submit(self._lexical, query, ids, kept)
             if method in ("dense", "hybrid"):
                 vector = self.embedder.embed([query])[0]
-                rankings.append(self._nearest(vector, allowed, _where(source, category, validated)))
+                rankings.append(self._neighbours(conn, signature).nearest(vector, _CANDIDATES, allowed))
             if method == "hybrid":
                 rankings.append(words.result())
             return _hits(store, _fuse(rankings), k, self._keys[1])
@@ -349,19 +381,6 @@ def _allowed(conn: sqlite3.Connection, source: str | None, category: str | None,
         sql += " AND status=?"
         args.append("validated" if validated else "failed")
     return {r["block_id"] for r in conn.execute(sql, args)}
-
-
-def _where(source: str | None, category: str | None, validated: bool | None) -> dict[str, Any] | None:
-    terms: list[dict[str, Any]] = []
-    if source:
-        terms.append({"source": source})
-    if category:
-        terms.append({"category": category})
-    if validated is not None:
-        terms.append({"validated": validated})
-    if not terms:
-        return None
-    return terms[0] if len(terms) == 1 else {"$and": terms}
 
 
 def _fuse(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:

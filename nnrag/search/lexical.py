@@ -16,11 +16,12 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import AbstractSet, Iterable
 
 import numpy as np
 
 from ..db.schema import SEARCH_FIELDS  # one FTS5 table per field
+from ..db.words import Stemmer, frequent_stems
 
 _FIELDS = SEARCH_FIELDS
 # identifiers at 0.8, tuned on the wide evaluation's two dev splits (0.2 to 1.3): since the field
@@ -28,6 +29,7 @@ _FIELDS = SEARCH_FIELDS
 _WEIGHTS = {"name": 1.0, "module": 0.3, "doc": 2.0, "identifiers": 0.8}
 _FIELD_DEPTH = 400  # best matches counted per field (``search``)
 _TERM_BUDGET = 10_000_000  # rows of one-term scores kept (8 bytes each), the least recently used dropped first
+_READ_AHEAD_SHARE = 0.01  # ``TermScores.read_ahead``: the stems at least this share of a field's rows hold
 _LAYOUT = "rowid"  # how the tables are written (``sync``)
 _FEW_CHANGES = 200  # more changed documents than this (or a tenth) rewrite the tables (``sync``)
 _STOPWORDS = frozenset(
@@ -135,7 +137,9 @@ class TermScores:
     by reading every row that holds any of them, ~90 ms for a long query on 16,000 blocks; the
     words repeat from query to query (``attention``, ``channel``), so a warm server answers in
     about a millisecond, and even a fresh process has read the common words after a few queries.
-    The sum of the one-term scores is FTS5's own score of the query: its BM25 adds per phrase."""
+    The sum of the one-term scores is FTS5's own score of the query: its BM25 adds per phrase.
+    Scores are kept per stem, as FTS5 matches (``parameters`` and ``parameter`` read once), so
+    that ``read_ahead`` can read the library's frequent stems before any query names them."""
 
     def __init__(self, budget: int = _TERM_BUDGET) -> None:
         self._budget = budget
@@ -145,7 +149,8 @@ class TermScores:
         self._at = np.zeros(0, np.int32)  # a row's rowid -> its position (-1: none)
         self._terms: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._held = 0  # rows held over all terms
-        self._mask_for: tuple[set[str] | None, np.ndarray | None] = (None, None)
+        self._mask_for: tuple[AbstractSet[str] | None, np.ndarray | None] = (None, None)
+        self._stem = Stemmer()
 
     def reset(self, version: str) -> None:
         """Forget everything read when the library is no longer ``version``."""
@@ -154,16 +159,12 @@ class TermScores:
                 self._version, self._ids, self._at = version, [], np.zeros(0, np.int32)
                 self._terms, self._held, self._mask_for = OrderedDict(), 0, (None, None)
 
-    def scores(self, conn: sqlite3.Connection, terms: list[str], allowed: set[str] | None,
+    def scores(self, conn: sqlite3.Connection, terms: list[str], allowed: AbstractSet[str] | None,
                depth: int) -> tuple[list[str], np.ndarray]:
         """(block ids, their weighted sum of each field's best ``depth`` BM25 scores among the
         ``allowed`` blocks); 0 where no field counted."""
         with self._lock:
-            if not self._ids:
-                rows = conn.execute("SELECT rowid, block_id FROM search_keys ORDER BY rowid").fetchall()
-                self._ids = [b for _, b in rows]
-                self._at = np.full(rows[-1][0] + 1 if rows else 0, -1, np.int32)
-                self._at[[r for r, _ in rows]] = np.arange(len(rows), dtype=np.int32)
+            self._read_ids(conn)
             mask = self._mask(allowed)
             total = np.zeros(len(self._ids), np.float32)
             for f in _FIELDS:
@@ -178,7 +179,38 @@ class TermScores:
                 total += _WEIGHTS[f] * field
             return self._ids, total
 
-    def _mask(self, allowed: set[str] | None) -> np.ndarray | None:
+    def read_ahead(self, conn: sqlite3.Connection, version: str, share: float = _READ_AHEAD_SHARE) -> int:
+        """Read now the scores of every stem that at least ``share`` of a field's rows hold, the
+        most common first: they are the slow ones to read (13-47 ms each on 16,000 blocks against
+        under a millisecond for a rare word), and most queries hold a few. Stops when the library
+        is no longer ``version``; returns how many stems it read. Searches go on meanwhile."""
+        self.reset(version)
+        read = 0
+        for f in _FIELDS:
+            for stem in frequent_stems(conn, f, share):
+                with self._lock:
+                    if self._version != version or self._held > self._budget // 2:
+                        return read
+                    # a stem that stems again to something else cannot be asked for as itself
+                    if (f, stem) in self._terms or self._stem(stem) != stem:
+                        continue
+                    self._read_ids(conn)
+                    at = self._at
+                found = _one_term(conn, f, stem)  # outside the lock: searches are not held up
+                with self._lock:
+                    if self._version == version and self._at is at and (f, stem) not in self._terms:
+                        self._keep((f, stem), _positions(found, at))
+                        read += 1
+        return read
+
+    def _read_ids(self, conn: sqlite3.Connection) -> None:
+        if not self._ids:
+            rows = conn.execute("SELECT rowid, block_id FROM search_keys ORDER BY rowid").fetchall()
+            self._ids = [b for _, b in rows]
+            self._at = np.full(rows[-1][0] + 1 if rows else 0, -1, np.int32)
+            self._at[[r for r, _ in rows]] = np.arange(len(rows), dtype=np.int32)
+
+    def _mask(self, allowed: AbstractSet[str] | None) -> np.ndarray | None:
         # a server hands the same set object for the same filters while the library is unchanged
         if allowed is None:
             return None
@@ -188,19 +220,14 @@ class TermScores:
             self._mask_for = (allowed, mask)
         return self._mask_for[1]
 
-    def _term(self, conn: sqlite3.Connection, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
-        key = (field, term)
+    def _term(self, conn: sqlite3.Connection, field: str, word: str) -> tuple[np.ndarray, np.ndarray]:
+        key = (field, self._stem(word))
         if key in self._terms:
             self._terms.move_to_end(key)
             return self._terms[key]
-        found = np.array(conn.execute(f"SELECT rowid, bm25(search_{field}) FROM search_{field} WHERE search_{field} MATCH ?",
-                                      ('"' + term.replace('"', "") + '"',)).fetchall(), np.float64).reshape(-1, 2)
-        rowids = found[:, 0].astype(np.int64)
-        at = np.full(len(rowids), -1, np.int32)
-        inside = rowids < len(self._at)
-        at[inside] = self._at[rowids[inside]]
-        kept = at >= 0  # rows written after the library was read are left to the next version
-        entry = (at[kept].astype(np.int32), (-found[kept, 1]).astype(np.float32))  # FTS5's bm25 is lower for better
+        return self._keep(key, _positions(_one_term(conn, field, word), self._at))
+
+    def _keep(self, key: tuple[str, str], entry: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         self._terms[key] = entry
         self._held += len(entry[0])
         while self._held > self._budget and len(self._terms) > 1:
@@ -209,7 +236,23 @@ class TermScores:
         return entry
 
 
-def search(conn: sqlite3.Connection, text: str, k: int, allowed: set[str] | None = None,
+def _one_term(conn: sqlite3.Connection, field: str, word: str) -> np.ndarray:
+    """(rowid, FTS5 bm25) of every row of ``field`` that holds ``word``; by rowid, so no text is read."""
+    return np.array(conn.execute(f"SELECT rowid, bm25(search_{field}) FROM search_{field} WHERE search_{field} MATCH ?",
+                                 ('"' + word.replace('"', "") + '"',)).fetchall(), np.float64).reshape(-1, 2)
+
+
+def _positions(found: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions in the library read, scores higher for better) of ``_one_term``'s rows."""
+    rowids = found[:, 0].astype(np.int64)
+    positions = np.full(len(rowids), -1, np.int32)
+    inside = rowids < len(at)
+    positions[inside] = at[rowids[inside]]
+    kept = positions >= 0  # rows written after the library was read are left to the next version
+    return positions[kept].astype(np.int32), (-found[kept, 1]).astype(np.float32)  # FTS5's bm25 is lower for better
+
+
+def search(conn: sqlite3.Connection, text: str, k: int, allowed: AbstractSet[str] | None = None,
            cache: TermScores | None = None) -> list[tuple[str, float]]:
     """(block id, score) best first: the weighted sum of each field's BM25 (higher is better);
     ``allowed`` keeps only those ids; ``cache`` keeps what was read for the next query.

@@ -50,10 +50,35 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     return (x - mean) / np.sqrt(var + eps) * weight + bias
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:
-    from scipy.special import erf  # the exact GELU BERT uses; scipy comes with datasketch
+# erf as an odd rational function on [-4, 4], where float32 erf reaches +-1: the approximation
+# Eigen and XLA use for float32, within 5e-7 of the exact erf. scipy's erf took 0.5 s to import
+# (a third of a cold search) and 0.6 ms a layer; this takes a fraction of that.
+_ERF_NUMERATOR = tuple(np.float32(c) for c in (
+    -2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+    -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02))  # x^13 ... x^1
+_ERF_DENOMINATOR = tuple(np.float32(c) for c in (
+    -1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+    -1.42647390514189e-02))  # x^8 ... x^0
 
-    out = erf(x * np.float32(1 / math.sqrt(2.0)))  # in place from here: these arrays are the largest
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    x = np.clip(x, np.float32(-4.0), np.float32(4.0))
+    x2 = x * x
+    p = np.full_like(x, _ERF_NUMERATOR[0])
+    for c in _ERF_NUMERATOR[1:]:
+        p *= x2
+        p += c
+    p *= x
+    q = np.full_like(x, _ERF_DENOMINATOR[0])
+    for c in _ERF_DENOMINATOR[1:]:
+        q *= x2
+        q += c
+    p /= q
+    return p
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    out = _erf(x * np.float32(1 / math.sqrt(2.0)))  # the exact GELU BERT uses; in place from here
     out += 1.0
     out *= x
     out *= 0.5

@@ -1,17 +1,17 @@
-"""The dense side of search: one Chroma collection of block vectors.
+"""Where the block vectors are kept: one Chroma collection per model.
 
 Embedded by default (``PersistentClient`` under the home, telemetry off); a URL switches to
 ``HttpClient`` against a ``chroma run`` server so several people share one index. Vectors are
 computed by nnrag's own embedder and handed to Chroma, so Chroma never embeds (its built-in
 default would try to download a model); the collection still carries an embedding function
 that names the model, and a collection made with another model is never mixed with this one.
+A search reads the same vectors from the index instead (``neighbours.py``: exact, and faster).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlparse
@@ -23,12 +23,6 @@ log = logging.getLogger(__name__)
 
 _COLLECTION = "nnrag-blocks"
 _PAGE = 2000  # ids fetched per call when reading the collection's state
-
-
-@dataclass(frozen=True)
-class VectorHit:
-    id: str
-    distance: float
 
 
 def _embedding_function(embedder: Embedder) -> Any:
@@ -103,13 +97,6 @@ def drop_collection(path: Path, url: str | None, model: str) -> None:
         client.delete_collection(collection_name(model))
 
 
-# Neighbours the graph search explores. Chroma's default, 100, found 86 of the exact 100 nearest
-# (9.4 of the top 10) on a 15,000-block library, and which ones moved with every update, so
-# rankings changed from one build of the same texts to the next; 800 finds 99.3 (9.98) for
-# under a millisecond more per query (docs/benchmarks.md).
-_EF_SEARCH = 800
-
-
 class VectorIndex:
     """Block vectors with their search metadata, keyed by block id."""
 
@@ -121,9 +108,6 @@ class VectorIndex:
             collection_name(embedder), embedding_function=_embedding_function(embedder),
             metadata={"model": embedder.name},
         )
-        hnsw = (self.collection.configuration or {}).get("hnsw") or {}
-        if int(hnsw.get("ef_search") or 0) < _EF_SEARCH:
-            self.collection.modify(configuration={"hnsw": {"ef_search": _EF_SEARCH}})
 
     def state(self) -> dict[str, str]:
         """Block id -> the key its entry was made from (changes when the block's text view changes)."""
@@ -146,13 +130,6 @@ class VectorIndex:
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
             self.collection.delete(ids=list(ids))
-
-    def query(self, vector: Sequence[float], k: int, where: dict[str, Any] | None = None) -> list[VectorHit]:
-        """The ``k`` nearest blocks (fewer when the collection holds fewer). Only ids and
-        distances are read: fetching metadata, or counting first, costs more than the query."""
-        res = self.collection.query(query_embeddings=[list(vector)], n_results=k, where=where or None,
-                                    include=["distances"])
-        return [VectorHit(i, float(d)) for i, d in zip(res["ids"][0], (res["distances"] or [[]])[0])]
 
     def count(self) -> int:
         return self.collection.count()

@@ -11,6 +11,7 @@ sandbox. Pages load nothing from other hosts.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,11 +26,13 @@ from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import nnrag
-from nnrag.errors import NotFoundError
+from nnrag.errors import NnragError, NotFoundError
 from nnrag.tools.functions import MAX_CODE_CHARS, Toolbox
 from nnrag.workspace import Workspace
 
 from . import views
+
+log = logging.getLogger(__name__)
 
 _HERE = Path(__file__).parent
 MAX_BODY_BYTES = 4 * MAX_CODE_CHARS  # JSON escaping may grow code up to ~4x; past this, 413 unread
@@ -76,6 +79,10 @@ def create_app(home: str | Path | None = None, *, allow_weak_sandbox: bool = Fal
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:  # the frequent words' scores, on a thread of their own: the first queries meet them read
+            nnrag.search_index(home=workspace.home).read_ahead()
+        except NnragError as e:  # a home with no index yet: searches say so when asked
+            log.warning("search cannot read ahead: %s", e)
         yield
         tools.close()  # the warm gate worker ends with the server
 
