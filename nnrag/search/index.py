@@ -20,7 +20,7 @@ from typing import AbstractSet, Any, Literal, Sequence
 
 from ..config import search_config
 from ..db import Database, connect
-from ..errors import ConfigError, IndexStoreError
+from ..errors import ConfigError, IndexStoreError, NnragError
 from . import lexical, neighbours
 from .embedders import FEW_TEXTS, Embedder, make_embedder, release_embedder
 from .tuning import tuned_blocks, tuned_in, tuned_model
@@ -215,8 +215,12 @@ class SearchIndex:
 
     def _read_ahead(self, signature: str) -> None:
         started = time.perf_counter()
-        with self._store() as store:
-            read = self._terms.read_ahead(store.conn, signature)
+        try:
+            with self._store() as store:
+                read = self._terms.read_ahead(store.conn, signature)
+        except (sqlite3.Error, NnragError) as e:  # searches read what they need themselves
+            log.warning("reading the frequent words' scores ahead stopped: %s", e)
+            return
         log.info("read ahead the scores of %d frequent words in %.1f s", read, time.perf_counter() - started)
 
     def _pool(self) -> ThreadPoolExecutor:
