@@ -10,6 +10,7 @@ them apart and code and docs mix both.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import sqlite3
@@ -67,12 +68,21 @@ class LexicalDoc:
     identifiers: str
 
 
+_LOWER_UPPER = re.compile(r"([a-z0-9])([A-Z])")
+_ACRONYM_WORD = re.compile(r"([A-Z]+)([A-Z][a-z])")
+_LETTER_DIGIT = re.compile(r"([A-Za-z])(\d)")
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
+
+
+@functools.lru_cache(maxsize=1 << 18)
 def split_words(name: str) -> str:
-    """``BlurPool2d`` -> ``blur pool 2d``; ``SE_Block`` -> ``se block``; ``ResNet50`` -> ``res net 50``."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
-    spaced = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", spaced)
-    spaced = re.sub(r"([A-Za-z])(\d)", r"\1 \2", spaced)
-    return " ".join(re.split(r"[^A-Za-z0-9]+", spaced)).lower().strip()
+    """``BlurPool2d`` -> ``blur pool 2d``; ``SE_Block`` -> ``se block``; ``ResNet50`` -> ``res net 50``.
+    Kept per name: a sync splits every identifier of every block (2 million calls on 16,000
+    blocks, 70 s of a sync that changed nothing), and the names repeat."""
+    spaced = _LOWER_UPPER.sub(r"\1 \2", name)
+    spaced = _ACRONYM_WORD.sub(r"\1 \2", spaced)
+    spaced = _LETTER_DIGIT.sub(r"\1 \2", spaced)
+    return " ".join(_NOT_ALNUM.split(spaced)).lower().strip()
 
 
 def _key(d: LexicalDoc) -> str:

@@ -15,6 +15,8 @@ and ``resnest`` finds ``ResNeSt``; the longest key that matches wins a place fir
 
 from __future__ import annotations
 
+import functools
+
 from .glossary import ABBREVIATIONS
 
 _MAX_MATCHES = 2
@@ -276,6 +278,7 @@ def _runs(words: str) -> set[str]:
     return {"".join(tokens[i:j]) for i in range(len(tokens)) for j in range(i + 1, len(tokens) + 1)}
 
 
+@functools.lru_cache(maxsize=1 << 16)  # both text views of every block ask, and class names repeat
 def techniques_of(words: str) -> tuple[int, ...]:
     """Which techniques ``words`` (a class name as ``split_words`` spells it) names, as indices
     into the glossary's entries, longest key first, at most ``_MAX_MATCHES``. Besides the name's
