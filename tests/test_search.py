@@ -86,6 +86,20 @@ def test_searches_from_many_threads_agree_with_searches_one_by_one(lib: dict[str
         together = list(pool.map(ids, queries))
     assert together == [alone[q] for q in queries]
     assert all(alone[q] for q in queries)
+    # and while a server reads the frequent words ahead on its own thread
+    index.forget_kept()
+    index.read_ahead()
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(ids, queries)) == [alone[q] for q in queries]
+    index.read_ahead(wait=True)
+    from nnrag.db import connect
+    from nnrag.db.words import frequent_stems
+
+    with connect(index.workspace) as store:
+        frequent = [("doc", t) for t in frequent_stems(store.conn, "doc", 0.01)]
+    kept = index._terms
+    assert frequent and all(key in kept._terms for key in frequent if kept._stem(key[1]) == key[1])
+    assert [ids(q) for q in queries] == [alone[q] for q in queries]
 
 
 def test_specs_validate_and_hold_no_code(lib: dict[str, object]) -> None:

@@ -163,6 +163,7 @@ class SearchIndex:
         self._near: tuple[str, Neighbours | None] = ("", None)  # the block vectors, per library signature
         self._reads_ahead = False  # ``read_ahead`` was asked for: done again after each library change
         self._read_ahead_for = ""  # the library signature last read ahead for
+        self._reader: threading.Thread | None = None  # the thread reading ahead, or that last did
         self._terms = lexical.TermScores()  # what the lexical side read, for the next query
         self._keys: tuple[str, dict[str, list[str] | None]] = ("", {})  # ``_hits``' keys, per library signature
         self._newest: tuple[str, str] = ("", "")  # the library's count and newest stamp -> its signature
@@ -205,13 +206,13 @@ class SearchIndex:
         self._start_read_ahead(signature, wait)
 
     def _start_read_ahead(self, signature: str, wait: bool = False) -> None:
-        if self._read_ahead_for == signature:
-            return
-        self._read_ahead_for = signature
-        reader = threading.Thread(target=self._read_ahead, args=(signature,), name="nnrag-read-ahead", daemon=True)
-        reader.start()
-        if wait:
-            reader.join()
+        if self._read_ahead_for != signature:
+            self._read_ahead_for = signature
+            self._reader = threading.Thread(target=self._read_ahead, args=(signature,), name="nnrag-read-ahead",
+                                            daemon=True)
+            self._reader.start()
+        if wait and self._reader is not None:
+            self._reader.join()
 
     def _read_ahead(self, signature: str) -> None:
         started = time.perf_counter()
