@@ -3,9 +3,9 @@
 Chroma keeps the vectors (and shares them through its server); a search reads the same vectors
 from SQLite once per library version (``search_vectors`` names each block's text, ``embeddings``
 holds its vector) and takes one matrix product per query. On 16,004 blocks that is 2.5 ms where
-Chroma's graph search for 400 neighbours took 7 ms and a filtered one ~100 ms; it is exact, so a
-block's rank does not move when another is added; and a search process need not import chromadb
-(1 s).
+Chroma's graph search for 400 neighbours took 7 ms and a filtered one ~100 ms; it is exact, so
+rankings do not depend on how a graph happened to be built; and a search process need not import
+chromadb (1 s).
 """
 
 from __future__ import annotations
