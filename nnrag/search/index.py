@@ -307,10 +307,13 @@ class SearchIndex:
             metas = {b.spec.id: _metadata(b, _sha1(texts[b.spec.id] + json.dumps(_metadata(b, ""), sort_keys=True)))
                      for b in all_bundles}
             todo = [i for i in sorted(wanted) if state.get(i) != metas[i]["key"]]
-            # every block's vector, not only the changed ones': those unchanged come from the
-            # embedding cache, and one missing from it (a cache emptied by hand) is made again
+            # searches read every block's vector from the embedding cache (``neighbours``): the
+            # changed blocks' vectors, and any the cache lost (emptied by hand), are made here
             everyone = sorted(wanted)
-            vectors = dict(zip(everyone, _embed_cached(conn, self.embedder, [texts[i] for i in everyone], report, progress)))
+            held = {r[0] for r in conn.execute("SELECT text_sha1 FROM embeddings WHERE model=?", (self.embedder.name,))}
+            changed = set(todo)
+            need = [i for i in everyone if i in changed or _sha1(texts[i]) not in held]
+            vectors = dict(zip(need, _embed_cached(conn, self.embedder, [texts[i] for i in need], report, progress)))
             for j in range(0, len(todo), 500):
                 ids = todo[j:j + 500]
                 self.vectors.upsert(ids, [vectors[i] for i in ids], [texts[i] for i in ids], [metas[i] for i in ids])
