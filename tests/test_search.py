@@ -156,13 +156,13 @@ def test_incremental_update_and_reopening(lib: dict[str, object], tmp_path: Path
                      '        self.mask = nn.Conv2d(channels, 1, 1)\n\n'
                      '    def forward(self, x):\n        return x * self.mask(x).sigmoid()\n')
     report = nnrag.build([str(src / "search_mirror")], home=home, limits=LIMITS)
-    assert report.search["embedded"] == 1 and report.search["specs_built"] == 1
+    assert report.search["embedded"] == report.search["specs_built"] == report.search["reindexed"] == 1
     assert nnrag.search("sigmoid mask over pixels", 1, home=home)[0].name == "PixelGate"
     extra.unlink()
     nnrag.build([str(src / "search_mirror")], home=home, limits=LIMITS)
     assert "PixelGate" not in [h.name for h in nnrag.search("sigmoid mask over pixels", 10, home=home, validated=None)]
     again = nnrag.sync_search(home=home)
-    assert (again.specs_built, again.embedded, again.upserted) == (0, 0, 0)
+    assert (again.specs_built, again.reindexed, again.embedded, again.upserted) == (0, 0, 0, 0)
     # a search ranks by exact cosine over the vectors the collection holds, read from the index
     import numpy as np
     from nnrag.db import connect
@@ -1094,6 +1094,13 @@ def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[st
     assert hits[0].name == "BlurDownsample", [h.name for h in hits]
     synced = index.sync()  # the home remembers the library it was tuned on: no new blocks, no advice
     assert synced.tuned_blocks == synced.blocks > 0 and not synced.to_dict()["retune_advised"]
+    moved = tmp_path / "moved"  # a home moved or copied keeps the tuned model's vectors
+    shutil.copytree(home, moved)
+    with connect(Workspace.resolve(moved)) as store:  # its next sync reads every block again
+        store.conn.execute("DELETE FROM search_state WHERE name='made_with'")
+        store.conn.commit()
+    again = nnrag.sync_search(home=moved)
+    assert again.blocks == synced.blocks and again.embedded == 0 and again.upserted == 0
 
     same = json.loads(run_cli("tune", "--home", str(home), "--json").stdout)  # same library: nothing to train
     assert same["model"] == str(model) and same["steps"] == 0 and same["first_loss"] is None
@@ -1101,7 +1108,7 @@ def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[st
     reset = run_cli("tune", "--reset", "--home", str(home), "--json")
     assert json.loads(reset.stdout) == {"reset": True} and not list((home / "models").iterdir())
     with connect(Workspace.resolve(home)) as store:  # its vectors went with it
-        assert store.conn.execute("SELECT count(*) FROM embeddings WHERE model=?", (str(model),)).fetchone()[0] == 0
+        assert store.conn.execute("SELECT count(*) FROM embeddings WHERE model=?", (model.name,)).fetchone()[0] == 0
         assert store.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] > 0
     client = chromadb.PersistentClient(str(home / "chroma"), settings=Settings(anonymized_telemetry=False, allow_reset=False))
     assert collection_name(str(model)) not in {c.name for c in client.list_collections()}

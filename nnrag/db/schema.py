@@ -10,10 +10,11 @@ module creates a table: a stage reads and writes the tables it owns through the 
 from __future__ import annotations
 
 import sqlite3
+from pathlib import PurePath
 from typing import Callable
 
 # Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
@@ -166,6 +167,7 @@ CREATE TABLE IF NOT EXISTS embeddings (
 CREATE TABLE IF NOT EXISTS search_state (name TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS search_keys (block_id TEXT PRIMARY KEY, key TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS search_vectors (block_id TEXT PRIMARY KEY, text_sha1 TEXT NOT NULL);  -- the text each block's vector is of
+CREATE TABLE IF NOT EXISTS search_specs (block_id TEXT PRIMARY KEY, spec_key TEXT NOT NULL);  -- the spec each block's search rows are of
 """ + "".join(
     f"CREATE VIRTUAL TABLE IF NOT EXISTS search_{f} USING fts5(block_id UNINDEXED, text, tokenize = '{SEARCH_TOKENIZER}');\n"
     for f in SEARCH_FIELDS
@@ -298,7 +300,21 @@ def _v10_to_v11(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE IF NOT EXISTS search_vectors (block_id TEXT PRIMARY KEY, text_sha1 TEXT NOT NULL)")
 
 
+def _v11_to_v12(conn: sqlite3.Connection) -> None:
+    """Which spec each block's search rows were made from, so that a sync reads only the blocks
+    whose spec changed (empty: the next sync reads every block, as before); vectors cached under
+    a model's folder name."""
+    conn.execute("CREATE TABLE IF NOT EXISTS search_specs (block_id TEXT PRIMARY KEY, spec_key TEXT NOT NULL)")
+    # the embedding cache keys a model named by a path by the path's last part (``vector_key``), so a
+    # home moved or copied keeps its tuned model's vectors
+    for (model,) in conn.execute("SELECT DISTINCT model FROM embeddings").fetchall():
+        if PurePath(model).name not in ("", model):
+            conn.execute("UPDATE OR IGNORE embeddings SET model=? WHERE model=?", (PurePath(model).name, model))
+            conn.execute("DELETE FROM embeddings WHERE model=?", (model,))
+
+
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
                                                                5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9,
-                                                               9: _v9_to_v10, 10: _v10_to_v11}
+                                                               9: _v9_to_v10, 10: _v10_to_v11,
+                                                               11: _v11_to_v12}

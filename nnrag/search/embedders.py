@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..errors import ConfigError
@@ -27,6 +27,13 @@ class Embedder(Protocol):
     name: str
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def vector_key(model: str) -> str:
+    """What the embedding cache keeps a model's vectors under: the last part of its name or path,
+    as its Chroma collection is named, so a home moved or copied keeps the vectors of the model
+    tuned in it (``HOME/models/tuned-<digest>``)."""
+    return PurePath(model).name or model
 
 
 def model_path(model: str) -> str:

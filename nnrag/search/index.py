@@ -1,8 +1,8 @@
 """Natural-language search over the block library: BM25 and dense vectors, fused.
 
 ``sync`` brings the search index up to date with the library (specs, the FTS5 table, the Chroma
-collection); it embeds only blocks whose text view changed, and reuses vectors of texts it has
-embedded before. ``search`` answers a query; it syncs first when the library changed since.
+collection); it reads again only blocks whose spec changed, embeds only those whose text view
+changed, and reuses vectors of texts it has embedded before. ``search`` answers a query; it syncs first when the library changed since.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..config import search_config
 from ..db import Database, connect
 from ..errors import ConfigError, IndexStoreError, NnragError
 from . import lexical, neighbours
-from .embedders import FEW_TEXTS, Embedder, make_embedder, release_embedder
+from .embedders import FEW_TEXTS, Embedder, make_embedder, release_embedder, vector_key
 from .tuning import tuned_blocks, tuned_in, tuned_model
 from .views import dense_text, lexical_doc
 from ..progress import ProgressFn
@@ -42,6 +42,7 @@ _INDEX_VERSION = "13"  # what a synced index holds: a new version makes the next
 # more than a few texts per call, so a sync's batches run on sentence-transformers (31 texts/s here)
 # rather than numpy (15/s): at 64, exactly the numpy limit, every build embedded on numpy
 _EMBED_BATCH = 2 * FEW_TEXTS
+_FEW_CHANGES = 200  # more changed blocks than this (or a tenth) are synced by reading every block
 _RETUNE_GROWTH = 100  # fewer new blocks than this never call for a new tune
 
 
@@ -68,6 +69,7 @@ class SyncReport:
     specs_built: int = 0
     specs_failed: int = 0
     removed: int = 0
+    reindexed: int = 0  # blocks whose search rows were made again (every block when versions changed)
     embedded: int = 0
     upserted: int = 0
     seconds: float = 0.0
@@ -119,9 +121,10 @@ def _embed_cached(conn: sqlite3.Connection, embedder: Embedder, texts: list[str]
                   progress: ProgressFn | None) -> list[list[float]]:
     """Vectors of ``texts``, embedding only texts this model has not embedded before."""
     keys = [_sha1(t) for t in texts]
+    model = vector_key(embedder.name)
     have: dict[str, list[float]] = {}
     for k in set(keys):
-        row = conn.execute("SELECT vector FROM embeddings WHERE model=? AND text_sha1=?", (embedder.name, k)).fetchone()
+        row = conn.execute("SELECT vector FROM embeddings WHERE model=? AND text_sha1=?", (model, k)).fetchone()
         if row:
             have[k] = _unpack(row["vector"])
     # shortest first: a batch pads every text to its longest, so batches of like lengths waste the
@@ -133,7 +136,7 @@ def _embed_cached(conn: sqlite3.Connection, embedder: Embedder, texts: list[str]
         for text, vector in zip(batch, embedder.embed(batch)):
             have[_sha1(text)] = vector
             conn.execute("INSERT OR REPLACE INTO embeddings (model, text_sha1, vector) VALUES (?,?,?)",
-                         (embedder.name, _sha1(text), _pack(vector)))
+                         (model, _sha1(text), _pack(vector)))
         conn.commit()
         report.embedded += len(batch)
         if progress:
@@ -246,13 +249,13 @@ class SearchIndex:
     def _neighbours(self, conn: sqlite3.Connection, signature: str) -> Neighbours:
         """The block vectors of the synced library, read once per library signature."""
         if self._near[0] != signature or self._near[1] is None:
-            near = neighbours.read(conn, self.embedder.name)
+            near = neighbours.read(conn, vector_key(self.embedder.name))
             if near is None:  # a vector the last sync recorded is gone from the embedding cache
                 log.warning("block vectors are missing from the index: syncing the search index again")
-                conn.execute("DELETE FROM search_state WHERE name='synced'")
+                conn.execute("DELETE FROM search_state WHERE name IN ('synced', 'made_with')")  # every block again
                 conn.commit()
                 self.sync()
-                near = neighbours.read(conn, self.embedder.name)
+                near = neighbours.read(conn, vector_key(self.embedder.name))
                 if near is None:
                     raise IndexStoreError("the search index lost block vectors it has just written; "
                                           "run `nnrag sync` again")
@@ -269,8 +272,7 @@ class SearchIndex:
         before every search: the count and the newest stamp come from an index in a tenth of a
         millisecond, and the whole aggregate (4 ms on 16,000 blocks) is read again only when they
         changed."""
-        where = self.chroma_url or "embedded"
-        versions = [collection_name(self.embedder), where, cache.SPEC_VERSION, cache.BUNDLE_VERSION, _INDEX_VERSION]
+        versions = self._versions()
         newest = json.dumps([list(conn.execute("SELECT count(*), max(updated_at) FROM library").fetchone()), versions])
         if self._newest[0] != newest:
             row = conn.execute("SELECT count(*), max(updated_at), total(updated_at), group_concat(DISTINCT gate_version) "
@@ -278,12 +280,21 @@ class SearchIndex:
             self._newest = (newest, _sha1(json.dumps([list(row), *versions])))
         return self._newest[1]
 
+    def _versions(self) -> list[str]:
+        """What the index's rows are made by: the model, the vector store, the spec and text formats."""
+        return [collection_name(self.embedder), self.chroma_url or "embedded", cache.SPEC_VERSION,
+                cache.BUNDLE_VERSION, _INDEX_VERSION]
+
     def stale(self) -> bool:
         with self._store() as store:
             self._follow_tuning(store.conn)
             return _synced(store.conn) != self._signature(store.conn)
 
     def sync(self, progress: ProgressFn | None = None) -> SyncReport:
+        """Bring the search index up to date with the library. Only blocks whose spec changed are
+        read again (``search_specs`` records which spec each block's rows were made from), unless
+        many changed or the index was made by another version, model or vector store: then every
+        block is, and the Chroma collection is compared with the library whole."""
         started = time.perf_counter()
         report = SyncReport()
         with self._store() as store:
@@ -293,37 +304,63 @@ class SearchIndex:
             refreshed = cache.refresh(store, self.workspace, (lambda d, t: progress("specs", d, t)) if progress else None)
             report.specs_built, report.specs_failed, report.removed = (
                 len(refreshed.built), len(refreshed.failed), len(refreshed.removed))
-            all_bundles = list(cache.bundles(store))
-            lexical.sync(conn, (lexical_doc(b) for b in all_bundles))
-            conn.commit()
-            self.forget_kept()
-            report.blocks = len(all_bundles)
+            version = json.dumps(self._versions())
+            made = {} if _state(conn, "made_with") != version else dict(
+                conn.execute("SELECT block_id, spec_key FROM search_specs").fetchall())
+            specs = dict(conn.execute("SELECT block_id, key FROM specs").fetchall())
+            changed = sorted(i for i, key in specs.items() if made.get(i) != key)
+            gone = sorted(i for i in made if i not in specs)
+            # nothing recorded (a first index, another version or model, rows lost) or a rebuild: every
+            # block is read, which also costs less than row by row when many changed
+            whole = not made or len(changed) + len(gone) > max(_FEW_CHANGES, len(specs) // 10)
+            report.blocks = len(specs)
             if self._tuned:
                 report.tuned_blocks = tuned_blocks(conn)
-
-            state = self.vectors.state()
-            wanted = {b.spec.id for b in all_bundles}
-            texts = {b.spec.id: dense_text(b) for b in all_bundles}
-            metas = {b.spec.id: _metadata(b, _sha1(texts[b.spec.id] + json.dumps(_metadata(b, ""), sort_keys=True)))
-                     for b in all_bundles}
-            todo = [i for i in sorted(wanted) if state.get(i) != metas[i]["key"]]
-            # searches read every block's vector from the embedding cache (``neighbours``): the
-            # changed blocks' vectors, and any the cache lost (emptied by hand), are made here
-            everyone = sorted(wanted)
-            held = {r[0] for r in conn.execute("SELECT text_sha1 FROM embeddings WHERE model=?", (self.embedder.name,))}
-            changed = set(todo)
-            need = [i for i in everyone if i in changed or _sha1(texts[i]) not in held]
-            vectors = dict(zip(need, _embed_cached(conn, self.embedder, [texts[i] for i in need], report, progress)))
-            for j in range(0, len(todo), 500):
-                ids = todo[j:j + 500]
-                self.vectors.upsert(ids, [vectors[i] for i in ids], [texts[i] for i in ids], [metas[i] for i in ids])
-            report.upserted = len(todo)
-            self.vectors.delete([i for i in state if i not in wanted])
-            neighbours.write(conn, {i: _sha1(texts[i]) for i in everyone})
-            conn.execute("INSERT OR REPLACE INTO search_state VALUES ('synced', ?)", (signature,))
+            chosen = list(cache.bundles(store, None if whole else changed))
+            report.reindexed = len(chosen)
+            docs = (lexical_doc(b) for b in chosen)
+            if whole:
+                lexical.sync(conn, docs)
+                conn.execute("DELETE FROM search_specs")
+            else:
+                lexical.update(conn, docs, gone)
+                conn.executemany("DELETE FROM search_specs WHERE block_id=?", [(i,) for i in gone])
+            conn.commit()
+            self.forget_kept()
+            if chosen or gone:
+                self._sync_vectors(conn, chosen, None if whole else gone, report, progress)
+            conn.executemany("INSERT OR REPLACE INTO search_specs VALUES (?, ?)",
+                             [(b.spec.id, specs[b.spec.id]) for b in chosen])
+            conn.executemany("INSERT OR REPLACE INTO search_state VALUES (?, ?)",
+                             [("made_with", version), ("synced", signature)])
             conn.commit()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _sync_vectors(self, conn: sqlite3.Connection, chosen: list[SpecBundle], gone: list[str] | None,
+                      report: SyncReport, progress: ProgressFn | None) -> None:
+        """Embed and store the vectors of the blocks ``chosen``: with ``gone`` None these are every
+        block and the collection is made to hold exactly them; else they changed and the blocks
+        ``gone`` are deleted."""
+        texts = {b.spec.id: dense_text(b) for b in chosen}
+        metas = {b.spec.id: _metadata(b, _sha1(texts[b.spec.id] + json.dumps(_metadata(b, ""), sort_keys=True)))
+                 for b in chosen}
+        ids = sorted(texts)
+        state = self.vectors.state() if gone is None else {}
+        todo = [i for i in ids if state.get(i) != metas[i]["key"]]
+        # searches read every block's vector from the embedding cache (``neighbours``): the changed
+        # blocks' vectors, and any the cache lost (emptied by hand), are made here
+        held = {r[0] for r in conn.execute("SELECT text_sha1 FROM embeddings WHERE model=?",
+                                             (vector_key(self.embedder.name),))}
+        renew = set(todo)
+        need = [i for i in ids if i in renew or _sha1(texts[i]) not in held]
+        vectors = dict(zip(need, _embed_cached(conn, self.embedder, [texts[i] for i in need], report, progress)))
+        for j in range(0, len(todo), 500):
+            batch = todo[j:j + 500]
+            self.vectors.upsert(batch, [vectors[i] for i in batch], [texts[i] for i in batch], [metas[i] for i in batch])
+        report.upserted = len(todo)
+        self.vectors.delete([i for i in state if i not in texts] if gone is None else gone)
+        neighbours.write(conn, {i: _sha1(texts[i]) for i in ids}, gone)
 
     def names(self, validated: bool | None = True, source: str | None = None, category: str | None = None) -> list[str]:
         """Class names of the indexed blocks that a search with these filters can return."""
@@ -373,7 +410,11 @@ class SearchIndex:
 
 def _synced(conn: sqlite3.Connection) -> str | None:
     """The library signature the search index was last brought up to date with."""
-    row = conn.execute("SELECT value FROM search_state WHERE name='synced'").fetchone()
+    return _state(conn, "synced")
+
+
+def _state(conn: sqlite3.Connection, name: str) -> str | None:
+    row = conn.execute("SELECT value FROM search_state WHERE name=?", (name,)).fetchone()
     return row["value"] if row else None
 
 

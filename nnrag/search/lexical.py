@@ -99,8 +99,7 @@ def sync(conn: sqlite3.Connection, docs: Iterable[LexicalDoc]) -> int:
     as long), and a document is deleted by rowid. When many documents change (a first index, a
     new spec version) every table is emptied and written again, which is faster still."""
     known = {r[0]: r[1] for r in conn.execute("SELECT block_id, key FROM search_keys")}
-    folded = (replace(d, **{f: fold_spelling(getattr(d, f).lower()) for f in _FIELDS}) for d in docs)
-    keyed = [(d, _key(d)) for d in folded]
+    keyed = _keyed(docs)
     seen = {d.block_id for d, _ in keyed}
     changed = [(d, key) for d, key in keyed if known.get(d.block_id) != key]
     gone = [b for b in known if b not in seen]
@@ -112,11 +111,32 @@ def sync(conn: sqlite3.Connection, docs: Iterable[LexicalDoc]) -> int:
         changed = keyed
     else:
         delete(conn, [d.block_id for d, _ in changed if d.block_id in known] + gone)
-    for d, key in changed:
+    _insert(conn, changed)
+    return len(changed)
+
+
+def update(conn: sqlite3.Connection, docs: Iterable[LexicalDoc], gone: Iterable[str]) -> int:
+    """Write ``docs`` (new or changed documents) and delete those of the blocks ``gone``; every
+    other document stays as it is. Returns how many were written."""
+    keyed = _keyed(docs)
+    known = {d.block_id: r[0] for d, _ in keyed
+             if (r := conn.execute("SELECT key FROM search_keys WHERE block_id=?", (d.block_id,)).fetchone())}
+    changed = [(d, key) for d, key in keyed if known.get(d.block_id) != key]
+    delete(conn, [d.block_id for d, _ in changed if d.block_id in known] + list(gone))
+    _insert(conn, changed)
+    return len(changed)
+
+
+def _keyed(docs: Iterable[LexicalDoc]) -> list[tuple[LexicalDoc, str]]:
+    folded = (replace(d, **{f: fold_spelling(getattr(d, f).lower()) for f in _FIELDS}) for d in docs)
+    return [(d, _key(d)) for d in folded]
+
+
+def _insert(conn: sqlite3.Connection, keyed: list[tuple[LexicalDoc, str]]) -> None:
+    for d, key in keyed:
         rowid = conn.execute("INSERT INTO search_keys VALUES (?,?)", (d.block_id, key)).lastrowid
         for f in _FIELDS:
             conn.execute(f"INSERT INTO search_{f} (rowid, block_id, text) VALUES (?,?,?)", (rowid, d.block_id, getattr(d, f)))
-    return len(changed)
 
 
 def delete(conn: sqlite3.Connection, ids: Iterable[str]) -> None:

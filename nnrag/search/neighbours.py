@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -69,7 +69,12 @@ def read(conn: sqlite3.Connection, model: str) -> Neighbours | None:
     return Neighbours([r[0] for r in rows], matrix)
 
 
-def write(conn: sqlite3.Connection, text_sha1: dict[str, str]) -> None:
-    """Record which text's vector each block has (block id -> sha1 of its dense text)."""
-    conn.execute("DELETE FROM search_vectors")
-    conn.executemany("INSERT INTO search_vectors (block_id, text_sha1) VALUES (?, ?)", sorted(text_sha1.items()))
+def write(conn: sqlite3.Connection, text_sha1: dict[str, str], gone: Iterable[str] | None = None) -> None:
+    """Record which text's vector each block has (block id -> sha1 of its dense text): with
+    ``gone`` None, ``text_sha1`` names every block; else only the blocks that changed, and the
+    blocks ``gone`` are forgotten."""
+    if gone is None:
+        conn.execute("DELETE FROM search_vectors")
+    else:
+        conn.executemany("DELETE FROM search_vectors WHERE block_id=?", [(i,) for i in gone])
+    conn.executemany("INSERT OR REPLACE INTO search_vectors (block_id, text_sha1) VALUES (?, ?)", sorted(text_sha1.items()))

@@ -38,6 +38,7 @@ from ..specs.build import SpecBundle
 from ..specs.docstrings import SENTENCE_END, prose
 from ..specs.static import opening
 from ..workspace import Workspace
+from .embedders import vector_key
 from .lexical import split_words
 from .views import dense_text
 
@@ -265,7 +266,7 @@ def _forget_models(workspace: Workspace, keep: Path | None = None) -> None:
     if not olds:
         return
     with connect(workspace) as store:
-        store.conn.executemany("DELETE FROM embeddings WHERE model=?", [(str(old),) for old in olds])
+        store.conn.executemany("DELETE FROM embeddings WHERE model=?", [(vector_key(str(old)),) for old in olds])
         store.conn.commit()
     chroma_url = search_config(workspace).chroma_url
     for old in olds:

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from urllib.parse import urlparse
 
 from ..errors import ConfigError, IndexStoreError
-from .embedders import Embedder
+from .embedders import Embedder, vector_key
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def _client(path: Path, url: str | None) -> Any:
 def collection_name(embedder: Embedder | str) -> str:
     """The collection of one model's vectors (an embedder or its name)."""
     name = embedder if isinstance(embedder, str) else embedder.name
-    slug = re.sub(r"[^a-zA-Z0-9]+", "-", Path(name).name).strip("-").lower() or "model"
+    slug = re.sub(r"[^a-zA-Z0-9]+", "-", vector_key(name)).strip("-").lower() or "model"
     return f"{_COLLECTION}-{slug}"[:63]
 
 
