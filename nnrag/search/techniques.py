@@ -262,9 +262,14 @@ _ENTRIES: list[tuple[tuple[str, ...], str]] = [
 
 
 def _index() -> list[tuple[str, int]]:
-    """Every key written without spaces (as :func:`_runs` writes a name), longest first."""
-    keys = [(key.replace(" ", ""), i) for i, (ks, _) in enumerate(_ENTRIES) for key in ks]
-    return sorted(keys, key=lambda kv: -len(kv[0]))
+    """Every key written without spaces (as :func:`_runs` writes a name), longest first. A key of
+    two words or more also matches with its last word inflected (``generalized mean pool`` finds
+    ``GeneralizedMeanPooling``, ``timestep embedding`` ``TimestepEmbeddings``); a one-word key
+    does not, since short ones would then match other words (``gat`` in ``gating``, ``yolo`` in
+    ``yolos``)."""
+    keys = {(key.replace(" ", "") + ending, i) for i, (ks, _) in enumerate(_ENTRIES) for key in ks
+            for ending in (("", "s", "ing") if " " in key else ("",))}
+    return sorted(keys, key=lambda kv: (-len(kv[0]), kv[1]))
 
 
 _KEYS = _index()
