@@ -25,13 +25,12 @@ from nnrag.workspace import Workspace
 _QUERY = "find anti-aliased downsampling"
 
 
-def _mark_changed(home: str, n: int) -> list[str]:
+def _mark_changed(home: str, n: int) -> None:
     with connect(Workspace.resolve(home)) as store:
         ids = [r[0] for r in store.conn.execute("SELECT block_id FROM specs ORDER BY random() LIMIT ?", (n,))]
         store.conn.executemany("UPDATE specs SET key='' WHERE block_id=?", [(i,) for i in ids])
         store.conn.execute("DELETE FROM search_state WHERE name='synced'")
         store.conn.commit()
-    return ids
 
 
 def run(home: str, changed: list[int], runs: int) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 ``sync`` brings the search index up to date with the library (specs, the FTS5 table, the Chroma
 collection); it reads again only blocks whose spec changed, embeds only those whose text view
-changed, and reuses vectors of texts it has embedded before. ``search`` answers a query; it syncs first when the library changed since.
+changed, and reuses vectors of texts it has embedded before. ``search`` answers a query; it
+syncs first when the library changed since.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ _INDEX_VERSION = "14"
 # more than a few texts per call, so a sync's batches run on sentence-transformers (31 texts/s here)
 # rather than numpy (15/s): at 64, exactly the numpy limit, every build embedded on numpy
 _EMBED_BATCH = 2 * FEW_TEXTS
-_FEW_CHANGES = 200  # more changed blocks than this (or a tenth) are synced by reading every block
 _RETUNE_GROWTH = 100  # fewer new blocks than this never call for a new tune
 
 
@@ -314,7 +314,7 @@ class SearchIndex:
             gone = sorted(i for i in made if i not in specs)
             # nothing recorded (a first index, another version or model, rows lost) or a rebuild: every
             # block is read, which also costs less than row by row when many changed
-            whole = not made or len(changed) + len(gone) > max(_FEW_CHANGES, len(specs) // 10)
+            whole = not made or lexical.many_changes(len(changed) + len(gone), len(specs))
             report.blocks = len(specs)
             if self._tuned:
                 report.tuned_blocks = tuned_blocks(conn)
@@ -348,14 +348,17 @@ class SearchIndex:
         metas = {b.spec.id: _metadata(b, _sha1(texts[b.spec.id] + json.dumps(_metadata(b, ""), sort_keys=True)))
                  for b in chosen}
         ids = sorted(texts)
-        state = self.vectors.state() if gone is None else {}
-        todo = [i for i in ids if state.get(i) != metas[i]["key"]]
-        # searches read every block's vector from the embedding cache (``neighbours``): the changed
-        # blocks' vectors, and any the cache lost (emptied by hand), are made here
-        held = {r[0] for r in conn.execute("SELECT text_sha1 FROM embeddings WHERE model=?",
-                                             (vector_key(self.embedder.name),))}
-        renew = set(todo)
-        need = [i for i in ids if i in renew or _sha1(texts[i]) not in held]
+        if gone is None:  # every block: Chroma's entries compared with the library whole
+            state = self.vectors.state()
+            todo = [i for i in ids if state.get(i) != metas[i]["key"]]
+            # searches read every block's vector from the embedding cache (``neighbours``): the
+            # changed blocks' vectors, and any the cache lost (emptied by hand), are made here
+            held = {r[0] for r in conn.execute("SELECT text_sha1 FROM embeddings WHERE model=?",
+                                                 (vector_key(self.embedder.name),))}
+            renew = set(todo)
+            need = [i for i in ids if i in renew or _sha1(texts[i]) not in held]
+        else:  # changed blocks only: each is written to Chroma again
+            state, todo, need = {}, ids, ids
         vectors = dict(zip(need, _embed_cached(conn, self.embedder, [texts[i] for i in need], report, progress)))
         for j in range(0, len(todo), 500):
             batch = todo[j:j + 500]

@@ -32,7 +32,7 @@ _FIELD_DEPTH = 400  # best matches counted per field (``search``)
 _TERM_BUDGET = 10_000_000  # rows of one-term scores kept (8 bytes each), the least recently used dropped first
 _READ_AHEAD_SHARE = 0.01  # ``TermScores.read_ahead``: the stems at least this share of a field's rows hold
 _LAYOUT = "rowid"  # how the tables are written (``sync``)
-_FEW_CHANGES = 200  # more changed documents than this (or a tenth) rewrite the tables (``sync``)
+_FEW_CHANGES = 200  # ``many_changes``
 _STOPWORDS = frozenset(
     "a an and are as at be by for from in into is it its of on or over that the their then this to used using "
     "with without which each all find me give block blocks layer module".split()
@@ -104,7 +104,7 @@ def sync(conn: sqlite3.Connection, docs: Iterable[LexicalDoc]) -> int:
     changed = [(d, key) for d, key in keyed if known.get(d.block_id) != key]
     gone = [b for b in known if b not in seen]
     # nothing unchanged: a first index, or tables of another layout, whose rowids cannot be trusted
-    if len(changed) == len(keyed) or len(changed) + len(gone) > max(_FEW_CHANGES, len(known) // 10):
+    if len(changed) == len(keyed) or many_changes(len(changed) + len(gone), len(known)):
         for f in _FIELDS:
             conn.execute(f"DELETE FROM search_{f}")
         conn.execute("DELETE FROM search_keys")
@@ -113,6 +113,12 @@ def sync(conn: sqlite3.Connection, docs: Iterable[LexicalDoc]) -> int:
         delete(conn, [d.block_id for d, _ in changed if d.block_id in known] + gone)
     _insert(conn, changed)
     return len(changed)
+
+
+def many_changes(changes: int, total: int) -> bool:
+    """More changed documents than row-by-row writes are worth (over 200 and over a tenth of
+    ``total``): rewriting every one is then faster."""
+    return changes > max(_FEW_CHANGES, total // 10)
 
 
 def update(conn: sqlite3.Connection, docs: Iterable[LexicalDoc], gone: Iterable[str]) -> int:
