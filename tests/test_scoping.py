@@ -964,6 +964,47 @@ def test_a_large_submodule_used_as_a_value_is_refused_with_its_size(tmp_path: Pa
                for i in result.issues), result.issues
 
 
+def test_a_block_whose_closure_cannot_be_copied_imports_the_rest_of_its_installed_package(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block of the test above, its package installed this time: its own module is copied and
+    the rest imported from the package, and the file says so and passes the gate."""
+    from nnrag.validator.gate import Gate
+
+    src = tmp_path / "src"
+    root = src / "bigtables"
+    (root / "pkg").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "pkg" / "__init__.py").write_text("from . import tables\n")
+    (root / "pkg" / "tables.py").write_text("".join(f"def f{i}():\n    return {i}\n" for i in range(70)))
+    (root / "scale.py").write_text("FACTOR = 2\n")
+    (root / "m.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        from .scale import FACTOR
+        def pick(name):
+            from . import pkg
+            return getattr(pkg.tables, name)()
+        class Picks(nn.Module):
+            def forward(self, x):
+                return x * pick("f3") * FACTOR
+        """))
+    home = tmp_path / "home"
+    nnrag.index([str(src)], home=home)
+    monkeypatch.syspath_prepend(str(src))  # installed: importable where extraction runs
+    result = nnrag.extract("bigtables.m.Picks", home=home)
+    assert result.ok, result.issues
+    assert "# imports: the rest of bigtables" in result.code
+    assert "bigtables.pkg.tables is used as a value through a lazy import" in result.code
+    assert "from bigtables.scale import FACTOR" in result.code and "FACTOR = 2" not in result.code
+    assert "def pick(name):" in result.code and "def f3" not in result.code
+    assert list(result.files) == ["bigtables/m.py"]
+    with Gate(1) as gate:
+        record = gate.check_code(result.code, result.class_name, paths=[str(src)])
+    assert record.ok, record.message
+    report = nnrag.vendor(["bigtables.m.Picks"], tmp_path / "proj" / "blocks", home=home, check=False)
+    vendored = (tmp_path / "proj" / "blocks" / f"{report.blocks[0].module.rsplit('.', 1)[-1]}.py").read_text()
+    assert "# imports: the rest of bigtables" in vendored and "from bigtables.scale import FACTOR" in vendored
+
+
 def test_a_name_imported_then_rebound_in_its_module_starts_from_the_import(tmp_path: Path) -> None:
     """``from .tables import NAMES``, ``NAMES.update(...)``, ``NAMES = dict(..., **NAMES)``: the
     module's statements read the imported table, so the copy binds the module's name to it first

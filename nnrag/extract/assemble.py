@@ -8,7 +8,7 @@ and every reference is rewritten with LibCST; only statements that need it are r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping, Sequence
 
 from .._version import __version__
@@ -23,6 +23,7 @@ class Provenance:
     source: str
     origin: str  # "dist timm==1.0.31", "git https://... @ 1a2b3c", "local /path"
     license: str | None
+    version: str | None = None  # the source's release, where it has one
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Assembled:
     class_name: str  # the block's qualified name inside the file
     requirements: tuple[Requirement, ...]
     renames: dict[str, str] = field(default_factory=dict)  # "module.name" -> new name
+    imports: str | None = None  # what of its own package the file imports instead of copying, and why
 
 
 def _meaning(imp: ExtImport) -> str:
@@ -65,9 +67,24 @@ def assemble(closure: Closure, provenance: Provenance, lenders: tuple[Provenance
     top = DefTarget(closure.module, closure.qualname.split(".")[0])
     rendered = render(closure.units, closure.order, closure.future, first=closure.targets[top][0], home=closure.module)
     name = rendered.names[top]
-    header_text = header(closure, provenance, lenders, rendered.requirements, name)
+    requirements, imports = rendered.requirements, None
+    if closure.imported_for is not None:
+        requirements, imports = _importing(closure, provenance, requirements)
+    header_text = header(closure, provenance, lenders, requirements, name, imports=imports)
     class_name = name + closure.qualname[len(top.name) :]
-    return Assembled(header_text + "\n" + rendered.code, class_name, rendered.requirements, rendered.renames)
+    return Assembled(header_text + "\n" + rendered.code, class_name, requirements, rendered.renames, imports)
+
+
+def _importing(closure: Closure, provenance: Provenance,
+               requirements: tuple[Requirement, ...]) -> tuple[tuple[Requirement, ...], str]:
+    """A file that imports the rest of its own package: that requirement pinned to the source's
+    release (the copied module was written against it), and the header line that says so."""
+    package = closure.module.split(".")[0]
+    here = next((r for r in requirements if package in r.modules), None)
+    pinned = tuple(replace(r, version=provenance.version) if r is here and provenance.version else r for r in requirements)
+    versions = f"{provenance.version or 'unknown release'}" + (
+        f", installed here {here.version}" if here and here.version and here.version != provenance.version else "")
+    return pinned, (f"the rest of {package} ({versions}), not copied: {closure.imported_for}")
 
 
 @dataclass(frozen=True)
@@ -238,7 +255,9 @@ def _apply_rewrites(text: str, rewrites: list, out_name) -> str:  # type: ignore
 
 
 def header(closure: Closure, prov: Provenance, lenders: tuple[Provenance, ...], requirements: tuple[Requirement, ...],
-            name: str, note: str = "a standalone copy of the definitions this block needs") -> str:
+            name: str, note: str | None = None, imports: str | None = None) -> str:
+    """The provenance header; ``imports``: :attr:`Assembled.imports`; ``note``: what the file is
+    (by default, a standalone copy or, with ``imports``, its module's definitions)."""
     lines = [
         f"# nnrag block: {closure.source}:{closure.module}.{closure.qualname}",
         f"# class: {name}",
@@ -250,5 +269,9 @@ def header(closure: Closure, prov: Provenance, lenders: tuple[Provenance, ...], 
     lines += [f"#   {path}  sha1:{sha1}" for path, sha1 in sorted(closure.files.items())]
     reqs = ", ".join(r.pep508 for r in requirements) or "none"
     lines.append(f"# requirements: {reqs}")
+    if imports:
+        lines.append(f"# imports: {imports}")
+    if note is None:
+        note = "its own module's definitions, the rest imported" if imports else "a standalone copy of the definitions this block needs"
     lines.append(f"# extracted by nnrag {__version__}: {note}")
     return "\n".join(lines) + "\n"

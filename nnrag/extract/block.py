@@ -6,7 +6,7 @@ import contextlib
 import gc
 import sqlite3
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from ..db import connect
@@ -47,7 +47,8 @@ class Extraction:
 
 def provenance(conn: sqlite3.Connection, source: str) -> Provenance:
     row = conn.execute("SELECT kind, spec, version, git_commit, license FROM sources WHERE name=?", (source,)).fetchone()
-    return Provenance(source, origin(row["kind"], row["spec"], row["version"], row["git_commit"]), row["license"])
+    return Provenance(source, origin(row["kind"], row["spec"], row["version"], row["git_commit"]), row["license"],
+                      row["version"])
 
 
 class Extractors:
@@ -67,7 +68,9 @@ class Extractors:
 
     def extract(self, ref: BlockRef, registered: frozenset[str] = frozenset(),
                 classes: frozenset[tuple[str, str]] = frozenset()) -> tuple[Closure, Assembled | None, float]:
-        """The closure of a block and its file. Only the extractor of the latest source is kept:
+        """The closure of a block and its file. Where its closure cannot be copied, the block's own
+        module is, with the rest of its package imported (:meth:`Extractor.importing`); the
+        closure's ``imported_for`` says why. Only the extractor of the latest source is kept:
         callers taking blocks source by source hold one source's parsed modules at a time.
         ``registered``, ``classes``: see :meth:`Extractor.closure`."""
         if ref.source not in self._by_source:
@@ -77,6 +80,11 @@ class Extractors:
         started = time.perf_counter()
         with _collector_paused():
             closure = extractor.closure(ref.module, ref.name_in_module, registered, classes)
+            importing = extractor.importing(ref.module) if closure.issues else None
+            if importing is not None:
+                imported = importing.closure(ref.module, ref.name_in_module, registered, classes)
+                if not imported.issues:
+                    closure = replace(imported, imported_for=closure.issues[0])
             lenders = tuple(self.provenance_of(s) for s in closure.lenders)
             assembled = None if closure.issues else assemble(closure, prov, lenders)
         return closure, assembled, time.perf_counter() - started

@@ -11,6 +11,7 @@ a name from another source, indexed or not, is an external import.
 from __future__ import annotations
 
 import ast
+import copy
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -98,8 +99,24 @@ class Extractor(RegistryNames):
         # of torch instead of copying it (a copied Conv3d would carry 3,700 lines of torch.nn).
         self.inline = not all(m.module == "torch" or m.module.startswith("torch.") for m in own)
         self._home = ""
+        self._importing: Extractor | None = None
         self._native: dict[str, bool] = {}
         self._loads: dict[UnitKey, bool] = {}  # per statement: a large source's closures share thousands
+
+    def importing(self, module: str) -> "Extractor | None":
+        """This source's extractor that copies only a block's own module and imports everything
+        else of the package, as torch's blocks do: the fallback for a block whose closure cannot
+        be copied (a library's lazy-import tables, 6,700 of transformers' blocks). None where this
+        extractor already imports, or where the package of ``module`` is not installed here, since
+        the file could not run. It shares this one's parsed modules."""
+        if not self.inline or not installed(module.split(".")[0]):
+            return None
+        if self._importing is None:
+            sibling = copy.copy(self)
+            sibling.inline = False
+            sibling._home, sibling._bind_cache, sibling._nested, sibling._loads = "", {}, {}, {}
+            self._importing = sibling
+        return self._importing
 
     # -- modules ------------------------------------------------------------------------
     def units_of(self, module: str) -> ModuleUnits:

@@ -60,6 +60,7 @@ class Item:
     requirements: tuple[Requirement, ...]  # of its standalone file
     provenance: Provenance
     lenders: tuple[Provenance, ...] = ()
+    imports: str | None = None  # ``Assembled.imports``
 
 
 def module_name(class_name: str, taken: set[str]) -> str:
@@ -145,7 +146,7 @@ def vendor_package(items: Sequence[Item]) -> Vendored:
                           provided=names, helpers=HELPERS, exports=[top])
         class_name = rendered.names[top] + c.qualname[len(top.name):]
         text = header(c, item.provenance, item.lenders, item.requirements, class_name,
-                      note=f"vendored; definitions other blocks also need are in {HELPERS}.py")
+                      note=f"vendored; definitions other blocks also need are in {HELPERS}.py", imports=item.imports)
         module = module_name(top.name, taken)
         files[f"{module}.py"] = text + "\n" + rendered.code
         members.append(Member(item.block_id, c.source, module, class_name, tuple(r.pep508 for r in item.requirements)))

@@ -142,3 +142,6 @@ class Closure:
     module_sources: dict[str, str] = field(default_factory=dict)  # copied module -> its source
     functions: set[UnitKey] = field(default_factory=set)  # the statements that define a function
     free: list[ClosureIssue] = field(default_factory=list)  # names bound nowhere, left free where only run-time code uses them
+    # where copying every definition stopped at this issue, the block's own module copied and the
+    # rest of its package imported from the installed distribution instead (``Extractor.importing``)
+    imported_for: ClosureIssue | None = None

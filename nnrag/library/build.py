@@ -12,6 +12,7 @@ import logging
 import resource
 import statistics
 import time
+from collections import Counter
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Iterable, Iterator
 
@@ -19,6 +20,7 @@ from ..db import connect
 from ..extract.lending import check_prefer
 from ..extract.many import extract_many
 from ..extract.key import extraction_keys
+from ..extract.requirements import imported_from
 from ..index.lookup import BlockRef
 from ..progress import ProgressFn
 from ..validator.envs import check_requirements
@@ -33,6 +35,10 @@ if TYPE_CHECKING:
     from ..validator.gate import Gate
 
 log = logging.getLogger(__name__)
+
+# a module of its own package that this many files importing the rest of it import is loaded once per
+# validation worker (Gate.preload), not once per candidate
+_PRELOAD_SHARED = 3
 
 
 def build_library(
@@ -96,6 +102,7 @@ def build_library(
         conn.execute("DELETE FROM meta WHERE key='extraction_key'")  # the one key of every source, before
         made = dict(conn.execute("SELECT block_id, code_sha1 FROM extracted").fetchall())
         extracted: list[tuple[str, str]] = []
+        imported: Counter[str] = Counter()  # modules of installed packages that files importing them import
 
         def reusable(block_id: str, sha1: str | None) -> bool:
             """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
@@ -141,9 +148,12 @@ def build_library(
                 continue
             if not pending:
                 gate.warm()  # torch imports in the workers while the other blocks are extracted
+            if x.assembled.imports:
+                imported.update(imported_from(x.assembled.code, ref.module.split(".")[0]))
             pending.append(records.Candidate.of(ref, name, x.files, x.assembled, x.seconds))
 
         conn.executemany("INSERT OR REPLACE INTO extracted VALUES (?, ?)", extracted)
+        gate.preload(m for m, n in imported.items() if n >= _PRELOAD_SHARED)
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
         v_started = time.perf_counter()
         done = 0

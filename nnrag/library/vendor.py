@@ -121,7 +121,7 @@ def vendor_blocks(workspace: Workspace, names: Sequence[str], into: Path, *, pac
                 report.skipped.append({"name": ref.block_id, "reason": f"{closure.issues[0].code}: {closure.issues[0]}"})
                 continue
             items.append(Item(ref.block_id, closure, assembled.requirements, extractors.provenance_of(ref.source),
-                              tuple(extractors.provenance_of(s) for s in closure.lenders)))
+                              tuple(extractors.provenance_of(s) for s in closure.lenders), assembled.imports))
             if progress:
                 progress("extract", done, len(refs))
         if not items:

@@ -35,11 +35,12 @@ class WorkerDied(Exception):
 
 
 class _Worker:
-    def __init__(self, python: str | None = None) -> None:
+    def __init__(self, python: str | None = None, preload: tuple[str, ...] = (), generation: int = 0) -> None:
         env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
         env.pop("PYTHONPATH", None)
+        self.generation = generation  # of the gate's preload list it started with
         self.proc = subprocess.Popen(
-            [python or sys.executable, "-I", "-m", "nnrag.validator.server"],
+            [python or sys.executable, "-I", "-m", "nnrag.validator.server", *(["--preload", ",".join(preload)] if preload else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -84,6 +85,38 @@ class Gate:
         self._lock = threading.Lock()
         self._closed = False
         self._warming: list[threading.Thread] = []
+        self._preload: tuple[str, ...] = ()
+        self._generation = 0
+
+    def preload(self, modules: Iterable[str]) -> None:
+        """Have workers import ``modules`` of installed distributions once, as they import torch,
+        instead of every candidate importing them again (a language-model library's modelling
+        utilities cost each candidate about 2 s). Workers started before are replaced as they
+        come free. Only for installed packages the caller trusts as it trusts torch: the workers
+        import them outside the candidates' sandbox."""
+        with self._lock:
+            wanted = tuple(sorted(set(self._preload) | set(modules)))
+            if wanted != self._preload:
+                self._preload, self._generation = wanted, self._generation + 1
+
+    def _new_worker(self) -> _Worker:
+        with self._lock:
+            preload, generation = self._preload, self._generation
+        return _Worker(self.python, preload, generation)
+
+    def _retired(self, worker: _Worker) -> bool:
+        """Close ``worker`` (freeing its slot for a new one) if the preload list changed since it started."""
+        with self._lock:
+            stale = worker.generation != self._generation
+            if stale:
+                self._started -= 1
+        if stale:
+            worker.close()
+        return stale
+
+    def _put_back(self, worker: _Worker) -> None:
+        if not self._retired(worker):
+            self._idle.put(worker)
 
     def __enter__(self) -> "Gate":
         return self
@@ -106,7 +139,7 @@ class Gate:
 
         def start() -> None:
             try:
-                worker = _Worker(self.python)
+                worker = self._new_worker()
             except BaseException:
                 log.debug("warming a validation worker failed", exc_info=True)
                 with self._lock:
@@ -117,7 +150,7 @@ class Gate:
             if closed:
                 worker.close()
             else:
-                self._idle.put(worker)
+                self._put_back(worker)
 
         with self._lock:
             missing = self.workers - self._started
@@ -136,17 +169,20 @@ class Gate:
                     self._started += 1
             if start:
                 try:
-                    return _Worker(self.python)
+                    return self._new_worker()
                 except BaseException:
                     with self._lock:
                         self._started -= 1
                     raise
             try:
                 # short waits: a worker warming in the background may fail, freeing its slot
-                return self._idle.get(timeout=1.0)
+                worker = self._idle.get(timeout=1.0)
             except queue.Empty:
                 if time.monotonic() > deadline:
                     raise
+                continue
+            if not self._retired(worker):
+                return worker
 
     def _send(self, request: dict[str, Any]) -> dict[str, Any]:
         worker = self._acquire()
@@ -157,7 +193,7 @@ class Gate:
             with self._lock:
                 self._started -= 1
             raise WorkerDied(str(e)) from e
-        self._idle.put(worker)
+        self._put_back(worker)
         return result
 
     def _compiles_remotely(self) -> bool:

@@ -398,7 +398,9 @@ def main() -> None:
     sys.dont_write_bytecode = True
     from . import probe  # noqa: F401  (children must not import, and so write, anything of ours)
 
-    preload = os.environ.get("NNRAG_PRELOAD", _PRELOAD).split(",")
+    # ``--preload a,b``: modules of installed distributions many candidates import (Gate.preload)
+    more = sys.argv[sys.argv.index("--preload") + 1].split(",") if "--preload" in sys.argv[:-1] else []
+    preload = os.environ.get("NNRAG_PRELOAD", _PRELOAD).split(",") + more
     for name in filter(None, preload):
         try:
             __import__(name)
