@@ -496,3 +496,29 @@ def test_a_network_violation_names_what_it_reached() -> None:
 
     assert _network_target("urllib.Request", ("https://example.org/weights.pth", None, {}, "GET")) == "'https://example.org/weights.pth'"
     assert _network_target("socket.connect", (object(), ("203.0.113.1", 80))) == "('203.0.113.1', 80)"
+
+
+def test_a_forward_of_only_optional_arguments_gets_the_main_input_as_the_first() -> None:
+    """A language model's ``forward(input_ids=None, inputs_embeds=None, ...)`` refuses a call with
+    neither; the probe passes token ids as the first argument after the call without any."""
+    from nnrag.validator.gate import Gate
+
+    code = '''import torch.nn as nn
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab: int = 50, width: int = 8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None):
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        hidden = self.embed(input_ids) if inputs_embeds is None else inputs_embeds
+        return self.head(hidden)
+'''
+    with Gate(1) as gate:
+        record = gate.check_code(code, "TinyLM")
+    assert record.ok, record.message
+    assert record.input_shapes and len(record.input_shapes[0]) == 2  # token ids (batch, tokens)
