@@ -522,3 +522,37 @@ class TinyLM(nn.Module):
         record = gate.check_code(code, "TinyLM")
     assert record.ok, record.message
     assert record.input_shapes and len(record.input_shapes[0]) == 2  # token ids (batch, tokens)
+
+
+def test_an_unannotated_config_is_built_from_the_config_class_the_block_declares() -> None:
+    """``config_class = TinyConfig`` on a class whose inherited ``__init__(self, config)`` carries no
+    annotation (a language-model library's task heads): a small ``TinyConfig``, not the stand-in."""
+    from nnrag.validator.gate import Gate
+
+    code = '''import dataclasses
+import torch.nn as nn
+
+
+@dataclasses.dataclass
+class TinyConfig:
+    hidden_size: int = 16
+    num_labels: int = 3
+
+
+class Head(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        if not isinstance(config, TinyConfig):
+            raise TypeError("config should be an instance of TinyConfig")
+        self.score = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, x):
+        return self.score(x)
+
+
+class TinyHead(Head):
+    config_class = TinyConfig
+'''
+    with Gate(1) as gate:
+        record = gate.check_code(code, "TinyHead")
+    assert record.ok, record.message

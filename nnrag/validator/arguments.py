@@ -312,7 +312,10 @@ def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int)
     if ("norm" in w or "act" in w) and named and _admits_str(annotation):
         return "batch" if "norm" in w else "relu"
     if n in ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp"):
-        return AutoConfig(s)
+        # a class that declares its config class (``config_class = PhiConfig``, as language-model
+        # libraries do where ``__init__(self, config)`` is inherited unannotated) gets a small one
+        declared = _dataclass_value(getattr(owner, "config_class", None), s, depth) if n == "config" else None
+        return declared if declared is not None else AutoConfig(s)
     if {"head", "heads"} & set(w) and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) or n in ("heads", "nhead", "num_head"):
         return s.heads
     if "spatial" in w and ("dims" in w or "dim" in w or "ndim" in w) or n in ("ndim", "n_dim", "num_spatial_dims"):
