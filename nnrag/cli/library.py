@@ -192,6 +192,8 @@ def extract(
     else:
         sys.stdout.write(result.code)
     if result.ok and not as_json:
+        if result.imports:
+            err.print(f"note: imports {result.imports}", highlight=False, markup=False)
         for free in result.free:  # left as the original has them
             err.print(styled(("warning:", "bold yellow"), f" {free.path}:{free.line}: {free.name} is bound nowhere; "
                              "the code using it raises NameError if it runs"), highlight=False)

@@ -33,6 +33,7 @@ class Extraction:
     # names bound nowhere that the copied code uses only when it runs, left free as the original
     # leaves them: NameError there if that code runs (a branch not taken: vit-pytorch's ``einsum``)
     free: list[ClosureIssue] = field(default_factory=list)
+    imports: str | None = None  # what of its own package the file imports instead of copying, and why
 
     @property
     def ok(self) -> bool:
@@ -120,4 +121,5 @@ def extract_block(workspace: Workspace, name: str, source: str | None = None, pr
         issues=closure.issues,
         seconds=seconds,
         free=closure.free,
+        imports=assembled.imports if assembled else None,
     )
