@@ -18,7 +18,7 @@ import atexit
 import logging
 import sys
 import threading
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..errors import ConfigError, NnragError
 from .gate import Gate, WorkerDied
@@ -132,6 +132,10 @@ class ClusterGate(Gate):
             if {k: there[k] for k in here} != here:
                 raise NnragError(f"Dask worker {address} runs nnrag {there['nnrag']} on Python {there['python']}, "
                                  f"this build nnrag {here['nnrag']} on Python {here['python']}: install the same on every worker")
+
+    def preload(self, modules: Iterable[str]) -> None:
+        """Not passed on: the cluster's workers keep the modules they started with, and candidates
+        import the others themselves (slower, same verdicts)."""
 
     def _send(self, request: dict[str, Any]) -> dict[str, Any]:
         from distributed import KilledWorker
