@@ -989,7 +989,19 @@ def test_a_block_whose_closure_cannot_be_copied_imports_the_rest_of_its_installe
         """))
     home = tmp_path / "home"
     nnrag.index([str(src)], home=home)
-    monkeypatch.syspath_prepend(str(src))  # installed: importable where extraction runs
+    from nnrag.extract import requirements
+
+    # only a folder on sys.path: no installed distribution, nothing to import the rest from
+    monkeypatch.syspath_prepend(str(src))
+    assert not nnrag.extract("bigtables.m.Picks", home=home).ok
+    # installed: a distribution's metadata beside the package, where extraction runs
+    info = tmp_path / "site" / "bigtables-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bigtables\nVersion: 0.1\n")
+    (info / "top_level.txt").write_text("bigtables\n")
+    monkeypatch.syspath_prepend(str(info.parent))
+    requirements._packages.cache_clear()
+    assert requirements.distributed("bigtables") and not requirements.distributed("antigravity")
     result = nnrag.extract("bigtables.m.Picks", home=home)
     assert result.ok, result.issues
     assert "# imports: the rest of bigtables" in result.code and (result.imports or "").startswith("the rest of bigtables")
@@ -1003,6 +1015,7 @@ def test_a_block_whose_closure_cannot_be_copied_imports_the_rest_of_its_installe
     report = nnrag.vendor(["bigtables.m.Picks"], tmp_path / "proj" / "blocks", home=home, check=False)
     vendored = (tmp_path / "proj" / "blocks" / f"{report.blocks[0].module.rsplit('.', 1)[-1]}.py").read_text()
     assert "# imports: the rest of bigtables" in vendored and "from bigtables.scale import FACTOR" in vendored
+    requirements._packages.cache_clear()  # the distribution goes with the test's sys.path
 
 
 def test_a_name_imported_then_rebound_in_its_module_starts_from_the_import(tmp_path: Path) -> None:

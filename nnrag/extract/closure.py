@@ -38,7 +38,7 @@ from .plan import (
     UnitPlan,
     _TYPE_ONLY,
 )
-from .requirements import installed
+from .requirements import distributed, installed
 from .parsed import ParsedModules
 from .units import ModuleUnits, first_use
 from .unavailable import loads_by_name
@@ -107,9 +107,10 @@ class Extractor(RegistryNames):
         """This source's extractor that copies only a block's own module and imports everything
         else of the package, as torch's blocks do: the fallback for a block whose closure cannot
         be copied (a library's lazy-import tables, 6,700 of transformers' blocks). None where this
-        extractor already imports, or where the package of ``module`` is not installed here, since
-        the file could not run. It shares this one's parsed modules."""
-        if not self.inline or not installed(module.split(".")[0]):
+        extractor already imports, or where the package of ``module`` is no installed distribution
+        here (the file could not run; and the standard library's ``antigravity`` is no package to
+        import the rest of). It shares this one's parsed modules."""
+        if not self.inline or not distributed(module.split(".")[0]):
             return None
         if self._importing is None:
             sibling = copy.copy(self)

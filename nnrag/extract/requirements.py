@@ -64,6 +64,12 @@ def installed(top: str) -> bool:
     return spec is not None and spec.origin not in (None, "namespace")
 
 
+def distributed(top: str) -> bool:
+    """Whether a top-level module comes from an installed distribution (not the standard library,
+    not a folder that happens to be on ``sys.path``), found without importing it."""
+    return not is_stdlib(top) and bool(_packages().get(top)) and installed(top)
+
+
 def is_stdlib(module: str) -> bool:
     return module in sys.stdlib_module_names or module in sys.builtin_module_names
 
