@@ -48,9 +48,6 @@ MODULE_DUNDERS = frozenset(
      "__annotations__", "__dict__", "__debug__", "__cached__"}
 )
 
-
-
-
 _SUBMODULE_DEPTH = 4  # submodules read through a lazily imported package, levels down
 # A submodule used as a value brings every definition it exports; past this many (a library's
 # model-class tables, its import utilities: 105 and 272 definitions, a 4 MB file that still fails)
@@ -104,12 +101,10 @@ class Extractor(RegistryNames):
         self._loads: dict[UnitKey, bool] = {}  # per statement: a large source's closures share thousands
 
     def importing(self, module: str) -> "Extractor | None":
-        """This source's extractor that copies only a block's own module and imports everything
-        else of the package, as torch's blocks do: the fallback for a block whose closure cannot
-        be copied (a library's lazy-import tables, 6,700 of transformers' blocks). None where this
-        extractor already imports, or where the package of ``module`` is no installed distribution
-        here (the file could not run; and the standard library's ``antigravity`` is no package to
-        import the rest of). It shares this one's parsed modules."""
+        """This source's extractor that copies only a block's own module and imports the rest of the
+        package, as torch's blocks do: the fallback where a closure cannot be copied (lazy-import
+        tables: 6,768 transformers blocks). None where this one already imports, or where no
+        installed distribution provides the package (the file could not run). Shares parsed modules."""
         if not self.inline or not distributed(module.split(".")[0]):
             return None
         if self._importing is None:
