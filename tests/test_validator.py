@@ -248,7 +248,6 @@ def test_a_warmed_gate_starts_its_workers_in_the_background() -> None:
     assert closing._idle.qsize() == 0  # the worker that came up after close was stopped, not kept
 
 
-
 def test_modules_a_gate_preloads_are_imported_by_its_workers_and_older_workers_are_replaced() -> None:
     """``Gate.preload``: workers started after it hold the modules before any candidate runs; one
     started before is closed when it comes free, not kept serving without them."""
@@ -264,6 +263,8 @@ def test_modules_a_gate_preloads_are_imported_by_its_workers_and_older_workers_a
         assert first.proc.poll() is not None and gate._idle.queue[0] is not first
     assert not before.ok and "not preloaded" in before.message
     assert after.ok, after.message
+
+
 PYRAMID = '''
 from typing import Dict, List
 import torch
