@@ -1012,6 +1012,14 @@ def test_a_block_whose_closure_cannot_be_copied_imports_the_rest_of_its_installe
     with Gate(1) as gate:
         record = gate.check_code(result.code, result.class_name, paths=[str(src)])
     assert record.ok, record.message
+    from nnrag.db import connect
+    from nnrag.extract.block import Extractors
+    from nnrag.index.lookup import resolve_block
+    from nnrag.workspace import Workspace
+
+    with connect(Workspace.resolve(home)) as db:  # what a build's workers would preload for it
+        _, assembled, _ = Extractors(db.conn).extract(resolve_block(db.conn, "bigtables.m.Picks", None))
+    assert assembled is not None and assembled.package_modules == ("bigtables.scale",)
     report = nnrag.vendor(["bigtables.m.Picks"], tmp_path / "proj" / "blocks", home=home, check=False)
     vendored = (tmp_path / "proj" / "blocks" / f"{report.blocks[0].module.rsplit('.', 1)[-1]}.py").read_text()
     assert "# imports: the rest of bigtables" in vendored and "from bigtables.scale import FACTOR" in vendored

@@ -33,6 +33,7 @@ class Assembled:
     requirements: tuple[Requirement, ...]
     renames: dict[str, str] = field(default_factory=dict)  # "module.name" -> new name
     imports: str | None = None  # what of its own package the file imports instead of copying, and why
+    package_modules: tuple[str, ...] = ()  # with ``imports``: the modules of that package it imports
 
 
 def _meaning(imp: ExtImport) -> str:
@@ -67,12 +68,14 @@ def assemble(closure: Closure, provenance: Provenance, lenders: tuple[Provenance
     top = DefTarget(closure.module, closure.qualname.split(".")[0])
     rendered = render(closure.units, closure.order, closure.future, first=closure.targets[top][0], home=closure.module)
     name = rendered.names[top]
-    requirements, imports = rendered.requirements, None
+    requirements, imports, modules = rendered.requirements, None, ()
     if closure.imported_for is not None:
         requirements, imports = _importing(closure, provenance, requirements)
+        package = closure.module.split(".")[0]
+        modules = tuple(sorted({i.module for k in closure.order for i in closure.units[k].imports if i.top == package}))
     header_text = header(closure, provenance, lenders, requirements, name, imports=imports)
     class_name = name + closure.qualname[len(top.name) :]
-    return Assembled(header_text + "\n" + rendered.code, class_name, requirements, rendered.renames, imports)
+    return Assembled(header_text + "\n" + rendered.code, class_name, requirements, rendered.renames, imports, modules)
 
 
 def _importing(closure: Closure, provenance: Provenance,
@@ -82,9 +85,10 @@ def _importing(closure: Closure, provenance: Provenance,
     package = closure.module.split(".")[0]
     here = next((r for r in requirements if package in r.modules), None)
     pinned = tuple(replace(r, version=provenance.version) if r is here and provenance.version else r for r in requirements)
-    versions = f"{provenance.version or 'unknown release'}" + (
-        f", installed here {here.version}" if here and here.version and here.version != provenance.version else "")
-    return pinned, (f"the rest of {package} ({versions}), not copied: {closure.imported_for}")
+    versions = provenance.version or "unknown release"
+    if here and here.version and here.version != provenance.version:
+        versions += f", installed here {here.version}"
+    return pinned, f"the rest of {package} ({versions}), not copied: {closure.imported_for}"
 
 
 @dataclass(frozen=True)

@@ -39,20 +39,6 @@ def imported_modules(tree: ast.AST) -> set[str]:
     return out
 
 
-def imported_from(code: str, package: str) -> set[str]:
-    """The modules of ``package`` that ``code`` imports by module-level statements (dotted names)."""
-    out: set[str] = set()
-    try:
-        body = ast.parse(code).body
-    except (SyntaxError, ValueError):
-        return out
-    for node in body:
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
-        out.update(n for n in names if n.split(".")[0] == package)
-    return out
-
-
 def installed(top: str) -> bool:
     """Whether a top-level module is importable here, found without importing it. A bare folder
     of that name on ``sys.path`` (a namespace package: the current directory holding ``mmcv/``) is

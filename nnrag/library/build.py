@@ -20,7 +20,6 @@ from ..db import connect
 from ..extract.lending import check_prefer
 from ..extract.many import extract_many
 from ..extract.key import extraction_keys
-from ..extract.requirements import imported_from
 from ..index.lookup import BlockRef
 from ..progress import ProgressFn
 from ..validator.envs import check_requirements
@@ -102,7 +101,7 @@ def build_library(
         conn.execute("DELETE FROM meta WHERE key='extraction_key'")  # the one key of every source, before
         made = dict(conn.execute("SELECT block_id, code_sha1 FROM extracted").fetchall())
         extracted: list[tuple[str, str]] = []
-        imported: Counter[str] = Counter()  # modules of installed packages that files importing them import
+        imported: Counter[str] = Counter()  # how many files import each module of the package they import the rest of
 
         def reusable(block_id: str, sha1: str | None) -> bool:
             """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
@@ -148,8 +147,7 @@ def build_library(
                 continue
             if not pending:
                 gate.warm()  # torch imports in the workers while the other blocks are extracted
-            if x.assembled.imports:
-                imported.update(imported_from(x.assembled.code, ref.module.split(".")[0]))
+            imported.update(x.assembled.package_modules)
             pending.append(records.Candidate.of(ref, name, x.files, x.assembled, x.seconds))
 
         conn.executemany("INSERT OR REPLACE INTO extracted VALUES (?, ?)", extracted)
