@@ -383,11 +383,6 @@ def feature_levels(module: nn.Module, param: inspect.Parameter, main: torch.Tens
     return tuple(maps) if "uple[" in annotation else maps
 
 
-# first parameters that are optional companions, never the main input
-_NOT_MAIN = frozenset({"self", "mask", "attention_mask", "return_dict", "output_attentions", "output_hidden_states",
-                       "use_cache", "past_key_values", "cache_position", "labels"})
-
-
 def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | None = None) -> Iterator[tuple[list[Any], dict[str, Any]]]:
     """Arguments for ``forward`` given the main input, the likeliest fill first, then other targets.
     ``init``: the constructor's arguments (an FPN's per-level channels)."""
@@ -484,7 +479,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     if not args and not kwargs:
         if not (params and all(p.kind == p.KEYWORD_ONLY for p in params)):
             yield [], {}
-        if first is not None and first.default is not first.empty and first.name.lower() not in _NOT_MAIN:
+        if first is not None and first.default is not first.empty and first.annotation not in (bool, "bool") \
+                and "mask" not in first.name.lower():  # a flag or a mask is never the input, as above
             # every argument optional (a language model's ``input_ids=None, inputs_embeds=None``,
             # which refuses a call without either): the main input as the first
             yield [main], {}
