@@ -357,14 +357,15 @@ class SearchIndex:
                                                  (vector_key(self.embedder.name),))}
             renew = set(todo)
             need = [i for i in ids if i in renew or _sha1(texts[i]) not in held]
+            stale = [i for i in state if i not in texts]
         else:  # changed blocks only: each is written to Chroma again
-            state, todo, need = {}, ids, ids
+            todo, need, stale = ids, ids, gone
         vectors = dict(zip(need, _embed_cached(conn, self.embedder, [texts[i] for i in need], report, progress)))
         for j in range(0, len(todo), 500):
             batch = todo[j:j + 500]
             self.vectors.upsert(batch, [vectors[i] for i in batch], [texts[i] for i in batch], [metas[i] for i in batch])
         report.upserted = len(todo)
-        self.vectors.delete([i for i in state if i not in texts] if gone is None else gone)
+        self.vectors.delete(stale)
         neighbours.write(conn, {i: _sha1(texts[i]) for i in ids}, gone)
 
     def names(self, validated: bool | None = True, source: str | None = None, category: str | None = None) -> list[str]:
