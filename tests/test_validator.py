@@ -557,3 +557,99 @@ class TinyHead(Head):
     with Gate(1) as gate:
         record = gate.check_code(code, "TinyHead")
     assert record.ok, record.message
+
+
+LANGUAGE_MODEL_PARTS = '''import dataclasses
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclasses.dataclass
+class VisionConfig:
+    hidden_size: int = 4096
+    num_hidden_layers: int = 48
+
+
+@dataclasses.dataclass
+class ComposedConfig:
+    vision_config: dict | None = None
+    sub_configs = {"vision_config": VisionConfig}
+
+    def __post_init__(self):
+        if not isinstance(self.vision_config, VisionConfig):
+            self.vision_config = VisionConfig(**(self.vision_config or {}))
+
+
+class Tower(nn.Module):
+    config_class = ComposedConfig
+
+    def __init__(self, config):
+        super().__init__()
+        width = config.vision_config.hidden_size
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(config.vision_config.num_hidden_layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class Intermediate(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        if config._attn_implementation not in (None, "eager"):
+            raise KeyError(f"{config._attn_implementation} is not a registered attention")
+        self.dense = nn.Linear(config.text_config.hidden_size, config.intermediate_size)
+        self.act = getattr(F, config.hidden_act)
+
+    def forward(self, hidden_states):
+        return self.act(self.dense(hidden_states))
+
+
+class LastTokenClassifier(nn.Module):
+    def __init__(self, vocab: int = 50, width: int = 8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.score = nn.Linear(width, 3)
+        self.pad_token_id = None
+
+    def forward(self, input_ids):
+        if input_ids.shape[0] > 1 and self.pad_token_id is None:
+            raise ValueError("Cannot handle batch sizes > 1 if no padding token is defined.")
+        return self.score(self.embed(input_ids))[:, -1]
+
+
+class RotaryAttention(nn.Module):
+    def __init__(self, dim: int = 16, heads: int = 2):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, hidden_states, position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None):
+        cos, sin = position_embeddings
+        b, t, _ = hidden_states.shape
+        q, k, v = (y.view(b, t, self.heads, self.head_dim).transpose(1, 2) for y in self.qkv(hidden_states).chunk(3, -1))
+        half = lambda y: torch.cat([-y[..., self.head_dim // 2:], y[..., :self.head_dim // 2]], -1)
+        q, k = (y * cos.unsqueeze(1) + half(y) * sin.unsqueeze(1) for y in (q, k))
+        out = F.scaled_dot_product_attention(q, k, v)
+        return self.out(out.transpose(1, 2).reshape(b, t, -1))
+'''
+
+
+def test_language_model_parts_get_what_their_model_would_hand_them() -> None:
+    """Parts of a language model built alone: a config's nested configs that it names in
+    ``sub_configs`` built small (not 48 layers of 4096), a stand-in config answering a private
+    attribute with None, an activation with its name and a nested config with a config, a last-token classifier without a padding
+    token given one sequence, an attention given the rotary ``(cos, sin)`` its model computes."""
+    from nnrag.validator.gate import Gate
+
+    with Gate(1) as gate:
+        records = {name: gate.check_code(LANGUAGE_MODEL_PARTS, name)
+                   for name in ("Tower", "Intermediate", "LastTokenClassifier", "RotaryAttention")}
+    for name, record in records.items():
+        assert record.ok, f"{name}: {record.message}"
+    assert records["Tower"].params < 100_000
+    assert records["LastTokenClassifier"].input_shapes == [[1, 16]]
+    assert records["RotaryAttention"].output_shapes == [2, 16, 16]

@@ -104,12 +104,24 @@ def _dataclass_value(annotation: Any, s: Sizes, depth: int) -> Any:
     except Exception:
         hints = {}
     values: dict[str, Any] = {}
+    # a config that names the classes of its nested configs (``sub_configs = {"vision_config":
+    # VisionConfig}``, with the field typed ``dict | None = None``) would build them full size
+    declared = {k: v for k, v in (getattr(annotation, "sub_configs", None) or {}).items()
+                if isinstance(k, str) and dataclasses.is_dataclass(v)}
     for f in dataclasses.fields(annotation):
         if not f.init:
             continue
         kind = hints.get(f.name, f.type)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING or _unset(f.default):  # type: ignore[misc]
+        if f.name in declared:
+            kind = declared[f.name]
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
             values[f.name] = guess_value(f.name, kind, s, depth=depth + 1)
+        elif _unset(f.default):
+            # ``dim_in: int = -1`` is "set me"; ``feature_layer: int = -2`` an index from the end,
+            # kept when the name suggests no integer
+            guessed = guess_value(f.name, kind, s, depth=depth + 1)
+            if type(guessed) is int:
+                values[f.name] = guessed
         elif (nested := _dataclass_value(_class_in(kind), s, depth + 1)) is not None:
             values[f.name] = nested
         elif is_depth(f.name) and (shallow := _shallow(f.default)) is not None:
@@ -130,14 +142,14 @@ def _class_in(annotation: Any) -> Any:
     return args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 else annotation
 
 
-_INDEX_WORDS = ("ind", "idx", "index")  # a name ending so is a position: ``prev_layer_ind``, ``padding_idx``
+_INDEX_WORDS = ("ind", "idx", "index", "id")  # a name ending so is a position: ``prev_layer_ind``, ``pad_token_id``
 
 
 def _capacity(name: str) -> bool:
     """A bound rather than a size (``max_position_embeddings``, ``pad_token_id``): cheap, and what
     indexes or positions must stay below."""
     w = _words(name)
-    return bool(w) and (w[0] == "max" or "position" in w or "positions" in w or w[-1] in ("id", *_INDEX_WORDS))
+    return bool(w) and (w[0] == "max" or "position" in w or "positions" in w or w[-1] in _INDEX_WORDS)
 
 
 def _parameters(cls: type) -> tuple[inspect.Signature, list[inspect.Parameter], dict[str, Any]] | None:
@@ -408,7 +420,7 @@ class AutoConfig:
         if name.startswith("__"):
             raise AttributeError(name)
         if name not in self._values:
-            self._values[name] = guess_value(name, inspect.Parameter.empty, self._sizes)
+            self._values[name] = _config_value(name, self._sizes)
         return self._values[name]
 
     def __getitem__(self, key: str) -> Any:
@@ -431,6 +443,21 @@ class AutoConfig:
         copy = AutoConfig(self._sizes)
         copy._values = {**self._values, name: value}
         return copy
+
+
+def _config_value(name: str, s: Sizes) -> Any:
+    """What a config holds under ``name``: a private attribute is state the library sets on its own
+    configs (``_attn_implementation``), unset on one built by hand; an activation is named by a
+    string (``hidden_act = "gelu"``), as a config is written to be saved; a nested config
+    (``vision_config``) is a stand-in config too; else the argument guess."""
+    if name.startswith("_"):
+        return None
+    w = _words(name)
+    if w and w[-1] in ("act", "activation") or name.endswith("activation_function"):
+        return "relu"
+    if w and w[-1] in ("config", "cfg"):
+        return AutoConfig(s)
+    return guess_value(name, inspect.Parameter.empty, s)
 
 
 _DEPTH_NAMES = {

@@ -121,6 +121,9 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
     elif kind == "embedding":
         out += [(f"long:{first.num_embeddings}", (2, sizes.tokens)), (f"long:{first.num_embeddings}", (2 * sizes.tokens,))]
         out += [(f"long:{first.num_embeddings}", (2, n)) for n in _context_lengths(module) if n != sizes.tokens]
+        # one sequence last: a classifier that pools at the last non-padding token refuses a batch
+        # when its config names no padding token
+        out.append((f"long:{first.num_embeddings}", (1, sizes.tokens)))
     elif kind == "linear":
         out += [("float", (2, sizes.tokens, first.in_features)), ("float", (2, first.in_features))]
         out += [("float", (2, first.in_features, s, s))]
@@ -281,15 +284,37 @@ _TENSOR_WORDS = re.compile(r"pos|embed|emb$|key|value|query|memory|context|ref|c
 _POSITION_IDS = re.compile(r"pos(?:ition)?_ids")
 
 
-def _none_filled(params: list[inspect.Parameter], main: torch.Tensor, taken: set[str]) -> dict[str, Any]:
+_TENSOR_PAIR = re.compile(r"(?:typing\.)?[Tt]uple\[(?:torch\.)?(?:Float)?Tensor, ?(?:torch\.)?(?:Float)?Tensor\]")
+_ROTARY_WIDTHS = ("rotary_ndims", "rotary_dim", "rotary_emb_dim", "head_dim", "head_size", "attention_head_size")
+
+
+def _rotary_pair(module: nn.Module, main: torch.Tensor, param: inspect.Parameter) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(cos, sin)`` of rotary position angles, (B, T, width), for a ``position_embeddings: tuple[
+    Tensor, Tensor]`` over tokens (B, T, C): the model computes them once for all its layers, so a
+    layer or attention block alone is handed them. The width is the first rotary or head width the
+    block or its parts keep; None where the parameter is no such pair."""
+    if "position" not in param.name.lower() or main.dim() != 3 or not _TENSOR_PAIR.search(annotation_text(param)):
+        return None
+    width = next((v for m in module.modules() for name in _ROTARY_WIDTHS
+                  if type(v := vars(m).get(name)) is int and 0 < v <= main.shape[-1] * 8), None)
+    if width is None:
+        return None
+    angles = torch.rand(main.shape[0], main.shape[1], width)
+    return angles.cos(), angles.sin()
+
+
+def _none_filled(module: nn.Module, params: list[inspect.Parameter], main: torch.Tensor, taken: set[str]) -> dict[str, Any]:
     """Values for the optional parameters named like tensors of the main input's kind: a copy of
-    the main input, and positions along its second axis for ``position_ids``. Masks stay None."""
+    the main input, positions along its second axis for ``position_ids``, rotary angles for a pair
+    of position embeddings. Masks stay None."""
     filled: dict[str, Any] = {}
     for p in params:
         n = p.name.lower()
         if p.default is not None or p.name in taken or "mask" in n or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
-        if _POSITION_IDS.fullmatch(n) and main.dim() >= 2:
+        if (pair := _rotary_pair(module, main, p)) is not None:
+            filled[p.name] = pair
+        elif _POSITION_IDS.fullmatch(n) and main.dim() >= 2:
             filled[p.name] = torch.arange(main.shape[1]).expand(main.shape[0], -1)
         elif _TENSOR_WORDS.search(n) and main.is_floating_point():
             filled[p.name] = main.clone()
@@ -465,6 +490,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = torch.zeros(main.shape, dtype=torch.long)
         elif n in ("var", "variance", "std"):
             value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
+        elif (pair := _rotary_pair(module, main, p)) is not None:
+            value = pair
         elif _TENSOR_LIST.match(annotation_text(p)):
             value = [main.clone(), main.clone()]  # ``prev_layers: list[Tensor]``: earlier outputs like the input
         else:
@@ -491,7 +518,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     if optional:  # a detector that post-processes fails without them; a model that stacks labels, with
         yield args, {**kwargs, **optional}
     bound = {p.name for p in params[:len(args)]} | set(kwargs) | set(optional)
-    filled = _none_filled(params, main, bound)
+    filled = _none_filled(module, params, main, bound)
     if filled:
         yield args, {**kwargs, **optional, **filled}
     if masks:  # a required mask the forward uses (``torch.where(mask, ...)``): everything kept
