@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .arguments import failing_statement, static_value
+from .source import failing_statement, static_value
 
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
                ast.Pow: operator.pow}

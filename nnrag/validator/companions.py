@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator
 from torch import nn
 
 from ..index.attributes import assigned_on_self
-from .arguments import Sizes, is_depth, module_instance, source_tree
+from .arguments import Sizes, is_depth, module_instance
+from .source import source_tree
 from .usage.recipes import construct
 
 # Builders of the instances a request's companions describe (see nnrag.library.companions): set by

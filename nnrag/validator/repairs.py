@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, passed_through
-from .arguments import failing_statement, source_tree as _tree, static_value
+from .source import failing_statement, source_tree as _tree, static_value
 from .asserts import asserted_arguments
 from ..index.attributes import read_off
 from .companions import having

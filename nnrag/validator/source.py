@@ -1,0 +1,52 @@
+"""A candidate's own source read at run time: the statement a frame stopped at, and the values
+of names and attributes it reads, looked up without calling anything.
+
+Everything here runs inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from types import FrameType
+from typing import Any
+
+
+def source_tree(obj: Any) -> ast.AST | None:
+    """The parsed source of a function or class; None where it has none (built-ins, exec'd code)."""
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(obj)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+
+
+def failing_statement(frame: FrameType) -> ast.stmt | None:
+    """The innermost statement of a frame's function that holds the line the frame stopped at."""
+    tree = source_tree(frame.f_code)
+    if tree is None:
+        return None
+    line = frame.f_lineno - frame.f_code.co_firstlineno + 1
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found = node if found is None or node.lineno >= found.lineno else found
+    return found
+
+
+def static_value(node: ast.expr, scope: dict[str, Any]) -> Any:
+    """A literal, or a name or dotted attribute looked up in ``scope``: never a call."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [static_value(e, scope) for e in node.elts]
+    if isinstance(node, ast.Name):
+        return scope.get(node.id)
+    if isinstance(node, ast.Attribute):
+        owner = static_value(node.value, scope)
+        try:
+            return None if owner is None else getattr(owner, node.attr, None)
+        except Exception:  # noqa: BLE001 - the candidate's own property failing: nothing known
+            return None
+    return None
