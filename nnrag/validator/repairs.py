@@ -323,8 +323,8 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
                 yield {k: values[0]}
         # a stand-in config's attribute the code compares (``config.hidden_act == "gelu"``)
         for k, config in configs.items():
-            for name, value in config.asked().items():
-                if not isinstance(value, str) and (values := _compared(tree, name, scope, owners=None)):
+            for name, value in config.asked().items():  # a guessed name too ("relu" for an activation)
+                if values := [v for v in _compared(tree, name, scope, owners=None) if v != value]:
                     yield {k: config.with_value(name, values[0])}
 
 
