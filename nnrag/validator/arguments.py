@@ -451,7 +451,7 @@ def _config_value(name: str, s: Sizes) -> Any:
         return None
     w = _words(name)
     if w and w[-1] in ("act", "activation") or name.endswith("activation_function"):
-        return "relu"
+        return guess_value(name, str, s)  # the name a ``str`` activation argument gets
     if w and w[-1] in ("config", "cfg"):
         return AutoConfig(s)
     return guess_value(name, inspect.Parameter.empty, s)

@@ -296,7 +296,7 @@ def _rotary_pair(module: nn.Module, main: torch.Tensor, param: inspect.Parameter
     if "position" not in param.name.lower() or main.dim() != 3 or not _TENSOR_PAIR.search(annotation_text(param)):
         return None
     width = next((v for m in module.modules() for name in _ROTARY_WIDTHS
-                  if type(v := vars(m).get(name)) is int and 0 < v <= main.shape[-1] * 8), None)
+                  if type(v := vars(m).get(name)) is int and v > 0), None)
     if width is None:
         return None
     angles = torch.rand(main.shape[0], main.shape[1], width)
