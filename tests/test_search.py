@@ -273,6 +273,29 @@ def test_retrieval_eval(lib: dict[str, object], tmp_path: Path) -> None:
         load_queries(bad)
 
 
+def test_the_fusion_study_at_the_shipped_setting_is_the_search(lib: dict[str, object], tmp_path: Path) -> None:
+    from nnrag.evals.bench_fusion import Setting, study
+
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("\n".join(json.dumps(q) for q in [
+        {"query": "find anti-aliased downsampling", "gold": ["Blur"], "split": "dev"},
+        {"query": "gate channels after global pooling through a bottleneck", "gold": ["SqueezeExcite"], "split": "test"},
+        {"query": "normalise the activations", "gold": ["Norm"], "split": "test"},
+    ]) + "\n")
+    index = nnrag.search_index(home=lib["home"])
+    settings = [Setting(1.0, 100), Setting(3.0, 100), Setting(1.0, 1)]
+    rows = study(index, load_queries(queries), settings)
+    assert [(r.lexical_weight, r.candidates, r.split) for r in rows] == [
+        (s.lexical_weight, s.candidates, split) for s in settings for split in ("dev", "test")]
+    for split in ("dev", "test"):
+        shipped = evaluate(index, [q for q in load_queries(queries) if q.split == split]).to_dict()["hybrid"]
+        row = next(r for r in rows if (r.lexical_weight, r.candidates, r.split) == (1.0, 100, split))
+        assert (row.recall_at_10, row.mrr_at_10) == (shipped["recall@10"], shipped["mrr@10"])
+    # one candidate per method: at most two blocks to fuse
+    one = index.fused(index.candidates("normalise the activations", 1, validated=None), 10, 1.0, 1)
+    assert 1 <= len(one) <= 2
+
+
 def test_shared_chroma_server(lib: dict[str, object], tmp_path: Path) -> None:
     """`--chroma-url` puts the vectors in a `chroma run` server; texts embedded before are reused."""
     import socket

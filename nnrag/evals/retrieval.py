@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..progress import ProgressFn
-from ..search.index import METHODS, SearchIndex
+from ..search.index import METHODS, Hit, SearchIndex
 
 CUTOFF = 10
 # Paraphrased queries over the default corpus, written to avoid the gold class names.
@@ -89,6 +89,16 @@ def load_queries(path: Path) -> list[Query]:
     return queries
 
 
+def relevant(query: Query, hit: Hit) -> bool:
+    """A hit answers ``query`` when its class, or a copy grouped under it, matches a gold pattern."""
+    return query.relevant(hit.name) or any(query.relevant(i.rsplit(".", 1)[-1]) for i in hit.also_in)
+
+
+def first_relevant(query: Query, hits: list[Hit]) -> int | None:
+    """The rank of the first hit that answers ``query``, if any does."""
+    return next((h.rank for h in hits if relevant(query, h)), None)
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))] if ordered else 0.0
@@ -117,7 +127,7 @@ def evaluate(index: SearchIndex, queries: list[Query], validated: bool | None = 
             t = time.perf_counter()
             hits = index.search(q.query, CUTOFF, validated=validated, method=method)
             latencies.append((time.perf_counter() - t) * 1000)
-            rel = [q.relevant(h.name) or any(q.relevant(i.rsplit(".", 1)[-1]) for i in h.also_in) for h in hits]
+            rel = [relevant(q, h) for h in hits]
             first = next((i for i, r in enumerate(rel, 1) if r), None)
             for cut in hits_at:
                 hits_at[cut] += bool(first and first <= cut)

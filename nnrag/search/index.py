@@ -413,6 +413,34 @@ class SearchIndex:
                 rankings.append(words.result())
             return _hits(store, _fuse(rankings), k, self._keys[1])
 
+    def candidates(self, query: str, n: int = _CANDIDATES, *,
+                   validated: bool | None = True) -> dict[Method, list[tuple[str, float]]]:
+        """Each method's own ranking of its best ``n`` blocks (block id, raw score), before fusion
+        and grouping: what a study of the fusion varies (``nnrag.evals.bench_fusion``)."""
+        with self._store() as store:
+            conn = store.conn
+            self._follow_tuning(conn)
+            signature = self._signature(conn)
+            if _synced(conn) != signature:
+                self.sync()
+            allowed = self._allowed(conn, signature, None, None, validated)
+            self._terms.reset(signature)
+            vector = self.embedder.embed([query])[0]
+            return {"dense": self._neighbours(conn, signature).nearest(vector, n, allowed),
+                    "lexical": lexical.search(conn, query, n, allowed.ids if allowed else None, self._terms)}
+
+    def fused(self, candidates: dict[Method, list[tuple[str, float]]], k: int = 10, lexical_weight: float = 1.0,
+              n: int = _CANDIDATES) -> list[Hit]:
+        """The hybrid search's answer made from :meth:`candidates`: each ranking cut to its best
+        ``n``, fused with the lexical one weighed ``lexical_weight`` against the dense one, copies
+        grouped. With the defaults it is what ``search`` returns."""
+        with self._store() as store:
+            signature = self._signature(store.conn)
+            if self._keys[0] != signature:
+                self._keys = (signature, {})
+            fused = _fuse([candidates["dense"][:n], candidates["lexical"][:n]], [1.0, lexical_weight])
+            return _hits(store, fused, k, self._keys[1])
+
 
 def _synced(conn: sqlite3.Connection) -> str | None:
     """The library signature the search index was last brought up to date with."""
@@ -438,20 +466,21 @@ def _allowed(conn: sqlite3.Connection, source: str | None, category: str | None,
     return {r["block_id"] for r in conn.execute(sql, args)}
 
 
-def _fuse(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
-    """Score fusion: each ranking's scores min-max normalised over its candidates, summed.
+def _fuse(rankings: list[list[tuple[str, float]]], weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+    """Score fusion: each ranking's scores min-max normalised over its candidates, summed (times
+    its weight in ``weights``, 1 each when not given).
 
     On the retrieval eval this beats reciprocal rank fusion (MRR@10 0.705 against 0.656 at k=60):
     a confident lexical match keeps its lead instead of counting only as rank one. Weighting
     lexical 1.5-3x moved the wide evaluation's dev split by a query or two either way."""
     fused: dict[str, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings)):
         if not ranking:
             continue
         top, bottom = ranking[0][1], ranking[-1][1]
         span = (top - bottom) or 1.0
         for block_id, score in ranking:
-            fused[block_id] = fused.get(block_id, 0.0) + (score - bottom) / span
+            fused[block_id] = fused.get(block_id, 0.0) + weight * (score - bottom) / span
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
