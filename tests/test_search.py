@@ -206,15 +206,16 @@ def test_the_dense_view_says_each_sentence_once(lib: dict[str, object]) -> None:
         assert len(sentences) == len(set(sentences)), dense_text(b)
 
 
-def test_blocks_of_one_class_name_are_one_answer(lib: dict[str, object]) -> None:
+@pytest.mark.parametrize("variant", ["DiceLoss", "DiceLossV2"])
+def test_blocks_of_one_class_name_are_one_answer(lib: dict[str, object], variant: str) -> None:
     """Two libraries' ``DiceLoss`` with different code take one place among the hits, the other
-    listed under it, so that they do not crowd out other answers."""
+    listed under it, so that they do not crowd out other answers; so does a version of it."""
     from nnrag.db import connect
     from nnrag.workspace import Workspace
 
     home, src = Path(lib["home"]), Path(lib["src"])  # type: ignore[arg-type]
     other = src / "search_mirror" / "mpkg" / "dice.py"
-    other.write_text('import torch\nimport torch.nn as nn\n\n\nclass DiceLoss(nn.Module):\n'
+    other.write_text(f'import torch\nimport torch.nn as nn\n\n\nclass {variant}(nn.Module):\n'
                      '    """Dice loss over mask logits with a smoothing term."""\n\n'
                      '    def __init__(self, smooth: float = 1.0, eps: float = 1e-7) -> None:\n'
                      '        super().__init__()\n        self.smooth, self.eps = smooth, eps\n\n'
@@ -226,12 +227,13 @@ def test_blocks_of_one_class_name_are_one_answer(lib: dict[str, object]) -> None
         nnrag.build([str(src / "search_mirror")], home=home, limits=LIMITS)
         with connect(Workspace.resolve(home)) as store:
             prints = {r["fingerprint"] for r in store.conn.execute(
-                "SELECT s.fingerprint FROM specs s JOIN library l USING (block_id) WHERE l.name='DiceLoss'")}
+                "SELECT s.fingerprint FROM specs s JOIN library l USING (block_id) WHERE l.name IN ('DiceLoss', ?)",
+                (variant,))}
         assert len(prints) == 2  # different code: only the name groups them
         hits = nnrag.search("overlap loss for segmentation masks", 5, home=home, validated=None)
-        dice = [h for h in hits if h.name == "DiceLoss"]
+        dice = [h for h in hits if h.name in ("DiceLoss", variant)]
         assert len(dice) == 1 and len(dice[0].also_in) == 1, [(h.name, h.also_in) for h in hits]
-        assert {dice[0].id, dice[0].also_in[0]} == {"search_repo:spkg.layers.DiceLoss", "search_mirror:mpkg.dice.DiceLoss"}
+        assert {dice[0].id, dice[0].also_in[0]} == {"search_repo:spkg.layers.DiceLoss", f"search_mirror:mpkg.dice.{variant}"}
     finally:
         other.unlink()
         nnrag.build([str(src / "search_mirror")], home=home, limits=LIMITS)
