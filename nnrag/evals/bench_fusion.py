@@ -3,9 +3,10 @@
 [--candidates 50,100,200] [--validated] [--json]``.
 
 Each query's dense and lexical rankings are read once per candidate count, then fused again for
-every lexical weight and grouped as search groups copies; R@10 and MRR@10 are given for every split of the queries file (its ``split`` field). Weight
-1 with 100 candidates is the search as shipped. Settings are chosen on the dev splits and checked
-on the held-out ones, never the other way round (docs/benchmarks.md). Asserts nothing.
+every lexical weight and grouped as search groups copies; R@10 and MRR@10 are given for every
+split of the queries file (its ``split`` field). Weight 1 with 100 candidates is the search as
+shipped. Settings are chosen on the dev splits and checked on the held-out ones, never the other
+way round (docs/benchmarks.md). Asserts nothing.
 """
 
 from __future__ import annotations
