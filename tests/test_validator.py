@@ -635,6 +635,24 @@ class RotaryAttention(nn.Module):
         q, k = (y * cos.unsqueeze(1) + half(y) * sin.unsqueeze(1) for y in (q, k))
         out = F.scaled_dot_product_attention(q, k, v)
         return self.out(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class PatchRotaryAttention(nn.Module):
+    """A vision attention that takes one image's rotary angles, (patches, head_dim)."""
+
+    def __init__(self, dim: int = 16, heads: int = 2):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, hidden_states, position_embeddings: tuple[torch.Tensor, torch.Tensor]):
+        cos, sin = (e.unsqueeze(0).unsqueeze(-2) for e in position_embeddings)  # (1, T, 1, D)
+        b, t, _ = hidden_states.shape
+        q, k, v = (y.view(b, t, self.heads, self.head_dim) for y in self.qkv(hidden_states).chunk(3, -1))
+        half = lambda y: torch.cat([-y[..., self.head_dim // 2:], y[..., :self.head_dim // 2]], -1)
+        q, k = (y * cos + half(y) * sin for y in (q, k))
+        q, k, v = (y.permute(0, 2, 1, 3) for y in (q, k, v))
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, -1)
 '''
 
 
@@ -642,14 +660,17 @@ def test_language_model_parts_get_what_their_model_would_hand_them() -> None:
     """Parts of a language model built alone: a config's nested configs that it names in
     ``sub_configs`` built small (not 48 layers of 4096), a stand-in config answering a private
     attribute with None, an activation with its name and a nested config with a config, a last-token classifier without a padding
-    token given one sequence, an attention given the rotary ``(cos, sin)`` its model computes."""
+    token given one sequence, an attention given the rotary ``(cos, sin)`` its model computes,
+    and a vision attention given them per patch."""
     from nnrag.validator.gate import Gate
 
     with Gate(1) as gate:
         records = {name: gate.check_code(LANGUAGE_MODEL_PARTS, name)
-                   for name in ("Tower", "Intermediate", "LastTokenClassifier", "RotaryAttention")}
+                   for name in ("Tower", "Intermediate", "LastTokenClassifier", "RotaryAttention",
+                                "PatchRotaryAttention")}
     for name, record in records.items():
         assert record.ok, f"{name}: {record.message}"
     assert records["Tower"].params < 100_000
     assert records["LastTokenClassifier"].input_shapes == [[1, 16]]
     assert records["RotaryAttention"].output_shapes == [2, 16, 16]
+    assert records["PatchRotaryAttention"].input_shapes == [[2, 16, 16], [[16, 8], [16, 8]]]

@@ -303,6 +303,23 @@ def _rotary_pair(module: nn.Module, main: torch.Tensor, param: inspect.Parameter
     return angles.cos(), angles.sin()
 
 
+def _rotary_per_position(args: list[Any], kwargs: dict[str, Any], where: dict[str, tuple[bool, int | str]],
+                         rotary: list[str]) -> tuple[list[Any], dict[str, Any]] | None:
+    """The call with each rotary pair given per position, ``(T, width)``: vision attention blocks
+    (MLCD's) take the angles of one image's patches and add the batch axis themselves."""
+    if not rotary:
+        return None
+    a, kw = list(args), dict(kwargs)
+    for name in rotary:
+        keyword, at = where[name]
+        cos, sin = kw[at] if keyword else a[at]  # type: ignore[index]
+        if keyword:
+            kw[at] = (cos[0], sin[0])  # type: ignore[index]
+        else:
+            a[at] = (cos[0], sin[0])  # type: ignore[index]
+    return a, kw
+
+
 def _none_filled(module: nn.Module, params: list[inspect.Parameter], main: torch.Tensor, taken: set[str]) -> dict[str, Any]:
     """Values for the optional parameters named like tensors of the main input's kind: a copy of
     the main input, positions along its second axis for ``position_ids``, rotary angles for a pair
@@ -432,6 +449,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     masks: list[tuple[bool, int | str]] = []  # required masks, given None first
     optional: dict[str, Any] = {}  # meta information for parameters that default to None
     where: dict[str, tuple[bool, int | str]] = {}  # companions of the main input: (is keyword, position or name)
+    rotary: list[str] = []  # the parameters given rotary (cos, sin) pairs
     main_name: str | None = None  # the argument the main input is given as
     tokens_side = None
     for i, p in enumerate(params):
@@ -492,6 +510,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
         elif (pair := _rotary_pair(module, main, p)) is not None:
             value = pair
+            rotary.append(p.name)
         elif _TENSOR_LIST.match(annotation_text(p)):
             value = [main.clone(), main.clone()]  # ``prev_layers: list[Tensor]``: earlier outputs like the input
         else:
@@ -513,6 +532,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             yield [main], {}
         return
     yield args, kwargs
+    if per_position := _rotary_per_position(args, kwargs, where, rotary):
+        yield per_position
     if documented := _with_documented(module, main, main_name, args, kwargs, where):
         yield documented
     if optional:  # a detector that post-processes fails without them; a model that stacks labels, with
