@@ -268,9 +268,10 @@ class SearchIndex:
             self._near = (signature, near)
         return self._near[1]
 
-    def _lexical(self, query: str, allowed: AbstractSet[str] | None, kept: lexical.TermScores) -> list[tuple[str, float]]:
+    def _lexical(self, query: str, n: int, allowed: AbstractSet[str] | None,
+                 kept: lexical.TermScores) -> list[tuple[str, float]]:
         with self._store() as store:
-            return lexical.search(store.conn, query, _CANDIDATES, allowed, kept)
+            return lexical.search(store.conn, query, n, allowed, kept)
 
     def _signature(self, conn: sqlite3.Connection) -> str:
         """What the library is, cheaply: every write of a row stamps a new ``updated_at``, so the
@@ -389,49 +390,15 @@ class SearchIndex:
         # a connection per search: one kept open outlives a home deleted and built again, and
         # SQLite then mixes the new database's journal with the old file
         with self._store() as store:
-            conn = store.conn
-            self._follow_tuning(conn)
-            signature = self._signature(conn)
-            if _synced(conn) != signature:
-                log.info("the library changed since the search index was built: updating it")
-                self.sync()
-            allowed = self._allowed(conn, signature, source, category, validated)
-            ids = allowed.ids if allowed else None
-            kept = self._terms
-            kept.reset(signature)
-            if self._reads_ahead:
-                self._start_read_ahead(signature)
-            if self._keys[0] != signature:
-                self._keys = (signature, {})
-            rankings: list[list[tuple[str, float]]] = []
-            if method == "lexical":
-                rankings.append(lexical.search(conn, query, _CANDIDATES, ids, kept))
-            elif method == "hybrid":
-                # the lexical ranking runs in SQLite on its own connection while the query is embedded:
-                # both release the GIL, so a hybrid search costs the slower of the two, not their sum
-                words = self._pool().submit(self._lexical, query, ids, kept)
-            if method in ("dense", "hybrid"):
-                vector = self.embedder.embed([query])[0]
-                rankings.append(self._neighbours(conn, signature).nearest(vector, _CANDIDATES, allowed))
-            if method == "hybrid":
-                rankings.append(words.result())
-            return _hits(store, _fuse(rankings), k, self._keys[1])
+            rankings = self._rankings(store.conn, query, _CANDIDATES, source, category, validated, method)
+            return self._fused_hits(store, rankings, k)
 
     def candidates(self, query: str, n: int = _CANDIDATES, *,
                    validated: bool | None = True) -> dict[Method, list[tuple[str, float]]]:
         """Each method's own ranking of its best ``n`` blocks (block id, raw score), before fusion
         and grouping: what a study of the fusion varies (``nnrag.evals.bench_fusion``)."""
         with self._store() as store:
-            conn = store.conn
-            self._follow_tuning(conn)
-            signature = self._signature(conn)
-            if _synced(conn) != signature:
-                self.sync()
-            allowed = self._allowed(conn, signature, None, None, validated)
-            self._terms.reset(signature)
-            vector = self.embedder.embed([query])[0]
-            return {"dense": self._neighbours(conn, signature).nearest(vector, n, allowed),
-                    "lexical": lexical.search(conn, query, n, allowed.ids if allowed else None, self._terms)}
+            return self._rankings(store.conn, query, n, None, None, validated, "hybrid")
 
     def fused(self, candidates: dict[Method, list[tuple[str, float]]], k: int = 10, lexical_weight: float = 1.0,
               n: int = _CANDIDATES) -> list[Hit]:
@@ -439,12 +406,47 @@ class SearchIndex:
         ``n``, fused with the lexical one weighed ``lexical_weight`` against the dense one, copies
         grouped. With the defaults it is what ``search`` returns."""
         with self._store() as store:
-            signature = self._signature(store.conn)
-            if self._keys[0] != signature:
-                self._keys = (signature, {})
-            fused = _fuse([candidates["dense"][:n], candidates["lexical"][:n]], [1.0, lexical_weight])
-            return _hits(store, fused, k, self._keys[1])
+            return self._fused_hits(store, candidates, k, lexical_weight, n)
 
+    def _rankings(self, conn: sqlite3.Connection, query: str, n: int, source: str | None, category: str | None,
+                  validated: bool | None, method: Method) -> dict[Method, list[tuple[str, float]]]:
+        """The dense and lexical rankings ``method`` asks for, best ``n`` each, the index brought up
+        to date first."""
+        self._follow_tuning(conn)
+        signature = self._signature(conn)
+        if _synced(conn) != signature:
+            log.info("the library changed since the search index was built: updating it")
+            self.sync()
+        allowed = self._allowed(conn, signature, source, category, validated)
+        ids = allowed.ids if allowed else None
+        kept = self._terms
+        kept.reset(signature)
+        if self._reads_ahead:
+            self._start_read_ahead(signature)
+        rankings: dict[Method, list[tuple[str, float]]] = {}
+        if method == "lexical":
+            rankings["lexical"] = lexical.search(conn, query, n, ids, kept)
+        elif method == "hybrid":
+            # the lexical ranking runs in SQLite on its own connection while the query is embedded:
+            # both release the GIL, so a hybrid search costs the slower of the two, not their sum
+            words = self._pool().submit(self._lexical, query, n, ids, kept)
+        if method in ("dense", "hybrid"):
+            vector = self.embedder.embed([query])[0]
+            rankings["dense"] = self._neighbours(conn, signature).nearest(vector, n, allowed)
+        if method == "hybrid":
+            rankings["lexical"] = words.result()
+        return rankings
+
+    def _fused_hits(self, store: Database, rankings: dict[Method, list[tuple[str, float]]], k: int,
+                    lexical_weight: float = 1.0, n: int = _CANDIDATES) -> list[Hit]:
+        """The rankings cut to their best ``n``, fused (lexical weighed ``lexical_weight``), copies
+        grouped: the top ``k`` hits."""
+        signature = self._signature(store.conn)
+        if self._keys[0] != signature:
+            self._keys = (signature, {})
+        present = [m for m in ("dense", "lexical") if m in rankings]
+        fused = _fuse([rankings[m][:n] for m in present], [lexical_weight if m == "lexical" else 1.0 for m in present])
+        return _hits(store, fused, k, self._keys[1])
 
 def _synced(conn: sqlite3.Connection) -> str | None:
     """The library signature the search index was last brought up to date with."""
