@@ -659,9 +659,9 @@ class PatchRotaryAttention(nn.Module):
 def test_language_model_parts_get_what_their_model_would_hand_them() -> None:
     """Parts of a language model built alone: a config's nested configs that it names in
     ``sub_configs`` built small (not 48 layers of 4096), a stand-in config answering a private
-    attribute with None, an activation with its name and a nested config with a config, a last-token classifier without a padding
-    token given one sequence, an attention given the rotary ``(cos, sin)`` its model computes,
-    and a vision attention given them per patch."""
+    attribute with None, an activation with its name and a nested config with a config, a
+    last-token classifier without a padding token given one sequence, an attention given the
+    rotary ``(cos, sin)`` its model computes, and a vision attention given them per patch."""
     from nnrag.validator.gate import Gate
 
     with Gate(1) as gate:

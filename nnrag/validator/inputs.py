@@ -303,23 +303,6 @@ def _rotary_pair(module: nn.Module, main: torch.Tensor, param: inspect.Parameter
     return angles.cos(), angles.sin()
 
 
-def _rotary_per_position(args: list[Any], kwargs: dict[str, Any], where: dict[str, tuple[bool, int | str]],
-                         rotary: list[str]) -> tuple[list[Any], dict[str, Any]] | None:
-    """The call with each rotary pair given per position, ``(T, width)``: vision attention blocks
-    (MLCD's) take the angles of one image's patches and add the batch axis themselves."""
-    if not rotary:
-        return None
-    a, kw = list(args), dict(kwargs)
-    for name in rotary:
-        keyword, at = where[name]
-        cos, sin = kw[at] if keyword else a[at]  # type: ignore[index]
-        if keyword:
-            kw[at] = (cos[0], sin[0])  # type: ignore[index]
-        else:
-            a[at] = (cos[0], sin[0])  # type: ignore[index]
-    return a, kw
-
-
 def _none_filled(module: nn.Module, params: list[inspect.Parameter], main: torch.Tensor, taken: set[str]) -> dict[str, Any]:
     """Values for the optional parameters named like tensors of the main input's kind: a copy of
     the main input, positions along its second axis for ``position_ids``, rotary angles for a pair
@@ -449,7 +432,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     masks: list[tuple[bool, int | str]] = []  # required masks, given None first
     optional: dict[str, Any] = {}  # meta information for parameters that default to None
     where: dict[str, tuple[bool, int | str]] = {}  # companions of the main input: (is keyword, position or name)
-    rotary: list[str] = []  # the parameters given rotary (cos, sin) pairs
+    rotary: list[tuple[bool, int | str]] = []  # where rotary (cos, sin) pairs go, as ``targets``
+    per_position: tuple[torch.Tensor, torch.Tensor] | None = None  # one image's angles, (T, width)
     main_name: str | None = None  # the argument the main input is given as
     tokens_side = None
     for i, p in enumerate(params):
@@ -510,7 +494,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
         elif (pair := _rotary_pair(module, main, p)) is not None:
             value = pair
-            rotary.append(p.name)
+            per_position = (pair[0][0], pair[1][0])
+            rotary.append((p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args)))
         elif _TENSOR_LIST.match(annotation_text(p)):
             value = [main.clone(), main.clone()]  # ``prev_layers: list[Tensor]``: earlier outputs like the input
         else:
@@ -532,8 +517,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             yield [main], {}
         return
     yield args, kwargs
-    if per_position := _rotary_per_position(args, kwargs, where, rotary):
-        yield per_position
+    if per_position is not None:  # vision attention blocks (MLCD's) add the batch axis to the angles themselves
+        yield _placed(args, kwargs, rotary, per_position)
     if documented := _with_documented(module, main, main_name, args, kwargs, where):
         yield documented
     if optional:  # a detector that post-processes fails without them; a model that stacks labels, with
