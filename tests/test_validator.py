@@ -653,6 +653,34 @@ class PatchRotaryAttention(nn.Module):
         q, k = (y * cos + half(y) * sin for y in (q, k))
         q, k, v = (y.permute(0, 2, 1, 3) for y in (q, k, v))
         return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, -1)
+
+
+@dataclasses.dataclass
+class HybridConfig:
+    hidden_size: int = 1024
+    num_hidden_layers: int = 24
+    attention_hidden_size: int | None = None
+    layer_types: list | None = None
+
+    def __post_init__(self):
+        self.attention_hidden_size = self.attention_hidden_size or 2 * self.hidden_size
+        self.layer_types = self.layer_types or ["mamba", "mamba", "hybrid"] + ["mamba"] * (self.num_hidden_layers - 3)
+        if len(self.layer_types) != self.num_hidden_layers:
+            raise ValueError("num_hidden_layers must equal the number of layer_types")
+
+
+class SharedAttentionLayer(nn.Module):
+    """Reads its input beside the embeddings, at a width its config derives; keeps a cache if given one."""
+
+    def __init__(self, config: HybridConfig):
+        super().__init__()
+        self.proj = nn.Linear(config.attention_hidden_size, config.hidden_size)
+
+    def forward(self, hidden_states, original_hidden_states: torch.Tensor | None = None, past_key_values=None):
+        joined = torch.cat([hidden_states, original_hidden_states], -1)
+        if past_key_values is not None:
+            past_key_values.update(joined)
+        return hidden_states + self.proj(joined)
 '''
 
 
@@ -661,13 +689,15 @@ def test_language_model_parts_get_what_their_model_would_hand_them() -> None:
     ``sub_configs`` built small (not 48 layers of 4096), a stand-in config answering a private
     attribute with None, an activation with its name and a nested config with a config, a
     last-token classifier without a padding token given one sequence, an attention given the
-    rotary ``(cos, sin)`` its model computes, and a vision attention given them per patch."""
+    rotary ``(cos, sin)`` its model computes, a vision attention given them per patch, and a
+    layer whose config refuses one layer (its layer types must number its depth) built with that
+    config at its own depth, given its optional embeddings and no cache."""
     from nnrag.validator.gate import Gate
 
     with Gate(1) as gate:
         records = {name: gate.check_code(LANGUAGE_MODEL_PARTS, name)
                    for name in ("Tower", "Intermediate", "LastTokenClassifier", "RotaryAttention",
-                                "PatchRotaryAttention")}
+                                "PatchRotaryAttention", "SharedAttentionLayer")}
     for name, record in records.items():
         assert record.ok, f"{name}: {record.message}"
     assert records["Tower"].params < 100_000

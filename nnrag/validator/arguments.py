@@ -127,6 +127,16 @@ def _dataclass_value(annotation: Any, s: Sizes, depth: int) -> Any:
             guessed = guess_value(f.name, kind, s, depth=depth + 1)
             if type(guessed) is int:
                 values[f.name] = guessed
+    made = _built(annotation, values)
+    if made is None and (deep := {k: v for k, v in values.items() if not is_depth(k)}) != values:
+        # a config that derives parts from its depth refuses one layer (Zamba's layer types start
+        # with three fixed ones and must number ``num_hidden_layers``): its own depths, the widths
+        # still small, so that the widths it derives (``attention_hidden_size``) agree
+        made = _built(annotation, deep)
+    return made
+
+
+def _built(annotation: type, values: dict[str, Any]) -> Any:
     try:
         return annotation(**values)
     except Exception:

@@ -282,6 +282,7 @@ _TARGET_NAMES = {"target", "targets", "label", "labels", "y", "gt", "y_true", "t
 # main input: DETR-style decoder layers take ``key``, ``query_pos``, ``key_pos``, ``ref_sine_embed``
 _TENSOR_WORDS = re.compile(r"pos|embed|emb$|key|value|query|memory|context|ref|cond|feat|hidden|skip|enc|src|state")
 _POSITION_IDS = re.compile(r"pos(?:ition)?_ids")
+_CACHE = re.compile(r"past|cache")
 
 
 _TENSOR_PAIR = re.compile(r"(?:typing\.)?[Tt]uple\[(?:torch\.)?(?:Float)?Tensor, ?(?:torch\.)?(?:Float)?Tensor\]")
@@ -306,11 +307,13 @@ def _rotary_pair(module: nn.Module, main: torch.Tensor, param: inspect.Parameter
 def _none_filled(module: nn.Module, params: list[inspect.Parameter], main: torch.Tensor, taken: set[str]) -> dict[str, Any]:
     """Values for the optional parameters named like tensors of the main input's kind: a copy of
     the main input, positions along its second axis for ``position_ids``, rotary angles for a pair
-    of position embeddings. Masks stay None."""
+    of position embeddings. Masks stay None, and so do caches of earlier steps (``past_key_values``,
+    ``cache_params``): state with methods of its own, not a tensor."""
     filled: dict[str, Any] = {}
     for p in params:
         n = p.name.lower()
-        if p.default is not None or p.name in taken or "mask" in n or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        if p.default is not None or p.name in taken or "mask" in n or _CACHE.search(n) \
+                or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         if (pair := _rotary_pair(module, main, p)) is not None:
             filled[p.name] = pair
