@@ -681,6 +681,22 @@ class SharedAttentionLayer(nn.Module):
         if past_key_values is not None:
             past_key_values.update(joined)
         return hidden_states + self.proj(joined)
+
+
+@dataclasses.dataclass
+class TokenConfig:
+    vocab_size: int = 5000
+    hidden_size: int = 1024
+    pad_token_id: int = 4999
+
+
+class TokenEmbedder(nn.Module):
+    def __init__(self, config: TokenConfig):
+        super().__init__()
+        self.embed = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
+
+    def forward(self, input_ids):
+        return self.embed(input_ids)
 '''
 
 
@@ -691,13 +707,14 @@ def test_language_model_parts_get_what_their_model_would_hand_them() -> None:
     last-token classifier without a padding token given one sequence, an attention given the
     rotary ``(cos, sin)`` its model computes, a vision attention given them per patch, and a
     layer whose config refuses one layer (its layer types must number its depth) built with that
-    config at its own depth, given its optional embeddings and no cache."""
+    config at its own depth, given its optional embeddings and no cache, and an embedding whose
+    config's padding token lies beyond a small vocabulary built with the config's own vocabulary."""
     from nnrag.validator.gate import Gate
 
     with Gate(1) as gate:
         records = {name: gate.check_code(LANGUAGE_MODEL_PARTS, name)
                    for name in ("Tower", "Intermediate", "LastTokenClassifier", "RotaryAttention",
-                                "PatchRotaryAttention", "SharedAttentionLayer")}
+                                "PatchRotaryAttention", "SharedAttentionLayer", "TokenEmbedder")}
     for name, record in records.items():
         assert record.ok, f"{name}: {record.message}"
     assert records["Tower"].params < 100_000

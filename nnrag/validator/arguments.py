@@ -127,6 +127,11 @@ def _dataclass_value(annotation: Any, s: Sizes, depth: int) -> Any:
             guessed = guess_value(f.name, kind, s, depth=depth + 1)
             if type(guessed) is int:
                 values[f.name] = guessed
+    # token ids are bounds, kept (``pad_token_id = 151329``); a vocabulary guessed smaller than they
+    # are makes the embedding refuse its padding index, so the config keeps its own vocabularies then
+    ids = [f.default for f in dataclasses.fields(annotation) if f.name.endswith("token_id") and type(f.default) is int]
+    if ids:
+        values = {k: v for k, v in values.items() if not ("vocab" in k and type(v) is int and v <= max(ids))}
     made = _built(annotation, values)
     if made is None and (deep := {k: v for k, v in values.items() if not is_depth(k)}) != values:
         # a config that derives parts from its depth refuses one layer (Zamba's layer types start
