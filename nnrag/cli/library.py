@@ -135,6 +135,8 @@ def stats(home: HomeOpt = None, as_json: JsonOpt = False) -> None:
         f"{s.files:,} files, {s.lines:,} lines, {s.classes:,} classes, {s.blocks:,} blocks; "
         f"{s.modules_not_blocks} Module subclasses without a concrete forward or abstract; "
         f"{s.unresolved_bases} classes with a base that cannot be resolved"
+        + (f"; {s.template_copies} classes of template files left out (a generated file defines them)"
+           if s.template_copies else "")
     )
 
 

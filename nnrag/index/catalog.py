@@ -60,6 +60,7 @@ class Stats:
     classes: int
     modules_not_blocks: int
     unresolved_bases: int
+    template_copies: int = 0  # classes left out: a file generated from their template defines them
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -212,4 +213,5 @@ def index_stats(workspace: Workspace) -> Stats:
         classes=int(discovery.get("classes", 0)),
         modules_not_blocks=int(discovery.get("modules_not_blocks", 0)),
         unresolved_bases=int(discovery.get("unresolved_bases", 0)),
+        template_copies=int(discovery.get("template_copies", 0)),
     )

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 
 from . import known_bases
 from .categories import guess_category
+from .generated import template_copies
 from ..sources.globs import matches_any
 from .parse import KIND_CLASS, reached_stubs
 from .resolve import DefInfo, ModuleInfo, Ref, Resolver, load_modules
 
 # What discovery writes changes with this version (its verdicts, the category guess): an index
 # discovered by another runs discovery again, even when no file changed.
-DISCOVERY_VERSION = "4"  # 2: models named for their task are architectures; 3: a loss, layer or block named after its file is no model; 4: the top-level package name is no evidence
+DISCOVERY_VERSION = "5"  # 2: models named for their task are architectures; 3: a loss, layer or block named after its file is no model; 4: the top-level package name is no evidence; 5: classes of template files that a generated file defines are not blocks
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +220,7 @@ class DiscoveryResult:
     classes: int
     modules_not_blocks: int  # Module subclasses rejected (abstract, or no concrete forward)
     unresolved_bases: int  # classes with a base that could not be resolved
+    template_copies: int = 0  # classes of template files that a file generated from them defines too
 
 
 def discover(conn: sqlite3.Connection) -> DiscoveryResult:
@@ -230,13 +232,17 @@ def discover(conn: sqlite3.Connection) -> DiscoveryResult:
         symbols[sid] = list(json.loads(config or "{}").get("symbols") or [])
     modules = load_modules(conn)
     discoverer = Discoverer(Resolver(modules, priorities))
+    copies = template_copies(conn, modules)
     blocks: list[BlockRow] = []
-    classes = rejected = unresolved = 0
+    classes = rejected = unresolved = templated = 0
     for mod in modules:
         for d in mod.defs.values():
             if d.kind != KIND_CLASS:
                 continue
             classes += 1
+            if d.qualname.split(".")[0] in copies.get(mod.file_id, ()):
+                templated += 1
+                continue
             verdict = discoverer.judge(mod, d)
             if verdict.unresolved:
                 unresolved += 1
@@ -258,4 +264,4 @@ def discover(conn: sqlite3.Connection) -> DiscoveryResult:
                     chain=verdict.chain,
                 )
             )
-    return DiscoveryResult(blocks, classes, rejected, unresolved)
+    return DiscoveryResult(blocks, classes, rejected, unresolved, templated)

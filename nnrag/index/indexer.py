@@ -407,11 +407,13 @@ def refresh_blocks(store: Store) -> int:
                         "classes": result.classes,
                         "modules_not_blocks": result.modules_not_blocks,
                         "unresolved_bases": result.unresolved_bases,
+                        "template_copies": result.template_copies,
                     }
                 ),
             ),
         )
-    log.info("discovered %d blocks among %d classes", len(result.blocks), result.classes)
+    log.info("discovered %d blocks among %d classes (%d copies in template files left out)", len(result.blocks),
+             result.classes, result.template_copies)
     return len(result.blocks)
 
 
