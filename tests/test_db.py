@@ -56,9 +56,10 @@ def test_a_home_of_the_previous_release_is_migrated_and_used(old_home: tuple[Pat
 
     report = nnrag.report(home=home)  # the first open migrates
     with Database(home / "index.sqlite3") as db:
-        assert schema_version(db.conn) == SCHEMA_VERSION == 12
+        assert schema_version(db.conn) == SCHEMA_VERSION == 13
         columns = {r["name"] for r in db.conn.execute("PRAGMA table_info(definitions)")}
         assert {"calls", "stubs"} <= columns
+        assert "generated_from" in {r["name"] for r in db.conn.execute("PRAGMA table_info(files)")}
         assert {"notes", "comments", "readme", "heading"} <= {r["name"] for r in db.conn.execute("PRAGMA table_info(specs)")}
         assert {"synthesized", "lemur", "dedup_signatures", "dedup_clusters", "extracted", "search_vectors",
                 "search_specs"} <= _tables(home / "index.sqlite3")

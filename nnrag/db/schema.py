@@ -14,7 +14,7 @@ from pathlib import PurePath
 from typing import Callable
 
 # Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS files (
     reason TEXT,
     message TEXT,
     all_names TEXT,                          -- JSON list from __all__, or NULL
+    generated_from TEXT,                     -- the template its header names (a generated module), or NULL
     UNIQUE (source_id, path)
 );
 CREATE TABLE IF NOT EXISTS definitions (
@@ -313,8 +314,14 @@ def _v11_to_v12(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM embeddings WHERE model=?", (model,))
 
 
+def _v12_to_v13(conn: sqlite3.Connection) -> None:
+    """The template a generated module names; the parser's version changes with it, so every source
+    is parsed again and fills it."""
+    conn.execute("ALTER TABLE files ADD COLUMN generated_from TEXT")
+
+
 # MIGRATIONS[v] turns a database of version v into one of version v + 1.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
                                                                5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9,
                                                                9: _v9_to_v10, 10: _v10_to_v11,
-                                                               11: _v11_to_v12}
+                                                               11: _v11_to_v12, 12: _v12_to_v13}

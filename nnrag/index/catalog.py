@@ -60,7 +60,7 @@ class Stats:
     classes: int
     modules_not_blocks: int
     unresolved_bases: int
-    template_copies: int = 0  # classes left out: a file generated from their template defines them
+    template_copies: int  # classes left out: a file generated from their template defines them
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -220,7 +220,7 @@ class DiscoveryResult:
     classes: int
     modules_not_blocks: int  # Module subclasses rejected (abstract, or no concrete forward)
     unresolved_bases: int  # classes with a base that could not be resolved
-    template_copies: int = 0  # classes of template files that a file generated from them defines too
+    template_copies: int  # classes of template files that a file generated from them defines too
 
 
 def discover(conn: sqlite3.Connection) -> DiscoveryResult:
@@ -232,7 +232,7 @@ def discover(conn: sqlite3.Connection) -> DiscoveryResult:
         symbols[sid] = list(json.loads(config or "{}").get("symbols") or [])
     modules = load_modules(conn)
     discoverer = Discoverer(Resolver(modules, priorities))
-    copies = template_copies(conn, modules)
+    copies = template_copies(modules)
     blocks: list[BlockRow] = []
     classes = rejected = unresolved = templated = 0
     for mod in modules:

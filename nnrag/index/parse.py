@@ -29,7 +29,7 @@ from ..sources.spec import (  # reasons a file is recorded but not parsed
 
 # What a parse records changes with this version: a source parsed by another is parsed again in
 # full on its next index, whatever its files' stats say.
-PARSER_VERSION = "6"
+PARSER_VERSION = "7"  # 7: the template a generated file names
 
 _PY2_MESSAGES = (
     "Missing parentheses in call to 'print'",
@@ -101,6 +101,7 @@ class ParsedFile:
     definitions: list[Definition] = field(default_factory=list)
     imports: list[Import] = field(default_factory=list)
     all_names: list[str] | None = None
+    generated_from: str | None = None  # the template file its header says it was generated from
     unchanged: bool = False  # content hash equals the one already indexed: nothing parsed
 
 
@@ -415,6 +416,18 @@ def count_lines(data: bytes) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
+# a generated module's notice, in its first comment lines: transformers' ``modeling_x.py`` says "This
+# file was automatically generated from src/transformers/models/x/modular_x.py"
+_GENERATED_FROM = re.compile(rb"automatically generated from\s+[`'\"]?([\w./\\-]+\.py)", re.IGNORECASE)
+_HEADER_BYTES = 4096
+
+
+def generated_from(data: bytes) -> str | None:
+    """The Python file a module's header says it was generated from, as the header spells it."""
+    found = _GENERATED_FROM.search(data[:_HEADER_BYTES])
+    return found.group(1).decode("ascii", "replace").replace("\\", "/") if found else None
+
+
 def parse_bytes(path: str, data: bytes, known_sha1: str | None = None) -> ParsedFile:
     """Parse file content; never raises for bad input, the reason is recorded instead."""
     sha1 = hashlib.sha1(data).hexdigest()
@@ -451,6 +464,7 @@ def parse_bytes(path: str, data: bytes, known_sha1: str | None = None) -> Parsed
     result.definitions = collector.definitions
     result.imports = collector.imports
     result.all_names = collector.all_names
+    result.generated_from = generated_from(data)
     result.blob = zlib.compress(data, 1)
     return result
 

@@ -67,6 +67,7 @@ class ModuleInfo:
     # sys.modules by a lazy loader) they are the only statement of what the package exports
     checking_stars: list[str] = field(default_factory=list)
     all_names: list[str] | None = None
+    generated_from: str | None = None  # the template its header names (``parse.generated_from``)
 
 
 class Ref(NamedTuple):
@@ -237,8 +238,8 @@ def load_modules(conn: sqlite3.Connection, sources: Iterable[int] | None = None)
     only = "" if ids is None else f" AND source_id IN ({','.join('?' * len(ids))})"
     in_files = "" if ids is None else f"file_id IN (SELECT id FROM files WHERE status='ok'{only})"
     args = ids or []
-    for file_id, source_id, module, path, all_names in conn.execute(
-        "SELECT id, source_id, module, path, all_names FROM files WHERE status='ok'" + only, args
+    for file_id, source_id, module, path, all_names, generated_from in conn.execute(
+        "SELECT id, source_id, module, path, all_names, generated_from FROM files WHERE status='ok'" + only, args
     ):
         modules[file_id] = ModuleInfo(
             file_id=file_id,
@@ -247,6 +248,7 @@ def load_modules(conn: sqlite3.Connection, sources: Iterable[int] | None = None)
             path=path,
             is_package=path.endswith("__init__.py"),
             all_names=json.loads(all_names) if all_names else None,
+            generated_from=generated_from,
         )
     ranks: dict[int, dict[str, tuple[int, int, int]]] = {fid: {} for fid in modules}
 

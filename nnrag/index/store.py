@@ -83,8 +83,8 @@ class Store(Database):
             self.conn.execute("DELETE FROM files WHERE id=?", (old_id,))
         ok = parsed.reason is None
         cur = self.conn.execute(
-            "INSERT INTO files (source_id, path, module, sha1, size, mtime_ns, lines, status, reason, message, all_names)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO files (source_id, path, module, sha1, size, mtime_ns, lines, status, reason, message, all_names,"
+            " generated_from) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 source_id,
                 parsed.path,
@@ -97,6 +97,7 @@ class Store(Database):
                 parsed.reason,
                 parsed.message,
                 json.dumps(parsed.all_names) if parsed.all_names is not None else None,
+                parsed.generated_from,
             ),
         )
         if not ok:
