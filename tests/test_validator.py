@@ -655,6 +655,49 @@ class PatchRotaryAttention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, -1)
 
 
+class OptionalPatchRotaryAttention(PatchRotaryAttention):
+    """The same, its angles declared optional although it cannot do without them."""
+
+    def forward(self, hidden_states, position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None):
+        return super().forward(hidden_states, position_embeddings)
+
+
+class ChoiceHead(nn.Module):
+    """Scores each of several candidate sequences per sample: input (B, choices, T)."""
+
+    def __init__(self, vocab: int = 100, dim: int = 16):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.score = nn.Linear(dim, 1)
+
+    def forward(self, input_ids):
+        choices = input_ids.shape[1]
+        logits = self.score(self.embed(input_ids.view(-1, input_ids.size(-1))).mean(1))
+        return logits.view(-1, choices)
+
+
+@dataclasses.dataclass
+class BucketConfig:
+    hidden_size: int = 768
+    num_attention_heads: int = 12
+    relative_attention_num_buckets: int = 64
+
+
+class BucketBias(nn.Module):
+    """A relative position bias whose buckets are computed for the default count, as MPNet's (32)."""
+
+    def __init__(self, config: BucketConfig):
+        super().__init__()
+        self.bias = nn.Embedding(config.relative_attention_num_buckets, config.num_attention_heads)
+        self.proj = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden_states):
+        _, t, _ = hidden_states.shape
+        relative = torch.arange(t)[None, :] - torch.arange(t)[:, None]
+        buckets = (relative.abs() + 32 * (relative > 0)).clamp(max=63)
+        return self.proj(hidden_states) + self.bias(buckets).mean()
+
+
 @dataclasses.dataclass
 class HybridConfig:
     hidden_size: int = 1024
@@ -705,19 +748,24 @@ def test_language_model_parts_get_what_their_model_would_hand_them() -> None:
     ``sub_configs`` built small (not 48 layers of 4096), a stand-in config answering a private
     attribute with None, an activation with its name and a nested config with a config, a
     last-token classifier without a padding token given one sequence, an attention given the
-    rotary ``(cos, sin)`` its model computes, a vision attention given them per patch, and a
+    rotary ``(cos, sin)`` its model computes, a vision attention given them per patch (also when
+    it declares them optional), and a
     layer whose config refuses one layer (its layer types must number its depth) built with that
     config at its own depth, given its optional embeddings and no cache, and an embedding whose
-    config's padding token lies beyond a small vocabulary built with the config's own vocabulary."""
+    config's padding token lies beyond a small vocabulary built with the config's own vocabulary, and
+    a multiple-choice head given several sequences per sample, and a relative position bias built with
+    its config's own bucket count."""
     from nnrag.validator.gate import Gate
 
     with Gate(1) as gate:
         records = {name: gate.check_code(LANGUAGE_MODEL_PARTS, name)
                    for name in ("Tower", "Intermediate", "LastTokenClassifier", "RotaryAttention",
-                                "PatchRotaryAttention", "SharedAttentionLayer", "TokenEmbedder")}
+                                "PatchRotaryAttention", "OptionalPatchRotaryAttention", "SharedAttentionLayer",
+                                "TokenEmbedder", "ChoiceHead", "BucketBias")}
     for name, record in records.items():
         assert record.ok, f"{name}: {record.message}"
     assert records["Tower"].params < 100_000
     assert records["LastTokenClassifier"].input_shapes == [[1, 16]]
     assert records["RotaryAttention"].output_shapes == [2, 16, 16]
     assert records["PatchRotaryAttention"].input_shapes == [[2, 16, 16], [[16, 8], [16, 8]]]
+    assert records["ChoiceHead"].input_shapes == [[2, 2, 16]]

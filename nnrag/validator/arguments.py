@@ -159,9 +159,11 @@ _INDEX_WORDS = ("ind", "idx", "index", "id")  # a name ending so is a position: 
 
 def _capacity(name: str) -> bool:
     """A bound rather than a size (``max_position_embeddings``, ``pad_token_id``): cheap, and what
-    indexes or positions must stay below."""
+    indexes or positions must stay below. Bucket counts too (``relative_attention_num_buckets``):
+    a small table, and code that computes the buckets may hard-code the default (MPNet's 32)."""
     w = _words(name)
-    return bool(w) and (w[0] == "max" or "position" in w or "positions" in w or w[-1] in _INDEX_WORDS)
+    return bool(w) and (w[0] == "max" or "position" in w or "positions" in w or w[-1] in _INDEX_WORDS
+                        or "buckets" in w)
 
 
 def _parameters(cls: type) -> tuple[inspect.Signature, list[inspect.Parameter], dict[str, Any]] | None:

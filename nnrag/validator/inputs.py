@@ -124,6 +124,8 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
         # one sequence last: a classifier that pools at the last non-padding token refuses a batch
         # when its config names no padding token
         out.append((f"long:{first.num_embeddings}", (1, sizes.tokens)))
+        # several sequences per sample: a multiple-choice head flattens (B, choices, T) and scores each
+        out.append((f"long:{first.num_embeddings}", (2, 2, sizes.tokens)))
     elif kind == "linear":
         out += [("float", (2, sizes.tokens, first.in_features)), ("float", (2, first.in_features))]
         out += [("float", (2, first.in_features, s, s))]
@@ -530,6 +532,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     filled = _none_filled(module, params, main, bound)
     if filled:
         yield args, {**kwargs, **optional, **filled}
+        if pairs := {name: (v[0][0], v[1][0]) for name, v in filled.items() if isinstance(v, tuple)}:
+            yield args, {**kwargs, **optional, **filled, **pairs}  # one image's rotary angles, as for a required pair
     if masks:  # a required mask the forward uses (``torch.where(mask, ...)``): everything kept
         kept = torch.ones(main.shape[:2] if main.dim() == 3 else main.shape, dtype=torch.bool)  # tokens: (B, T)
         yield _placed(args, {**kwargs, **optional, **filled}, masks, kept)

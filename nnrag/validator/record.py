@@ -32,7 +32,7 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
 # Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "48"  # 42: checkpoints of own downloaders, working folder writable, registry tables, named tuples, defaults back, missing keys retried; 43: widths left at None chosen together, a token grid as input_size; 44: the main input as the first of only optional arguments, a declared config_class; 45: nested configs a config names built small, private and activation attributes of the stand-in config, one sequence last, rotary position pairs; 46: rotary pairs also per position; 47: configs that refuse one layer built at their own depth, caches left None; 48: a config keeps its vocabularies when its token ids lie beyond the small ones
+GATE_VERSION = "49"  # 42: checkpoints of own downloaders, working folder writable, registry tables, named tuples, defaults back, missing keys retried; 43: widths left at None chosen together, a token grid as input_size; 44: the main input as the first of only optional arguments, a declared config_class; 45: nested configs a config names built small, private and activation attributes of the stand-in config, one sequence last, rotary position pairs; 46: rotary pairs also per position; 47: configs that refuse one layer built at their own depth, caches left None; 48: a config keeps its vocabularies when its token ids lie beyond the small ones; 49: optional rotary pairs also per position, several sequences per sample, bucket counts kept
 CANDIDATE_MODULE = "nnrag_candidate"  # the module name the probe imports a block file as
 
 @dataclass(frozen=True)
