@@ -92,6 +92,11 @@ class AmbiguousBlockError(NotFoundError):
         return (type(self), (self.name, self.candidates))
 
 
+class ValidatorUnavailable(NnragError):
+    """A validation worker does not start in the Python asked for (no torch there, or the process
+    ended before it was ready)."""
+
+
 class VendorError(NnragError):
     """Blocks cannot be written into the package folder asked for."""
 

@@ -93,3 +93,26 @@ def test_a_corpus_package_loaded_by_a_computed_name_is_explained_not_offered_for
     assert explained.code == "missing-dependency"
     assert "baselib is a source of the corpus: the block loads a module of it by a name computed at run time" in explained.message
     assert explain_corpus_import(record, frozenset()) is record  # a third-party distribution: unchanged
+
+
+def test_an_environment_whose_torch_is_broken_leaves_its_blocks_waiting_and_the_build_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A requirement that installs a torch of its own which does not import: the validation worker
+    cannot start there, so its blocks keep their first verdict with that reason."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "tinyact-1.0-py3-none-any.whl", "w") as zf:
+        zf.writestr("tinyact/__init__.py", MODULE)
+        zf.writestr("torch/__init__.py", "raise ImportError('a torch this machine cannot load')\n")
+        zf.writestr("tinyact-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinyact\nVersion: 1.0\n")
+        zf.writestr("tinyact-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("tinyact-1.0.dist-info/RECORD", "")
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels}")
+    repo = tmp_path / "needs_repo"
+    shutil.copytree(FIXTURES / "needs_repo", repo)
+    report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
+                         requirements="install")
+    assert report.failures == {"missing-dependency": 2, "constructor-args": 1}
+    assert "did not start" in report.requirements["not_installable"]["tinyact"]  # type: ignore[index]
+    for entry in nnrag.library_entries(home=tmp_path / "home"):
+        assert "did not start" in str(entry["message"])

@@ -16,6 +16,7 @@ import re
 from dataclasses import replace
 
 from ..db import Database
+from ..errors import ValidatorUnavailable
 from ..progress import ProgressFn
 from ..extract.requirements import installed
 from ..validator.envs import distribution_for, environment, missing_module
@@ -152,21 +153,31 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                     settle(candidate.verdict(replace(last, message=why[:2000])))
                 continue
             made += 1
-            with Gate(workers, limits, python=env.python) as gate:
-                for candidate, record in gate.check_many((c, c.code, c.class_name) for c, _ in items):
-                    more = missing_distribution(record, corpus, candidate.code)
-                    if more and more not in requirements and round_ + 1 < _ROUNDS:
-                        later.setdefault(tuple(sorted({*requirements, more})), []).append((candidate, record))
-                        continue
-                    done += 1
-                    if retry is not None and not record.ok and record.code in RETRY_CODES:
-                        retry.append(Retry(candidate, record, requirements))
-                    else:
-                        verdict = candidate.verdict(explain_corpus_import(record, corpus))
-                        verdict.record["environment"] = list(requirements)
-                        settle(verdict)
-                        rescued += record.ok
-                    if progress:
-                        progress("environments", done, len(waiting))
+            judged: set[str] = set()
+            try:
+                with Gate(workers, limits, python=env.python) as gate:
+                    for candidate, record in gate.check_many((c, c.code, c.class_name) for c, _ in items):
+                        judged.add(candidate.ref.block_id)
+                        more = missing_distribution(record, corpus, candidate.code)
+                        if more and more not in requirements and round_ + 1 < _ROUNDS:
+                            later.setdefault(tuple(sorted({*requirements, more})), []).append((candidate, record))
+                            continue
+                        done += 1
+                        if retry is not None and not record.ok and record.code in RETRY_CODES:
+                            retry.append(Retry(candidate, record, requirements))
+                        else:
+                            verdict = candidate.verdict(explain_corpus_import(record, corpus))
+                            verdict.record["environment"] = list(requirements)
+                            settle(verdict)
+                            rescued += record.ok
+                        if progress:
+                            progress("environments", done, len(waiting))
+            except ValidatorUnavailable as e:
+                # what pip installed there broke torch, or a worker ended before it was ready: the
+                # blocks keep their first verdict with the reason, and the other environments go on
+                failed[" ".join(requirements)] = str(e)
+                for candidate, last in items:
+                    if candidate.ref.block_id not in judged:
+                        settle(candidate.verdict(replace(last, message=f"{last.message} ({e})"[:2000])))
         queue = later
     return {"environments": made, "blocks": len(waiting), "rescued": rescued, "not_installable": failed}

@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
+from ..errors import ValidatorUnavailable
 from . import record as R
 from .record import Limits, ValidationRecord
 from .static import static_check
@@ -52,7 +53,8 @@ class _Worker:
         line = self.proc.stdout.readline()
         if not line or not json.loads(line).get("ready"):
             self.close()
-            raise RuntimeError("the validation worker failed to start (is torch installed in this Python?)")
+            raise ValidatorUnavailable(f"the validation worker did not start in {python or sys.executable} "
+                                       "(is torch installed in this Python?)")
 
     def request(self, request: dict[str, Any]) -> dict:
         assert self.proc.stdin is not None and self.proc.stdout is not None
