@@ -18,14 +18,19 @@ from nnrag.workspace import Workspace
 MODULE = "import torch\n\n\ndef scaled_tanh(x, scale):\n    return torch.tanh(x) * scale\n"
 
 
+def _one_wheel(folder: Path, name: str, files: dict[str, str]) -> None:
+    with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+        zf.writestr(f"{name}-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        zf.writestr(f"{name}-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{name}-1.0.dist-info/RECORD", "")
+
+
 def _wheel(folder: Path) -> None:
     folder.mkdir(parents=True)
     for name, text in (("tinyact", MODULE), ("tinyplot", "def show(x):\n    return x\n")):
-        with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as zf:
-            zf.writestr(f"{name}/__init__.py", text)
-            zf.writestr(f"{name}-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-            zf.writestr(f"{name}-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-            zf.writestr(f"{name}-1.0.dist-info/RECORD", "")
+        _one_wheel(folder, name, {f"{name}/__init__.py": text})
 
 
 def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,12 +106,8 @@ def test_an_environment_whose_torch_is_broken_leaves_its_blocks_waiting_and_the_
     cannot start there, so its blocks keep their first verdict with that reason."""
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    with zipfile.ZipFile(wheels / "tinyact-1.0-py3-none-any.whl", "w") as zf:
-        zf.writestr("tinyact/__init__.py", MODULE)
-        zf.writestr("torch/__init__.py", "raise ImportError('a torch this machine cannot load')\n")
-        zf.writestr("tinyact-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinyact\nVersion: 1.0\n")
-        zf.writestr("tinyact-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr("tinyact-1.0.dist-info/RECORD", "")
+    _one_wheel(wheels, "tinyact", {"tinyact/__init__.py": MODULE,
+                                   "torch/__init__.py": "raise ImportError('a torch this machine cannot load')\n"})
     monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels}")
     repo = tmp_path / "needs_repo"
     shutil.copytree(FIXTURES / "needs_repo", repo)
