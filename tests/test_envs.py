@@ -13,6 +13,7 @@ import pytest
 import nnrag
 from conftest import FIXTURES, search_limits
 from nnrag.db import connect
+from nnrag.library.report import BuildReport
 from nnrag.workspace import Workspace
 
 MODULE = "import torch\n\n\ndef scaled_tanh(x, scale):\n    return torch.tanh(x) * scale\n"
@@ -72,14 +73,21 @@ def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, m
     assert json.loads(record)["environment"] == ["tinyact", "tinyplot"]
 
 
-def test_a_requirement_pip_cannot_install_is_a_recorded_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "empty").mkdir()
-    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {tmp_path / 'empty'}")
+def _build_with_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wheels: Path) -> tuple[Path, BuildReport]:
+    """needs_repo built with its requirements installed from ``wheels`` only; none of its blocks is
+    rescued, so the first verdicts stand: two missing dependencies, one constructor failure."""
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels}")
     repo = tmp_path / "needs_repo"
     shutil.copytree(FIXTURES / "needs_repo", repo)
     report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
                          requirements="install")
     assert report.failures == {"missing-dependency": 2, "constructor-args": 1}
+    return repo, report
+
+
+def test_a_requirement_pip_cannot_install_is_a_recorded_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "empty").mkdir()
+    repo, report = _build_with_wheels(tmp_path, monkeypatch, tmp_path / "empty")
     assert "tinyact" in report.requirements["not_installable"]  # type: ignore[operator]
     for entry in nnrag.library_entries(home=tmp_path / "home"):
         assert "pip cannot install tinyact" in str(entry["message"])
@@ -108,12 +116,7 @@ def test_an_environment_whose_torch_is_broken_leaves_its_blocks_waiting_and_the_
     wheels.mkdir()
     _one_wheel(wheels, "tinyact", {"tinyact/__init__.py": MODULE,
                                    "torch/__init__.py": "raise ImportError('a torch this machine cannot load')\n"})
-    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels}")
-    repo = tmp_path / "needs_repo"
-    shutil.copytree(FIXTURES / "needs_repo", repo)
-    report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
-                         requirements="install")
-    assert report.failures == {"missing-dependency": 2, "constructor-args": 1}
+    _, report = _build_with_wheels(tmp_path, monkeypatch, wheels)
     assert "did not start" in report.requirements["not_installable"]["tinyact"]  # type: ignore[index]
     for entry in nnrag.library_entries(home=tmp_path / "home"):
         assert "did not start" in str(entry["message"])

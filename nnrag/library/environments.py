@@ -179,5 +179,8 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                 for candidate, last in items:
                     if candidate.ref.block_id not in judged:
                         settle(candidate.verdict(replace(last, message=f"{last.message} ({e})"[:2000])))
+                        done += 1
+                if progress:
+                    progress("environments", done, len(waiting))
         queue = later
     return {"environments": made, "blocks": len(waiting), "rescued": rescued, "not_installable": failed}

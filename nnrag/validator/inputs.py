@@ -306,6 +306,12 @@ def _rotary_pair(module: nn.Module, main: torch.Tensor, param: inspect.Parameter
     return angles.cos(), angles.sin()
 
 
+def _one_image(pair: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotary ``(cos, sin)`` of one image, (T, width): what a vision attention that adds the
+    batch axis itself takes (MLCD's)."""
+    return pair[0][0], pair[1][0]
+
+
 def _none_filled(module: nn.Module, params: list[inspect.Parameter], main: torch.Tensor, taken: set[str]) -> dict[str, Any]:
     """Values for the optional parameters named like tensors of the main input's kind: a copy of
     the main input, positions along its second axis for ``position_ids``, rotary angles for a pair
@@ -499,7 +505,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
         elif (pair := _rotary_pair(module, main, p)) is not None:
             value = pair
-            per_position = (pair[0][0], pair[1][0])
+            per_position = _one_image(pair)
             rotary.append((p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args)))
         elif _TENSOR_LIST.match(annotation_text(p)):
             value = [main.clone(), main.clone()]  # ``prev_layers: list[Tensor]``: earlier outputs like the input
@@ -532,8 +538,9 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     filled = _none_filled(module, params, main, bound)
     if filled:
         yield args, {**kwargs, **optional, **filled}
-        if pairs := {name: (v[0][0], v[1][0]) for name, v in filled.items() if isinstance(v, tuple)}:
-            yield args, {**kwargs, **optional, **filled, **pairs}  # one image's rotary angles, as for a required pair
+        # only rotary pairs are tuples here: given per position too, as a required pair is
+        if pairs := {name: _one_image(v) for name, v in filled.items() if isinstance(v, tuple)}:
+            yield args, {**kwargs, **optional, **filled, **pairs}
     if masks:  # a required mask the forward uses (``torch.where(mask, ...)``): everything kept
         kept = torch.ones(main.shape[:2] if main.dim() == 3 else main.shape, dtype=torch.bool)  # tokens: (B, T)
         yield _placed(args, {**kwargs, **optional, **filled}, masks, kept)
