@@ -14,6 +14,7 @@ import nnrag
 from conftest import FIXTURES, search_limits
 from nnrag.db import connect
 from nnrag.library.report import BuildReport
+from nnrag.progress import ProgressFn
 from nnrag.workspace import Workspace
 
 MODULE = "import torch\n\n\ndef scaled_tanh(x, scale):\n    return torch.tanh(x) * scale\n"
@@ -73,24 +74,38 @@ def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, m
     assert json.loads(record)["environment"] == ["tinyact", "tinyplot"]
 
 
-def _build_with_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wheels: Path) -> tuple[Path, BuildReport]:
+def _build_with_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wheels: Path,
+                       progress: ProgressFn | None = None) -> tuple[Path, BuildReport]:
     """needs_repo built with its requirements installed from ``wheels`` only; none of its blocks is
     rescued, so the first verdicts stand: two missing dependencies, one constructor failure."""
     monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels}")
     repo = tmp_path / "needs_repo"
     shutil.copytree(FIXTURES / "needs_repo", repo)
     report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
-                         requirements="install")
+                         requirements="install", progress=progress)
     assert report.failures == {"missing-dependency": 2, "constructor-args": 1}
     return repo, report
 
 
 def test_a_requirement_pip_cannot_install_is_a_recorded_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "empty").mkdir()
-    repo, report = _build_with_wheels(tmp_path, monkeypatch, tmp_path / "empty")
+    steps: list[tuple[str, int, int]] = []
+    repo, report = _build_with_wheels(tmp_path, monkeypatch, tmp_path / "empty", lambda *step: steps.append(step))
     assert "tinyact" in report.requirements["not_installable"]  # type: ignore[operator]
+    assert ("environments", 3, 3) in steps  # the three waiting blocks settle in the progress line too
     for entry in nnrag.library_entries(home=tmp_path / "home"):
         assert "pip cannot install tinyact" in str(entry["message"])
+
+    # pip is not asked again for a set it could not install: the next build keeps every verdict ...
+    again = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
+                        requirements="install")
+    assert (again.cached, again.extracted) == (3, 0)
+    # ... until the set's record is removed
+    (marker,) = (tmp_path / "home" / "envs").glob("*/nnrag-env.json")
+    shutil.rmtree(marker.parent)
+    retried = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
+                          requirements="install")
+    assert retried.cached == 1 and "tinyact" in retried.requirements["not_installable"]  # type: ignore[operator]
     with pytest.raises(nnrag.ConfigError, match="requirements must be one of off, install"):
         nnrag.build([str(repo)], home=tmp_path / "home", requirements="always")
 
@@ -106,6 +121,9 @@ def test_a_corpus_package_loaded_by_a_computed_name_is_explained_not_offered_for
     assert explained.code == "missing-dependency"
     assert "baselib is a source of the corpus: the block loads a module of it by a name computed at run time" in explained.message
     assert explain_corpus_import(record, frozenset()) is record  # a third-party distribution: unchanged
+    # a private module is the compiled part of a distribution named otherwise; as "-k2" it would be an option of pip's
+    private = ValidationRecord(False, "import", "missing-dependency", "ModuleNotFoundError: No module named '_k2'")
+    assert missing_distribution(private) is None
 
 
 def test_an_environment_whose_torch_is_broken_leaves_its_blocks_waiting_and_the_build_goes_on(

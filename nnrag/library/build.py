@@ -10,6 +10,7 @@ import gc
 import json
 import logging
 import resource
+import sqlite3
 import statistics
 import time
 from collections import Counter
@@ -27,7 +28,8 @@ from ..validator.record import GATE_VERSION, MISSING_DEPENDENCY, Limits, Validat
 from ..workspace import Workspace
 from . import records
 from .report import BuildReport
-from .environments import corpus_packages, explain_corpus_import, missing_distribution, needs_install, validate_in_environments
+from .environments import (corpus_packages, explain_corpus_import, missing_distribution, needs_install, settled_by_install,
+                           validate_in_environments)
 from .retry import AWAITING_USAGE, RETRY_CODES, Retry, retry_with_usage
 
 if TYPE_CHECKING:
@@ -84,7 +86,8 @@ def build_library(
             selected = selected[:limit]
         known = {r["block_id"]: r for r in conn.execute(
             "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for,"
-            " json_extract(record, '$.extracted_as') AS extracted_as FROM library")}
+            " json_extract(record, '$.extracted_as') AS extracted_as, json_extract(record, '$.environment') AS judged_in,"
+            " json_extract(record, '$.not_installable') AS not_installable FROM library")}
         prefer = check_prefer(prefer)
         pending: list[records.Candidate] = []
         extract_times: list[float] = []
@@ -103,13 +106,21 @@ def build_library(
         extracted: list[tuple[str, str]] = []
         imported: Counter[str] = Counter()  # how many files import each module of the package they import the rest of
 
+        def install_may_change(prev: sqlite3.Row) -> bool:
+            """Under ``--requirements install``: the block waits for a requirement, or missed one and
+            has not had its environment as that environment stands now."""
+            if requirements != "install" or not (prev["waits_for"] or prev["code"] == MISSING_DEPENDENCY):
+                return False
+            judged, refused = (json.loads(prev[k]) if prev[k] else None for k in ("judged_in", "not_installable"))
+            return bool(prev["waits_for"]) or not settled_by_install(workspace, judged, refused)
+
         def reusable(block_id: str, sha1: str | None) -> bool:
             """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
             prev = known.get(block_id)
             return bool(prev and sha1 and sha1 in (prev["code_sha1"], prev["extracted_as"])
                         and prev["gate_version"] == GATE_VERSION
                         and records.file_for(workspace, block_id).exists()
-                        and not (requirements == "install" and (prev["code"] == MISSING_DEPENDENCY or prev["waits_for"])))
+                        and not install_may_change(prev))
 
         def reuse(ref: BlockRef) -> None:
             prev = known[ref.block_id]

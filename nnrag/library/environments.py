@@ -19,7 +19,7 @@ from ..db import Database
 from ..errors import ValidatorUnavailable
 from ..progress import ProgressFn
 from ..extract.requirements import installed
-from ..validator.envs import distribution_for, environment, missing_module
+from ..validator.envs import distribution_for, environment, made, missing_module
 from ..validator.gate import Gate
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord
 from ..workspace import Workspace
@@ -105,7 +105,17 @@ def explain_corpus_import(record: ValidationRecord, corpus: frozenset[str]) -> V
         return record
     return replace(record, message=f"{record.message} ({top} is a source of the corpus: the block loads a module "
                                    f"of it by a name computed at run time, such as a compiled extension, which "
-                                   f"only an installed {distribution_for(top)} provides)")
+                                   f"only an installed {distribution_for(top) or top} provides)")
+
+
+def settled_by_install(workspace: Workspace, judged_in: list[str] | None, not_installable: list[str] | None) -> bool:
+    """Whether a block's missing-dependency verdict already had its requirement environment (the
+    record's ``environment``, or ``not_installable`` when pip could not make it) and that
+    environment stands as it did: another ``--requirements install`` build would find the same.
+    Deleting ``HOME/envs/<set>`` tries the set again."""
+    if judged_in:
+        return made(workspace, tuple(judged_in)) is True
+    return bool(not_installable) and made(workspace, tuple(not_installable)) is False
 
 
 def needs_install(waiting: list[tuple[records.Candidate, ValidationRecord]], corpus: frozenset[str]) -> dict[str, int]:
@@ -150,7 +160,12 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                 failed[" ".join(requirements)] = env.error or "unknown"
                 for candidate, last in items:
                     why = f"{last.message} (pip cannot install {', '.join(requirements)}: {env.error})"
-                    settle(candidate.verdict(replace(last, message=why[:2000])))
+                    verdict = candidate.verdict(replace(last, message=why[:2000]))
+                    verdict.record["not_installable"] = list(requirements)
+                    settle(verdict)
+                done += len(items)
+                if progress:
+                    progress("environments", done, len(waiting))
                 continue
             made += 1
             judged: set[str] = set()

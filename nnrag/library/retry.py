@@ -204,7 +204,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
                                 (lambda d, t: progress("harvest", d, t)) if progress else None)
                 ran.add(one)
                 usable = requirements
-                more = {distribution_for(m) for m in one.missing if install is not None and m not in install}
+                more = {d for m in one.missing if install is not None and m not in install and (d := distribution_for(m))}
                 if not more - set(requirements) or round_ + 1 == _ROUNDS:
                     check(src, items, checker, requirements)  # in the gate the harvest used
                     checked = True

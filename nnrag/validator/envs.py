@@ -63,8 +63,12 @@ def missing_module(message: str) -> str | None:
     return m.group(1).split(".")[0] if m else None
 
 
-def distribution_for(module: str) -> str:
-    """The PyPI distribution that provides an import name (``cv2`` -> ``opencv-python-headless``)."""
+def distribution_for(module: str) -> str | None:
+    """The PyPI distribution that provides an import name (``cv2`` -> ``opencv-python-headless``);
+    None for a private module (``_k2``): the compiled part of a distribution named otherwise, and
+    spelt as a distribution it would reach pip as an option (``-k2``)."""
+    if module.startswith("_"):
+        return None
     return _DISTRIBUTIONS.get(module, module.replace("_", "-"))
 
 
@@ -99,12 +103,25 @@ def _python_of(folder: Path) -> Path:
     return folder / "bin" / "python"
 
 
+def _marker(workspace: Workspace, requirements: tuple[str, ...]) -> Path:
+    return workspace.home / "envs" / _key(tuple(sorted(set(requirements)))) / "nnrag-env.json"
+
+
+def made(workspace: Workspace, requirements: tuple[str, ...]) -> bool | None:
+    """Whether the environment of ``requirements`` was made (True), pip could not install it
+    (False, and it is not tried again), or it was never tried (None)."""
+    marker = _marker(workspace, requirements)
+    if not marker.exists():
+        return None
+    return bool(json.loads(marker.read_text(encoding="utf-8")).get("ok"))
+
+
 def environment(workspace: Workspace, requirements: tuple[str, ...]) -> Environment:
     """The environment with ``requirements`` installed (made on first use, then reused); a failed
     install is recorded beside it with pip's last line, and not tried again for the same set."""
     requirements = tuple(sorted(set(requirements)))
-    folder = workspace.home / "envs" / _key(requirements)
-    marker = folder / "nnrag-env.json"
+    marker = _marker(workspace, requirements)
+    folder = marker.parent
     if marker.exists():
         state = json.loads(marker.read_text(encoding="utf-8"))
         return Environment(requirements, str(_python_of(folder)) if state.get("ok") else None, state.get("error"))
@@ -137,8 +154,9 @@ def environment(workspace: Workspace, requirements: tuple[str, ...]) -> Environm
 def _pip_install(python: Path, requirements: tuple[str, ...]) -> str | None:
     """Install into the environment with this Python's pip; None on success, else pip's reason."""
     extra = os.environ.get("NNRAG_PIP_ARGS", "").split()
+    # requirements come from the corpus: after "--" none of them is read as an option of pip's
     cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--disable-pip-version-check",
-           *extra, *requirements]
+           *extra, "--", *requirements]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_PIP_TIMEOUT_S)
     if proc.returncode == 0:
         return None
