@@ -54,6 +54,7 @@ NOT_BLOCKS = {
     "pkg.abstract.ListOnly": "nn.ModuleList has no forward",
     "pkg.abstract.DiamondLeft": "inherits only the abstract forward",
     "pkg.abstract.NotAModule": "not an nn.Module",
+    "pkg.abstract.TypeOnly": "defined under `if TYPE_CHECKING:`, so it never exists at run time",
     "pkg.blocks.forms.AliasedNoForward": "Module without forward",
     "pkg.blocks.forms.Plain": "not an nn.Module",
     "pkg.blocks.broken_star.NotViaStar": "private name not bound by a star import",

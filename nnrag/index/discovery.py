@@ -19,12 +19,12 @@ from . import known_bases
 from .categories import guess_category
 from .generated import template_copies
 from ..sources.globs import matches_any
-from .parse import KIND_CLASS, reached_stubs
+from .parse import COND_TYPE_CHECKING, KIND_CLASS, reached_stubs
 from .resolve import DefInfo, ModuleInfo, Ref, Resolver, load_modules
 
 # What discovery writes changes with this version (its verdicts, the category guess): an index
 # discovered by another runs discovery again, even when no file changed.
-DISCOVERY_VERSION = "5"  # 2: models named for their task are architectures; 3: a loss, layer or block named after its file is no model; 4: the top-level package name is no evidence; 5: classes of template files that a generated file defines are not blocks
+DISCOVERY_VERSION = "6"  # 2: models named for their task are architectures; 3: a loss, layer or block named after its file is no model; 4: the top-level package name is no evidence; 5: classes of template files that a generated file defines are not blocks; 6: nor classes defined under ``if TYPE_CHECKING:``
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +242,8 @@ def discover(conn: sqlite3.Connection) -> DiscoveryResult:
             classes += 1
             if d.qualname.split(".")[0] in copies.get(mod.file_id, ()):
                 templated += 1
+                continue
+            if d.cond == COND_TYPE_CHECKING:  # written for type checkers only: never exists at run time
                 continue
             verdict = discoverer.judge(mod, d)
             if verdict.unresolved:
