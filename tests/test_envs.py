@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from conftest import FIXTURES, search_limits
 from nnrag.db import connect
 from nnrag.library.report import BuildReport
 from nnrag.progress import ProgressFn
+from nnrag.validator.envs import environment
 from nnrag.workspace import Workspace
 
 MODULE = "import torch\n\n\ndef scaled_tanh(x, scale):\n    return torch.tanh(x) * scale\n"
@@ -72,6 +74,26 @@ def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, m
     with connect(Workspace.resolve(tmp_path / "harvested")) as store:
         (record,) = store.conn.execute("SELECT record FROM library WHERE name='TanhGate'").fetchone()
     assert json.loads(record)["environment"] == ["tinyact", "tinyplot"]
+
+
+def test_an_environment_layered_over_a_python_that_is_gone_is_layered_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A home's environments outlive the virtual environment nnrag runs in (made again, moved): the
+    layer that lends them torch then names a folder that is gone, and every worker there would fail
+    to start. The environment is layered over this Python again, keeping what pip installed."""
+    _wheel(tmp_path / "wheels")
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {tmp_path / 'wheels'}")
+    workspace = Workspace.resolve(tmp_path / "home")
+    made = environment(workspace, ("tinyact",))
+    assert made.python
+    (layer,) = (tmp_path / "home" / "envs").rglob("zz_nnrag_parent.pth")
+    layer.write_text("import site; site.addsitedir('/gone/venv/lib/python3.11/site-packages')\n")
+    probe = [made.python, "-c", "import torch, tinyact"]
+    assert subprocess.run(probe, capture_output=True).returncode != 0
+
+    monkeypatch.setenv("NNRAG_PIP_ARGS", "--no-index")  # nothing to install from: the layer alone mends it
+    assert environment(workspace, ("tinyact",)).python == made.python
+    subprocess.run(probe, check=True, capture_output=True)
 
 
 def _build_with_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wheels: Path,

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ from ..workspace import Workspace
 log = logging.getLogger(__name__)
 
 REQUIREMENTS = ("off", "install")
+_LAYER = "zz_nnrag_parent.pth"  # last in the environment's site-packages: this Python's come after its own
 _PIP_TIMEOUT_S = 900.0
 # Import names whose distribution on PyPI is called otherwise.
 _DISTRIBUTIONS = {
@@ -116,6 +118,28 @@ def made(workspace: Workspace, requirements: tuple[str, ...]) -> bool | None:
     return bool(json.loads(marker.read_text(encoding="utf-8")).get("ok"))
 
 
+def _layered(folder: Path) -> bool:
+    """Layer the environment in ``folder`` over this Python's site-packages, again if it was layered
+    over others: a virtual environment made again or moved leaves the old path in the layer, and
+    the environment without torch. False when the environment's interpreter is gone or of another
+    version, whose site-packages this one's cannot serve."""
+    cfg = folder / "pyvenv.cfg"
+    if not _python_of(folder).exists() or not cfg.exists():
+        return False
+    settings = dict(line.split("=", 1) for line in cfg.read_text(encoding="utf-8").splitlines() if "=" in line)
+    version = {k.strip(): v.strip() for k, v in settings.items()}
+    if platform.python_version() not in (version.get("version"), version.get("version_info")):
+        return False
+    here = sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+    # after the environment's own site-packages, so what pip installs there wins; as site dirs,
+    # so their own .pth files (editable installs) work there too
+    text = "".join(f"import site; site.addsitedir({p!r})\n" for p in here)
+    layer = Path(sysconfig.get_path("purelib", vars={"base": str(folder), "platbase": str(folder)})) / _LAYER
+    if not layer.exists() or layer.read_text(encoding="utf-8") != text:
+        layer.write_text(text, encoding="utf-8")
+    return True
+
+
 def environment(workspace: Workspace, requirements: tuple[str, ...]) -> Environment:
     """The environment with ``requirements`` installed (made on first use, then reused); a failed
     install is recorded beside it with pip's last line, and not tried again for the same set."""
@@ -124,17 +148,16 @@ def environment(workspace: Workspace, requirements: tuple[str, ...]) -> Environm
     folder = marker.parent
     if marker.exists():
         state = json.loads(marker.read_text(encoding="utf-8"))
-        return Environment(requirements, str(_python_of(folder)) if state.get("ok") else None, state.get("error"))
+        if not state.get("ok"):
+            return Environment(requirements, None, state.get("error"))
+        if _layered(folder):
+            return Environment(requirements, str(_python_of(folder)))
+        log.info("the environment of %s was made by another Python: making it again", ", ".join(requirements))
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp)
-        purelib = Path(sysconfig.get_path("purelib", vars={"base": str(tmp), "platbase": str(tmp)}))
-        here = sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
-        # after the environment's own site-packages, so what pip installs there wins; as site dirs,
-        # so their own .pth files (editable installs) work there too
-        (purelib / "zz_nnrag_parent.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in here),
-                                                     encoding="utf-8")
+        _layered(tmp)
         error = _pip_install(_python_of(tmp), requirements)
     except (OSError, subprocess.SubprocessError) as e:
         error = f"{type(e).__name__}: {e}"
