@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import nnrag
+from conftest import search_limits
 from nnrag.sources.corpus import load_corpus
 from nnrag.sources.globs import PathFilter
 from nnrag.sources.spec import default_corpus, module_name, parse_source
@@ -151,6 +153,23 @@ def test_pypi_source_downloads_and_unpacks_never_installs(tmp_path: Path, home: 
     # A second run uses the cached download, even with the index unreachable.
     monkeypatch.setenv("NNRAG_PIP_ARGS", "--no-index")
     assert "cached" in (nnrag.index(["pypi:fixturepkg==1.0"], home=home).sources[0].note or "")
+
+
+def test_a_moved_home_reuses_what_it_extracted_from_its_downloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A download lives in the home's cache, so a copied or moved home finds it under another
+    root. The block's file does not depend on where that is: the copy extracts nothing again."""
+    wheels = tmp_path / "wheels"
+    _wheel(wheels)
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels}")
+    first = nnrag.build(["pypi:fixturepkg==1.0"], home=tmp_path / "home", limits=search_limits(), search=False,
+                        harvest=False)
+    assert (first.extracted, first.passed) == (1, 1)
+    shutil.copytree(tmp_path / "home", tmp_path / "moved")
+    shutil.rmtree(tmp_path / "home")
+    monkeypatch.setenv("NNRAG_PIP_ARGS", "--no-index")
+    again = nnrag.build(["pypi:fixturepkg==1.0"], home=tmp_path / "moved", limits=search_limits(), search=False,
+                        harvest=False)
+    assert (again.extracted, again.cached, again.passed) == (0, 1, 1)
 
 
 def test_a_wheel_without_license_metadata_takes_it_from_its_license_file(tmp_path: Path, home: Path) -> None:

@@ -42,8 +42,10 @@ def _installed_digest() -> bytes:
 def extraction_keys(conn: sqlite3.Connection, prefer: str) -> dict[str, str]:
     """The key of every extraction made now from this index with ``prefer``, by source name."""
     common = _code_digest() + _installed_digest() + prefer.encode()
+    # not the source's root: a download's lies in the home's cache, which a copied or moved home
+    # finds elsewhere, and the file depends on what the folder holds, not where it is
     rows = {r["id"]: r for r in conn.execute(
-        "SELECT id, name, spec, kind, root, module_style, priority, config, version, git_commit, license FROM sources")}
+        "SELECT id, name, spec, kind, module_style, priority, config, version, git_commit, license FROM sources")}
     files: dict[int, list[tuple[str, str, str]]] = {i: [] for i in rows}
     for r in conn.execute("SELECT source_id, path, sha1, status FROM files ORDER BY source_id, path"):
         files[r["source_id"]].append((r["path"], r["sha1"], r["status"]))
