@@ -74,6 +74,7 @@ def test_probe_reads_losses_layouts_and_depth(built: Path) -> None:
     assert records["DeepStack"]["init_args"] == {"depth": "1"}  # tried with one block first
     loss = records["FocalLoss"]
     assert loss["input_dtypes"] == ["float32", "int64"] and len(loss["input_shapes"][1]) == 1  # class indices
+    assert records["PairMarginLoss"]["ok"]  # its labels default to None but are required: given as class indices
     mix = records["ChannelsLastMix"]
     assert len(mix["input_shapes"][0]) == 4 and mix["input_shapes"][0][-1] == int(mix["init_args"]["dim"])
 

@@ -546,6 +546,12 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         yield _placed(args, {**kwargs, **optional, **filled}, masks, kept)
     for target in _target_variants(main) if targets else []:
         yield _placed(args, kwargs, targets, target)
+    # a loss whose targets default to None yet are required (metric-learning losses' ``labels=None``)
+    late = [(True, p.name) for p in params if p.default is None and p.name.lower() in _TARGET_NAMES and p.name not in bound]
+    if late and is_loss(module):
+        one_class = torch.zeros(main.shape[0] if main.dim() else 1, dtype=torch.long)  # below any class count
+        for target in (one_class, *_target_variants(main)):
+            yield _placed(args, {**kwargs, **optional}, late, target)
 
 
 def _placed(args: list[Any], kwargs: dict[str, Any], where: list[tuple[bool, int | str]], value: Any) -> tuple[list[Any], dict[str, Any]]:
