@@ -344,6 +344,17 @@ def _named_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]
     return [k for k in kwargs if k in words]
 
 
+def _called_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:
+    """Arguments the innermost candidate line calls (``self.fn(c)`` in ``[self.fn(c) for c in
+    chunks]``): of the arguments it names, the one an ``'int' object is not callable`` is about."""
+    if not frames:
+        return []
+    frame = frames[0]
+    line = traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name).line or ""
+    called = set(re.findall(r"(\w+)\s*\(", line))
+    return [k for k in kwargs if k in called]
+
+
 def _read_off(cls: type, name: str) -> frozenset[str]:
     """Attributes the class's own methods read off argument ``name``."""
     trees = [t for k in cls.__mro__ if k not in (nn.Module, object) and k.__module__ == cls.__module__
@@ -498,7 +509,9 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
     as its inner layer (``return self.fn(x) + x``) becomes a layer that passes its input through,
     one whose attribute it reads a layer that has it."""
     if re.search(r"'(int|float|str)' object is not callable", str(error)):
-        named = [k for k in _named_in_line(_candidate_frames(cls, error), kwargs) if not callable(kwargs[k])]
+        frames = _candidate_frames(cls, error)
+        # the arguments the line calls, not a number it also names (``x.chunk(chunks)`` beside ``self.fn(c)``)
+        named = [k for k in _called_in_line(frames, kwargs) or _named_in_line(frames, kwargs) if not callable(kwargs[k])]
         if named:
             yield {k: Passthrough() for k in named}
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
