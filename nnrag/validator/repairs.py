@@ -334,24 +334,24 @@ _NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 _WANTS_ATTRIBUTE = re.compile(r"(?:contain|expose|have|has) an? (?:attribute '?(\w+)'?|'(\w+)' attribute)")
 
 
+def _innermost_line(frames: list[FrameType]) -> str:
+    """The innermost candidate line of the traceback ("" without one)."""
+    if not frames:
+        return ""
+    frame = frames[0]
+    return traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name).line or ""
+
+
 def _named_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:
     """Arguments named in the innermost candidate line of the traceback."""
-    if not frames:
-        return []
-    frame = frames[0]
-    line = traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name).line or ""
-    words = set(re.findall(r"\w+", line))
+    words = set(re.findall(r"\w+", _innermost_line(frames)))
     return [k for k in kwargs if k in words]
 
 
 def _called_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:
     """Arguments the innermost candidate line calls (``self.fn(c)`` in ``[self.fn(c) for c in
     chunks]``): of the arguments it names, the one an ``'int' object is not callable`` is about."""
-    if not frames:
-        return []
-    frame = frames[0]
-    line = traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name).line or ""
-    called = set(re.findall(r"(\w+)\s*\(", line))
+    called = set(re.findall(r"(\w+)\s*\(", _innermost_line(frames)))
     return [k for k in kwargs if k in called]
 
 
