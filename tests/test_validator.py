@@ -74,7 +74,8 @@ def test_probe_reads_losses_layouts_and_depth(built: Path) -> None:
     assert records["DeepStack"]["init_args"] == {"depth": "1"}  # tried with one block first
     loss = records["FocalLoss"]
     assert loss["input_dtypes"] == ["float32", "int64"] and len(loss["input_shapes"][1]) == 1  # class indices
-    assert records["PairMarginLoss"]["ok"]  # its labels default to None but are required: given as class indices
+    pair = records["PairMarginLoss"]  # its labels default to None but are required: given as class indices
+    assert pair["ok"] and (pair["keyword_shapes"], pair["keyword_dtypes"]) == ({"labels": [2]}, {"labels": "int64"})
     mix = records["ChannelsLastMix"]
     assert len(mix["input_shapes"][0]) == 4 and mix["input_shapes"][0][-1] == int(mix["init_args"]["dim"])
 
@@ -144,13 +145,18 @@ for part in sys.argv[1].split("."):
 def value(text):  # a literal, or a construction of the file's own config class: BlockConfig(width=16)
     try:
         return ast.literal_eval(text)
-    except ValueError:
-        return eval(text, vars(mod))
+    except ValueError:  # the gate's stand-in for a layer argument passes its input through, as Identity
+        return eval(text, {**vars(mod), "Passthrough": torch.nn.Identity})
+
+
+def tensor(shape, dtype):
+    return torch.randint(0, 2, shape) if dtype == "int64" else torch.randn(shape)
 
 
 model = cls(**{k: value(v) for k, v in json.loads(sys.argv[3]).items()})
-dtypes = json.loads(sys.argv[4])
-out = model(*[torch.randint(0, 2, s) if d == "int64" else torch.randn(s) for s, d in zip(json.loads(sys.argv[2]), dtypes)])
+dtypes, keywords = json.loads(sys.argv[4]), json.loads(sys.argv[5])
+out = model(*[tensor(s, d) for s, d in zip(json.loads(sys.argv[2]), dtypes)],
+            **{k: tensor(s, d) for k, (s, d) in keywords.items()})
 print("ran", type(out).__name__)
 """
 
@@ -178,7 +184,8 @@ def test_each_validated_block_runs_alone_in_an_isolated_interpreter(built: Path,
         probe = json.loads(record)
         shapes, init_args, dtypes = probe["input_shapes"], probe["init_args"], probe["input_dtypes"]
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NNRAG_HOME")}
-        argv = [class_name, json.dumps(shapes), json.dumps(init_args), json.dumps(dtypes)]
+        keywords = {k: (s, probe["keyword_dtypes"][k]) for k, s in probe["keyword_shapes"].items()}
+        argv = [class_name, json.dumps(shapes), json.dumps(init_args), json.dumps(dtypes), json.dumps(keywords)]
         proc = subprocess.run([sys.executable, "-I", "-c", _RUNNER, *argv], cwd=folder, capture_output=True, text=True,
                               env=env, timeout=120)
         assert proc.returncode == 0 and "ran" in proc.stdout, (name, proc.stderr[-2000:])

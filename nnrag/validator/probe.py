@@ -187,6 +187,17 @@ def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, error
         yield model, _bound(cls, args, kwargs), call, entry["init"]
 
 
+def _shape_or_repr(value: Any) -> Any:
+    """What a record says of one input: the shapes of its tensors, or a short text for anything else."""
+    if isinstance(value, (torch.Tensor, np.ndarray, list, tuple, dict, SimpleNamespace)):
+        return shapes(value)
+    return short_repr(value)
+
+
+def _dtype(value: Any) -> str | None:
+    return str(value.dtype).removeprefix("torch.") if isinstance(value, torch.Tensor) else None
+
+
 def _recipe(init: dict[str, Any] | None, kwargs: dict[str, Any], args: list[Any], kw: dict[str, Any]) -> dict[str, Any]:
     """How the block was built and called, as recipes another process rebuilds (see
     usage.recipes): the harvest runs a passing block so, to record how it builds and calls the
@@ -287,9 +298,10 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         # counted after forward: lazy modules have no parameter sizes before it
         result["params"] = sum(p.numel() for p in model.parameters())
         result["submodules"] = _inventory(model)
-        result["input_shapes"] = [shapes(a) if isinstance(a, (torch.Tensor, np.ndarray, list, tuple, dict, SimpleNamespace)) else short_repr(a)
-                                  for a in args]
-        result["input_dtypes"] = [str(a.dtype).removeprefix("torch.") if isinstance(a, torch.Tensor) else None for a in args]
+        result["input_shapes"] = [_shape_or_repr(a) for a in args]
+        result["input_dtypes"] = [_dtype(a) for a in args]
+        result["keyword_shapes"] = {k: _shape_or_repr(v) for k, v in kw.items() if v is not None}
+        result["keyword_dtypes"] = {k: _dtype(v) for k, v in kw.items() if v is not None}
         result["output_shapes"] = shapes(out)
         result["recipe"] = _recipe(init, kwargs, args, kw)
         result["weights_not_fetched"] = weights.refused()

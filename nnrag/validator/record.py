@@ -63,6 +63,9 @@ class ValidationRecord:
     arguments: str = "guessed"  # "guessed", or "recorded" when taken from the source's own factories
     input_shapes: list[Any] = field(default_factory=list)
     input_dtypes: list[str | None] = field(default_factory=list)  # per input: "float32", "int64", ... or None
+    # inputs given by keyword (a loss's ``labels=``, a layer's ``position_embeddings=``), as the positional ones
+    keyword_shapes: dict[str, Any] = field(default_factory=dict)
+    keyword_dtypes: dict[str, str | None] = field(default_factory=dict)
     output_shapes: list[Any] = field(default_factory=list)
     # how the block was built and called, as recipes (see usage/recipes.py); empty when not recordable
     recipe: dict[str, Any] = field(default_factory=dict)
