@@ -145,12 +145,23 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
         dist = missing_distribution(first, corpus, candidate.code)
         if dist:  # the build waits only blocks that miss one
             queue.setdefault((dist,), []).append((candidate, first))
-    made, rescued, done = 0, 0, 0
+    entered, rescued, done = 0, 0, 0
     failed: dict[str, str] = {}
 
     def settle(verdict: records.Verdict) -> None:
         records.save(db.conn, workspace, verdict)
         report.count(verdict.source, verdict.status == "validated", verdict.code)
+
+    def keep_first(items: list[tuple[records.Candidate, ValidationRecord]], why: str, **noted: object) -> None:
+        """Settle ``items`` with the verdict they came with, ``why`` added to its message."""
+        nonlocal done
+        for candidate, last in items:
+            verdict = candidate.verdict(replace(last, message=f"{last.message} ({why})"[:2000]))
+            verdict.record.update(noted)
+            settle(verdict)
+        done += len(items)
+        if progress:
+            progress("environments", done, len(waiting))
 
     for round_ in range(_ROUNDS):
         later: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
@@ -158,16 +169,10 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
             env = environment(workspace, requirements)
             if env.python is None:
                 failed[" ".join(requirements)] = env.error or "unknown"
-                for candidate, last in items:
-                    why = f"{last.message} (pip cannot install {', '.join(requirements)}: {env.error})"
-                    verdict = candidate.verdict(replace(last, message=why[:2000]))
-                    verdict.record["not_installable"] = list(requirements)
-                    settle(verdict)
-                done += len(items)
-                if progress:
-                    progress("environments", done, len(waiting))
+                keep_first(items, f"pip cannot install {', '.join(requirements)}: {env.error}",
+                           not_installable=list(requirements))
                 continue
-            made += 1
+            entered += 1
             judged: set[str] = set()
             try:
                 with Gate(workers, limits, python=env.python) as gate:
@@ -191,11 +196,6 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                 # what pip installed there broke torch, or a worker ended before it was ready: the
                 # blocks keep their first verdict with the reason, and the other environments go on
                 failed[" ".join(requirements)] = str(e)
-                for candidate, last in items:
-                    if candidate.ref.block_id not in judged:
-                        settle(candidate.verdict(replace(last, message=f"{last.message} ({e})"[:2000])))
-                        done += 1
-                if progress:
-                    progress("environments", done, len(waiting))
+                keep_first([item for item in items if item[0].ref.block_id not in judged], str(e))
         queue = later
-    return {"environments": made, "blocks": len(waiting), "rescued": rescued, "not_installable": failed}
+    return {"environments": entered, "blocks": len(waiting), "rescued": rescued, "not_installable": failed}

@@ -53,7 +53,7 @@ def block_page(workspace: Workspace, block_id: str) -> dict[str, Any]:
         "failure": {"code": row["code"], "help": CODE_HELP.get(row["code"] or "", ""), "stage": row["stage"],
                     "message": row["message"], "traceback": record.get("traceback", "")} if row["status"] != "validated" else None,
         "record": {k: _shown(record[k]) for k in ("stage", "arguments", "init_args", "input_shapes", "input_dtypes",
-                                                  "keyword_shapes", "output_shapes", "params", "submodules", "backward", "weights_not_fetched",
+                                                  "keyword_shapes", "keyword_dtypes", "output_shapes", "params", "submodules", "backward", "weights_not_fetched",
                                                   "seconds", "peak_mb", "isolation") if record.get(k) not in (None, "", [], {})},
         "filename": f"{row['name']}.py",
     }
