@@ -4,11 +4,28 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def write_wheel(folder: Path, name: str, files: dict[str, str], version: str = "1.0", metadata: str = "",
+                metadata_version: str = "2.1") -> Path:
+    """A pure-Python wheel in ``folder`` holding ``files`` (path in the wheel -> text); ``metadata``
+    ends its METADATA (more headers, or a blank line and the long description)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, text in files.items():
+            zf.writestr(member, text)
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: {metadata_version}\nName: {name}\nVersion: {version}\n{metadata}")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    return path
 
 
 @pytest.fixture

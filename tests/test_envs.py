@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
 
 import nnrag
-from conftest import FIXTURES, search_limits
+from conftest import FIXTURES, search_limits, write_wheel
 from nnrag.db import connect
 from nnrag.library.report import BuildReport
 from nnrag.progress import ProgressFn
@@ -22,19 +21,10 @@ from nnrag.workspace import Workspace
 MODULE = "import torch\n\n\ndef scaled_tanh(x, scale):\n    return torch.tanh(x) * scale\n"
 
 
-def _one_wheel(folder: Path, name: str, files: dict[str, str]) -> None:
-    with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as zf:
-        for path, text in files.items():
-            zf.writestr(path, text)
-        zf.writestr(f"{name}-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-        zf.writestr(f"{name}-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr(f"{name}-1.0.dist-info/RECORD", "")
-
-
 def _wheel(folder: Path) -> None:
     folder.mkdir(parents=True)
     for name, text in (("tinyact", MODULE), ("tinyplot", "def show(x):\n    return x\n")):
-        _one_wheel(folder, name, {f"{name}/__init__.py": text})
+        write_wheel(folder, name, {f"{name}/__init__.py": text})
 
 
 def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,9 +143,8 @@ def test_an_environment_whose_torch_is_broken_leaves_its_blocks_waiting_and_the_
     """A requirement that installs a torch of its own which does not import: the validation worker
     cannot start there, so its blocks keep their first verdict with that reason."""
     wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    _one_wheel(wheels, "tinyact", {"tinyact/__init__.py": MODULE,
-                                   "torch/__init__.py": "raise ImportError('a torch this machine cannot load')\n"})
+    write_wheel(wheels, "tinyact", {"tinyact/__init__.py": MODULE,
+                                    "torch/__init__.py": "raise ImportError('a torch this machine cannot load')\n"})
     _, report = _build_with_wheels(tmp_path, monkeypatch, wheels)
     assert "did not start" in report.requirements["not_installable"]["tinyact"]  # type: ignore[index]
     for entry in nnrag.library_entries(home=tmp_path / "home"):

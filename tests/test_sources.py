@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
 
 import nnrag
-from conftest import search_limits
+from conftest import search_limits, write_wheel
 from nnrag.sources.corpus import load_corpus
 from nnrag.sources.globs import PathFilter
 from nnrag.sources.spec import default_corpus, module_name, parse_source
@@ -123,20 +122,12 @@ def test_git_source_unreachable_without_clone(tmp_path: Path, home: Path) -> Non
 
 
 def _wheel(folder: Path, name: str = "fixturepkg", version: str = "1.0", license_file: str | None = None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}-{version}-py3-none-any.whl"
-    dist_info = f"{name}-{version}.dist-info"
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr(f"{name}/__init__.py", "from .layers import WheelLayer\n")
-        zf.writestr(f"{name}/layers.py", LAYER.format(name="WheelLayer"))
-        if license_file is None:
-            zf.writestr(f"{dist_info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nLicense: BSD-3-Clause\n")
-        else:  # the metadata names no license; the file in dist-info does
-            zf.writestr(f"{dist_info}/METADATA", f"Metadata-Version: 2.4\nName: {name}\nVersion: {version}\nLicense-File: LICENSE\n")
-            zf.writestr(f"{dist_info}/licenses/LICENSE", license_file)
-        zf.writestr(f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr(f"{dist_info}/RECORD", "")
-    return path
+    files = {f"{name}/__init__.py": "from .layers import WheelLayer\n", f"{name}/layers.py": LAYER.format(name="WheelLayer")}
+    if license_file is None:
+        return write_wheel(folder, name, files, version, "License: BSD-3-Clause\n")
+    # the metadata names no license; the file in dist-info does
+    files[f"{name}-{version}.dist-info/licenses/LICENSE"] = license_file
+    return write_wheel(folder, name, files, version, "License-File: LICENSE\n", metadata_version="2.4")
 
 
 def test_pypi_source_downloads_and_unpacks_never_installs(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

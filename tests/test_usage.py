@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import nnrag
-from conftest import FIXTURES
+from conftest import FIXTURES, write_wheel
 from nnrag.validator.usage import runs as usage
 from nnrag.db import connect
 from nnrag.validator.usage.examples import documented_classes, statements
@@ -208,15 +208,9 @@ def test_usage_is_harvested_from_a_wheel_source(tmp_path: Path) -> None:
     """A wheel is unpacked under the home: the gate, which runs a root build's candidates and
     harvests as the user nobody, must still import the package from there (a 0700 unpack folder
     once made every harvest of a ``pypi:`` source fail with "No module named")."""
-    import zipfile
-
-    wheel = tmp_path / "upkg-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path in sorted((FIXTURES / "usage_repo" / "upkg").glob("*.py")):
-            zf.write(path, f"upkg/{path.name}")
-        # the README travels as the long description of the metadata
-        readme = (FIXTURES / "usage_repo" / "README.md").read_text()
-        zf.writestr("upkg-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: upkg\nVersion: 1.0\n\n{readme}")
+    files = {f"upkg/{path.name}": path.read_text() for path in sorted((FIXTURES / "usage_repo" / "upkg").glob("*.py"))}
+    readme = (FIXTURES / "usage_repo" / "README.md").read_text()  # travels as the metadata's long description
+    wheel = write_wheel(tmp_path, "upkg", files, metadata=f"\n{readme}")
     home = tmp_path / "home"
     report = nnrag.build([str(wheel)], home=home, limits=LIMITS)
     assert report.harvest["rescued"] == 11, report.harvest  # ten by usage, one with a companion
@@ -252,14 +246,9 @@ def test_registry_configs_supply_usage(tmp_path: Path) -> None:
     including a head whose config asks the registry for a class no statement of its file names,
     and a detector on mmengine's BaseModel that reads its data samples: the harvest calls it as its
     test loop does, and the recorded samples are rebuilt as the class they were."""
-    import zipfile
-
-    wheel = tmp_path / "regpkg-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path in sorted((FIXTURES / "registry_repo").rglob("*.py")):
-            zf.write(path, path.relative_to(FIXTURES / "registry_repo").as_posix())
-        zf.writestr("regpkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: regpkg\nVersion: 1.0\n"
-                    "Requires-Dist: mmengine-lite\n")
+    root = FIXTURES / "registry_repo"
+    wheel = write_wheel(tmp_path, "regpkg", {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*.py"))},
+                        metadata="Requires-Dist: mmengine-lite\n")
     home = tmp_path / "home"
     blocks = {"StageStack", "ScoreHead", "TinyDetector", "SampledDetector"}
     guessed = nnrag.build([str(wheel), "pypi:mmengine-lite==0.10.7"], home=tmp_path / "guess", limits=LIMITS,
