@@ -6,7 +6,6 @@ import json
 import logging
 import sqlite3
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Iterator, NoReturn, Optional
@@ -18,7 +17,7 @@ from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from nnrag.errors import LLMNotConfigured, NnragError
-from nnrag.progress import ProgressFn
+from nnrag.progress import progress_lines
 
 app = typer.Typer(
     name="nnrag",
@@ -123,7 +122,7 @@ def progress_bar(enabled: bool) -> Iterator[Any]:
         yield None
         return
     if not err.is_terminal:
-        yield _progress_lines(LOG_INTERVAL_S)
+        yield progress_lines(lambda line: err.print(line, highlight=False, soft_wrap=True, markup=False))
         return
     columns = (TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as bar:
@@ -138,22 +137,3 @@ def progress_bar(enabled: bool) -> Iterator[Any]:
         yield update
 
 
-LOG_INTERVAL_S = 10.0
-
-
-def _progress_lines(interval: float) -> ProgressFn:
-    last: dict[str, float] = {}
-    began: dict[str, float] = {}
-
-    def update(phase: str, done: int, total: int) -> None:
-        key = phase.split(" ", 1)[0]
-        now = time.monotonic()
-        began.setdefault(key, now)
-        if key in last and done < total and now - last[key] < interval:
-            return
-        last[key] = now
-        elapsed = now - began[key]
-        rate = f" ({done / elapsed:.1f}/s)" if done and elapsed >= 1 else ""
-        err.print(f"{phase}: {done}/{total}{rate}", highlight=False, soft_wrap=True)
-
-    return update

@@ -3,8 +3,8 @@
 Indexes the sources (a warm index costs a fraction of a second), then times extraction of every
 block twice, reporting the second (warm: modules parsed, renames cached) pass, then builds the
 library: validation on the gate's warm workers with guessed arguments (the blocks/s figure), and
-the retry of failed blocks with usage recorded from the sources' model factories. Prints figures;
-asserts nothing.
+the retry of failed blocks with usage recorded from the sources' model factories. Prints figures,
+and each phase's progress on stderr; asserts nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import os
 import statistics
+import sys
 import tempfile
 import time
 
@@ -22,6 +23,7 @@ from nnrag.extract.block import Extractors
 from nnrag.extract.lending import PREFER
 from nnrag.index.lookup import BlockRef
 from nnrag.library.build import build_library
+from nnrag.progress import progress_lines
 from nnrag.workspace import Workspace
 
 
@@ -70,7 +72,8 @@ def main(argv: list[str] | None = None) -> None:
             scheduler = cluster.scheduler_address
         report = build_library(workspace, sources=source_names, limit=args.limit, workers=args.workers,
                                harvest=not args.no_harvest, scheduler=scheduler, prefer=args.prefer,
-                               requirements=args.requirements)
+                               requirements=args.requirements,
+                               progress=progress_lines(lambda line: print(line, file=sys.stderr, flush=True)))
     print(f"machine: {os.cpu_count()} CPUs; sources: {', '.join(source_names)}; blocks: {len(rows)}"
           + (f"; validated on Dask ({args.scheduler})" if args.scheduler else ""))
     print(f"extraction, warm: median {statistics.median(times) * 1000:.1f} ms/block, p95 "
