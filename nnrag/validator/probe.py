@@ -35,6 +35,7 @@ _MAX_FORWARD_TRIES = 40  # forward calls per candidate, over all constructor att
 _SEARCH_S = 5.0
 _TRIES_PER_MODEL = 16
 _CALLS_PER_INPUT = 6
+_FORWARD_REPAIRS = 3  # blocks rebuilt with arguments a forward error shows were guessed wrong, one more each time
 # Larger guessed inputs are skipped: 1088 channels at 224x224 costs ~10 s of convolutions to fail
 _MAX_INPUT_ELEMENTS = 1 << 24
 # Guessed arguments that would build more parameters are not built (ConVit's defaults: 12 billion)
@@ -285,13 +286,20 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                 # a guessed argument forward calls (``self.fn(x)`` of a residual wrapper given an int):
                 # built again with a layer there. Any input's error may show it (the plain image,
                 # after inputs of other ranks stopped earlier).
-                change = next((c for e in [error, *seen] for c in forward_repairs(cls, kwargs, e)), None)
-                rebuilt, changed, _ = _instantiate(cls, {**kwargs, **change}, sizes) if change else (None, kwargs, None)
-                if rebuilt is not None and budget.left():
-                    found, _ = _forward(rebuilt, changed, sizes, budget)
+                # Each rebuilt block's error may show one more (``Deterministic(f)`` and ``Deterministic(g)``).
+                changed, errors_seen = kwargs, [error, *seen]
+                for _ in range(_FORWARD_REPAIRS):
+                    change = next((c for e in errors_seen for c in forward_repairs(cls, changed, e)), None)
+                    rebuilt, changed, _ = _instantiate(cls, {**changed, **change}, sizes) if change else (None, changed, None)
+                    if rebuilt is None or not budget.left():
+                        break
+                    errors_seen = []
+                    found, again = _forward(rebuilt, changed, sizes, budget, errors_seen)
                     if found is not None:
                         model, kwargs = rebuilt, changed
                         result["init_args"] = {k: short_repr(v) for k, v in changed.items()}
+                        break
+                    errors_seen = [again, *errors_seen] if again is not None else errors_seen
             if found is None:
                 continue
         args, kw, out = found

@@ -355,6 +355,18 @@ def _called_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str
     return [k for k in kwargs if k in called]
 
 
+def _held_under(cls: type, frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:
+    """Arguments named like the block's attribute that holds the innermost frame's layer: in
+    ``self.f = Deterministic(f)`` the wrapper's own forward calls the number (``self.net(x)``), a
+    line that names no argument of the block."""
+    inner = frames[0].f_locals.get("self") if frames else None
+    block = next((held for frame in frames if isinstance(held := frame.f_locals.get("self"), cls)), None)
+    if not isinstance(inner, nn.Module) or not isinstance(block, nn.Module) or inner is block:
+        return []
+    return [k for path, module in block.named_modules() if module is inner
+            and (k := path.rsplit(".", 1)[-1]) in kwargs]
+
+
 def _read_off(cls: type, name: str) -> frozenset[str]:
     """Attributes the class's own methods read off argument ``name``."""
     trees = [t for k in cls.__mro__ if k not in (nn.Module, object) and k.__module__ == cls.__module__
@@ -511,7 +523,8 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
     if re.search(r"'(int|float|str)' object is not callable", str(error)):
         frames = _candidate_frames(cls, error)
         # the arguments the line calls, not a number it also names (``x.chunk(chunks)`` beside ``self.fn(c)``)
-        named = [k for k in _called_in_line(frames, kwargs) or _named_in_line(frames, kwargs) if not callable(kwargs[k])]
+        named = [k for k in _called_in_line(frames, kwargs) or _named_in_line(frames, kwargs) or _held_under(cls, frames, kwargs)
+                 if not callable(kwargs[k])]
         if named:
             yield {k: Passthrough() for k in named}
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
