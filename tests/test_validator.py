@@ -145,8 +145,8 @@ for part in sys.argv[1].split("."):
 def value(text):  # a literal, or a construction of the file's own config class: BlockConfig(width=16)
     try:
         return ast.literal_eval(text)
-    except ValueError:  # the gate's stand-in for a layer argument passes its input through, as Identity
-        return eval(text, {**vars(mod), "Passthrough": torch.nn.Identity})
+    except ValueError:  # a torch layer's repr builds it; the gate's stand-in layer passes its input through, as Identity
+        return eval(text, {**vars(torch.nn), **vars(mod), "Passthrough": torch.nn.Identity})
 
 
 def tensor(shape, dtype):

@@ -34,12 +34,21 @@ def defined_by(node: ast.ClassDef) -> set[str]:
     return names
 
 
+def _copied(node: ast.expr) -> ast.expr:
+    """``net`` for ``deepcopy(net)`` and ``copy.deepcopy(net)`` (an EMA wrapper keeps a copy of the
+    model it is given), else ``node``."""
+    if (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords
+            and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("deepcopy", "copy")):
+        return node.args[0]
+    return node
+
+
 def read_off(trees: Iterable[ast.AST], names: set[str]) -> set[str]:
     """Attributes read off the values ``names`` hold in the functions ``trees``: ``net.x``, and
-    ``self.alias.x`` where one of them stored it as ``self.alias = net``."""
+    ``self.alias.x`` where one of them stored it (or a copy of it) as ``self.alias = net``."""
     trees = list(trees)
     held = {alias for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Assign)
-            and isinstance(n.value, ast.Name) and n.value.id in names
+            and isinstance(value := _copied(n.value), ast.Name) and value.id in names
             for t in n.targets if (alias := _on_self(t)) is not None} | names
     return {n.attr for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Attribute) and (
         isinstance(n.value, ast.Name) and n.value.id in names or _on_self(n.value) in held)}

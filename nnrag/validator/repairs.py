@@ -383,6 +383,8 @@ def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes
         if not owners and frames:  # read inside a class the block builds with it: ``AutoregressiveWrapper(model)``
             owners = [k for local, value in frames[0].f_locals.items() if type(value).__name__ == kind
                       for k in _passed_as(frames, local, set(kwargs)) if type(kwargs[k]).__name__ == kind]
+        if not owners:  # kept under another name: ``self.module = deepcopy(model)``, then ``self.module.eval()``
+            owners = [k for k, v in kwargs.items() if type(v).__name__ == kind and attribute in _read_off(cls, k)]
     elif m := _WANTS_ATTRIBUTE.search(text):
         attribute = m.group(1) or m.group(2)
         owners = [k for k in kwargs if k in text]
