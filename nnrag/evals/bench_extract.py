@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     home = args.home or tempfile.mkdtemp(prefix="nnrag-bench-")
     sources = args.sources or ([] if args.corpus else ["dist:timm"])
-    nnrag.index(sources, corpus=args.corpus, home=home)
+    progress = progress_lines(lambda line: print(line, file=sys.stderr, flush=True))
+    nnrag.index(sources, corpus=args.corpus, home=home, progress=progress)
     workspace = Workspace.resolve(home)
     with connect(workspace) as db:
         rows = db.conn.execute(
@@ -54,13 +55,15 @@ def main(argv: list[str] | None = None) -> None:
         ).fetchall()[: args.limit]
         refs = [BlockRef.from_row(r) for r in rows]
         extractors = Extractors(db.conn)
-        for ref in refs:  # cold pass: parses each module once
+        for n, ref in enumerate(refs, 1):  # cold pass: parses each module once
             extractors.extract(ref)
+            progress("extract-cold", n, len(refs))
         times = []
-        for ref in refs:
+        for n, ref in enumerate(refs, 1):
             started = time.perf_counter()
             extractors.extract(ref)
             times.append(time.perf_counter() - started)
+            progress("extract-warm", n, len(refs))
     source_names = sorted({ref.source for ref in refs})
     with contextlib.ExitStack() as stack:
         scheduler = args.scheduler
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         report = build_library(workspace, sources=source_names, limit=args.limit, workers=args.workers,
                                harvest=not args.no_harvest, scheduler=scheduler, prefer=args.prefer,
                                requirements=args.requirements,
-                               progress=progress_lines(lambda line: print(line, file=sys.stderr, flush=True)))
+                               progress=progress)
     print(f"machine: {os.cpu_count()} CPUs; sources: {', '.join(source_names)}; blocks: {len(rows)}"
           + (f"; validated on Dask ({args.scheduler})" if args.scheduler else ""))
     print(f"extraction, warm: median {statistics.median(times) * 1000:.1f} ms/block, p95 "
