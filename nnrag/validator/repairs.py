@@ -15,8 +15,6 @@ import ast
 import inspect
 import re
 import sys
-import traceback
-from types import FrameType
 from typing import Any, Iterator
 
 import torch
@@ -25,6 +23,7 @@ from torch import nn
 from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, passed_through
 from .source import failing_statement, source_tree as _tree, static_value
 from .asserts import asserted_arguments
+from .frames import IDENTIFIER as _IDENTIFIER, called_in_line, candidate_frames, held_under, named_in_line, passed_as
 from ..index.attributes import read_off
 from .companions import having
 
@@ -99,7 +98,7 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         named = set(_IDENTIFIER.findall(text))
         yield {k: v + 1 for k, v in _ints(kwargs).items() if k in named and v % 2 != odd}
     if "floating point" in text and "require gradients" in text:  # a tensor made from a guessed integer
-        named = _named_in_line(_candidate_frames(cls, error), kwargs)
+        named = named_in_line(candidate_frames(cls, error), kwargs)
         yield {k: _floats(v) for k, v in kwargs.items() if (k in named or not named) and _floats(v) is not v}
     if any(w in text for w in _WANTS_SEQUENCE) or isinstance(error, AssertionError):
         yield from _sequences(cls, kwargs, error)
@@ -111,7 +110,7 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         yield {k: (v, v) for k, v in ints.items() if not k.lower().endswith(_NOT_SEQUENCES) and not k.lower().startswith("num")}
     if m := _UNPACKED.search(text):  # ``r1, r2, r3 = atrous_rates`` given a pair: the length it unpacks to
         wanted, got = int(m.group(1)), int(m.group(2))
-        named = _named_in_line(_candidate_frames(cls, error), kwargs)
+        named = named_in_line(candidate_frames(cls, error), kwargs)
         for k in sorted(kwargs, key=lambda k: k not in named):
             v = kwargs[k]
             if isinstance(v, (list, tuple)) and len(v) == got and v and 0 < wanted <= 8:
@@ -139,7 +138,6 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         yield from _choices(cls, kwargs, error)
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
 
 def _unset(default: Any) -> bool:
@@ -266,19 +264,6 @@ def _compared(tree: ast.AST, name: str, scope: dict[str, Any], owners: frozenset
     return list(dict.fromkeys(found))
 
 
-def _candidate_frames(cls: type, error: BaseException) -> list[FrameType]:
-    """Frames of the traceback in the file that defines ``cls`` or one of its bases (torchvision's
-    ``ResNet`` under an encoder built on it), innermost first."""
-    paths = {getattr(sys.modules.get(k.__module__), "__file__", None) for k in cls.__mro__
-             if k not in (nn.Module, object) and not k.__module__.startswith("torch.")} - {None}
-    frames, tb = [], error.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename in paths:
-            frames.append(tb.tb_frame)
-        tb = tb.tb_next
-    return frames[::-1]
-
-
 def _related(a: str, b: str) -> bool:
     """Names that share a word, or where one word abbreviates the other (``act``, ``activation``)."""
     return any(x.startswith(y) or y.startswith(x) for x in re.findall(r"[a-z]{3,}", a.lower())
@@ -300,7 +285,7 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
     """A string the code compares a guessed argument with: in the functions the error passed through
     (a parameter by the same name or holding the same value) and in the class's own methods."""
     pending = {k for k, v in kwargs.items() if not isinstance(v, str)}
-    for frame in _candidate_frames(cls, error):
+    for frame in candidate_frames(cls, error):
         tree = _tree(frame.f_code)
         if tree is None:
             continue
@@ -334,39 +319,6 @@ _NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 _WANTS_ATTRIBUTE = re.compile(r"(?:contain|expose|have|has) an? (?:attribute '?(\w+)'?|'(\w+)' attribute)")
 
 
-def _innermost_line(frames: list[FrameType]) -> str:
-    """The innermost candidate line of the traceback ("" without one)."""
-    if not frames:
-        return ""
-    frame = frames[0]
-    return traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name).line or ""
-
-
-def _named_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:
-    """Arguments named in the innermost candidate line of the traceback."""
-    words = set(re.findall(r"\w+", _innermost_line(frames)))
-    return [k for k in kwargs if k in words]
-
-
-def _called_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:
-    """Arguments the innermost candidate line calls (``self.fn(c)`` in ``[self.fn(c) for c in
-    chunks]``): of the arguments it names, the one an ``'int' object is not callable`` is about."""
-    called = set(re.findall(r"(\w+)\s*\(", _innermost_line(frames)))
-    return [k for k in kwargs if k in called]
-
-
-def _held_under(cls: type, frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:
-    """Arguments named like the block's attribute that holds the innermost frame's layer: in
-    ``self.f = Deterministic(f)`` the wrapper's own forward calls the number (``self.net(x)``), a
-    line that names no argument of the block."""
-    inner = frames[0].f_locals.get("self") if frames else None
-    block = next((held for frame in frames if isinstance(held := frame.f_locals.get("self"), cls)), None)
-    if not isinstance(inner, nn.Module) or not isinstance(block, nn.Module) or inner is block:
-        return []
-    return [k for path, module in block.named_modules() if module is inner
-            and (k := path.rsplit(".", 1)[-1]) in kwargs]
-
-
 def _read_off(cls: type, name: str) -> frozenset[str]:
     """Attributes the class's own methods read off argument ``name``."""
     trees = [t for k in cls.__mro__ if k not in (nn.Module, object) and k.__module__ == cls.__module__
@@ -378,11 +330,11 @@ def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes
     text = str(error)
     if (m := _NO_ATTRIBUTE.search(text)) and m.group(2) not in _STR_METHODS:
         kind, attribute = m.groups()
-        frames = _candidate_frames(cls, error)
-        owners = [k for k in _named_in_line(frames, kwargs) if type(kwargs[k]).__name__ == kind]
+        frames = candidate_frames(cls, error)
+        owners = [k for k in named_in_line(frames, kwargs) if type(kwargs[k]).__name__ == kind]
         if not owners and frames:  # read inside a class the block builds with it: ``AutoregressiveWrapper(model)``
             owners = [k for local, value in frames[0].f_locals.items() if type(value).__name__ == kind
-                      for k in _passed_as(frames, local, set(kwargs)) if type(kwargs[k]).__name__ == kind]
+                      for k in passed_as(frames, local, set(kwargs)) if type(kwargs[k]).__name__ == kind]
         if not owners:  # kept under another name: ``self.module = deepcopy(model)``, then ``self.module.eval()``
             owners = [k for k, v in kwargs.items() if type(v).__name__ == kind and attribute in _read_off(cls, k)]
     elif m := _WANTS_ATTRIBUTE.search(text):
@@ -430,7 +382,7 @@ def _used_as_sequence(stmt: ast.stmt) -> dict[str, type]:
 def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """An integer argument the failing statement uses as a sequence (its length taken, iterated,
     indexed, asserted to be a list) becomes a list of two such numbers."""
-    frames = _candidate_frames(cls, error)
+    frames = candidate_frames(cls, error)
     stmt = failing_statement(frames[0]) if frames else None
     if stmt is None:
         return
@@ -441,32 +393,10 @@ def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
             wanted[local] = kind
         elif local in frames[0].f_locals:
             owners = (_holding(set(ints), kwargs, frames[0].f_locals[local], local, str(error))
-                      or _passed_as(frames, local, set(ints)))
+                      or passed_as(frames, local, set(ints)))
             wanted.update((k, kind) for k in owners)
     if wanted:
         yield {k: kind([ints[k], ints[k]]) for k, kind in wanted.items()}
-
-
-def _passed_as(frames: list[FrameType], local: str, names: set[str]) -> list[str]:
-    """The arguments named in what the caller passed for the parameter ``local`` of the innermost
-    function (``_create_final_conv(out, dims, self.final_conv_channels)`` for ``channels``): the
-    argument a helper's parameter holds when several hold an equal number."""
-    if len(frames) < 2 or (stmt := failing_statement(frames[1])) is None:
-        return []
-    code = frames[0].f_code
-    params = code.co_varnames[:code.co_argcount]
-    called = {code.co_name}
-    if code.co_name == "__init__" and "self" in frames[0].f_locals:  # a class built inside: ``Wrapper(model)``
-        called.add(type(frames[0].f_locals["self"]).__name__)
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in called:
-            at = params.index(local) - (1 if params[:1] == ("self",) else 0) if local in params else -1
-            given = (node.args[at] if 0 <= at < len(node.args) and not isinstance(node.args[at], ast.Starred)
-                     else next((k.value for k in node.keywords if k.arg == local), None))
-            if given is not None:
-                words = set(_IDENTIFIER.findall(ast.unparse(given)))
-                return [k for k in names if k in words]
-    return []
 
 
 def _lengths(kwargs: dict[str, Any], text: str) -> Iterator[dict[str, Any]]:
@@ -494,7 +424,7 @@ def _mappings(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterat
     """``argument after ** must be a mapping``: the argument is a config of keywords; an empty one
     leaves every keyword at its default (``Layer(**layer_cfg)``)."""
     if "must be a mapping" in str(error):
-        for k in _named_in_line(_candidate_frames(cls, error), kwargs):
+        for k in named_in_line(candidate_frames(cls, error), kwargs):
             if not isinstance(kwargs[k], dict):
                 yield {k: {}}
 
@@ -503,7 +433,7 @@ def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> I
     """``'int' object is not callable``: the argument builds a layer; ``nn.Identity`` takes any arguments."""
     text = str(error)
     if re.search(r"'(int|float|str)' object is not callable", text):
-        for k in _named_in_line(_candidate_frames(cls, error), kwargs):
+        for k in named_in_line(candidate_frames(cls, error), kwargs):
             yield {k: nn.Identity}
     elif "not callable" in text:  # a check of its own: "The loss function is not callable."
         words = set(_IDENTIFIER.findall(text))
@@ -513,7 +443,7 @@ def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> I
     # a guessed layer class called as a builder with more arguments than it takes:
     # ``conv_builder(inplanes, planes, midplanes, stride)`` given ``nn.ReLU``
     if m := re.search(r"(\w+)\.__init__\(\) takes .* positional arguments? but \d+ were given", text):
-        for k in _named_in_line(_candidate_frames(cls, error), kwargs):
+        for k in named_in_line(candidate_frames(cls, error), kwargs):
             if isinstance(v := kwargs[k], type) and v.__name__ == m.group(1) and v is not nn.Identity:
                 yield {k: nn.Identity}
 
@@ -523,9 +453,9 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
     as its inner layer (``return self.fn(x) + x``) becomes a layer that passes its input through,
     one whose attribute it reads a layer that has it."""
     if re.search(r"'(int|float|str)' object is not callable", str(error)):
-        frames = _candidate_frames(cls, error)
+        frames = candidate_frames(cls, error)
         # the arguments the line calls, not a number it also names (``x.chunk(chunks)`` beside ``self.fn(c)``)
-        named = [k for k in _called_in_line(frames, kwargs) or _named_in_line(frames, kwargs) or _held_under(cls, frames, kwargs)
+        named = [k for k in called_in_line(frames, kwargs) or named_in_line(frames, kwargs) or held_under(cls, frames, kwargs)
                  if not callable(kwargs[k])]
         if named:
             yield {k: Passthrough() for k in named}
@@ -602,7 +532,7 @@ def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
     unbound = missing is not None and "'self'" in missing.group(1)
     if not (unbound or "is not a Module subclass" in text):
         return
-    named = _named_in_line(_candidate_frames(cls, error), kwargs)
+    named = named_in_line(candidate_frames(cls, error), kwargs)
     # an unbound call may fail in a helper whose line names no argument (PyG's ``reset(value)``)
     for k in [*named, *(k for k in kwargs if k not in named)] if unbound else named:
         if isinstance(v := kwargs[k], type) and issubclass(v, nn.Module):

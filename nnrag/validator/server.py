@@ -47,7 +47,7 @@ def _guarded() -> list[tuple[object, str, object, object]]:
     import torch
     from torch import nn
 
-    from . import arguments, inputs, probe, repairs, shape_errors, source
+    from . import arguments, frames, inputs, probe, repairs, shape_errors, source
 
     owners: list[tuple[object, str]] = [
         (nn.Module, n) for n in ("__call__", "_call_impl", "__getattr__", "__setattr__", "parameters",
@@ -56,7 +56,7 @@ def _guarded() -> list[tuple[object, str, object, object]]:
     owners += [(torch.autograd, "backward"), (torch.autograd, "grad"), (torch, "no_grad"), (torch, "is_tensor"),
                (json, "dumps"), (os, "write"), (os, "_exit"), (builtins, "isinstance"), (builtins, "getattr"),
                (builtins, "sum"), (builtins, "len"), (builtins, "type")]
-    for module in (probe, arguments, inputs, shape_errors, repairs, source):
+    for module in (probe, arguments, inputs, shape_errors, repairs, frames, source):
         owners += [(module, n) for n, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__]
     return [(owner, name, obj, getattr(obj, "__code__", None)) for owner, name in owners if (obj := getattr(owner, name, None))]
 
