@@ -138,8 +138,6 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         yield from _choices(cls, kwargs, error)
 
 
-
-
 def _unset(default: Any) -> bool:
     return default is None or (type(default) is int and default == 0)
 
