@@ -35,8 +35,8 @@ def defined_by(node: ast.ClassDef) -> set[str]:
 
 
 def _copied(node: ast.expr) -> ast.expr:
-    """``net`` for ``deepcopy(net)`` and ``copy.deepcopy(net)`` (an EMA wrapper keeps a copy of the
-    model it is given), else ``node``."""
+    """``net`` for ``deepcopy(net)``, ``copy.deepcopy(net)`` and ``copy.copy(net)`` (an EMA wrapper
+    keeps a copy of the model it is given), else ``node``."""
     if (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords
             and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("deepcopy", "copy")):
         return node.args[0]

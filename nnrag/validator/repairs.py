@@ -12,6 +12,7 @@ Besides the message itself, two things the candidate shows are read:
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import re
 import sys
@@ -23,7 +24,7 @@ from torch import nn
 from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, passed_through
 from .source import failing_statement, source_tree as _tree, static_value
 from .asserts import asserted_arguments
-from .frames import IDENTIFIER as _IDENTIFIER, called_in_line, candidate_frames, held_under, named_in_line, passed_as
+from .frames import IDENTIFIER, called_in_line, candidate_frames, held_under, named_in_line, passed_as
 from ..index.attributes import read_off
 from .companions import having
 
@@ -95,7 +96,7 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
         yield from _named_back_to_default(cls, kwargs, text)
     if m := _PARITY.search(text):  # "window_length must be odd": the integers the message names, one up
         odd = m.group(1) == "odd"
-        named = set(_IDENTIFIER.findall(text))
+        named = set(IDENTIFIER.findall(text))
         yield {k: v + 1 for k, v in _ints(kwargs).items() if k in named and v % 2 != odd}
     if "floating point" in text and "require gradients" in text:  # a tensor made from a guessed integer
         named = named_in_line(candidate_frames(cls, error), kwargs)
@@ -150,7 +151,7 @@ def _named_unset(cls: type, kwargs: dict[str, Any], text: str, sizes: Sizes) -> 
         params = passed_through(cls, inspect.signature(cls))
     except (TypeError, ValueError):
         return
-    words = set(_IDENTIFIER.findall(text))
+    words = set(IDENTIFIER.findall(text))
     hints = init_hints(cls)
     change = {p.name: guess_value(p.name, hints.get(p.name, p.annotation), sizes, cls) for p in params
               if p.name in words and p.name not in kwargs and _unset(p.default)}
@@ -168,7 +169,7 @@ def _named_default_off(cls: type, kwargs: dict[str, Any], text: str) -> Iterator
         params = inspect.signature(cls).parameters.values()
     except (TypeError, ValueError):
         return
-    words = set(_IDENTIFIER.findall(text))
+    words = set(IDENTIFIER.findall(text))
     change = {p.name: None for p in params if p.name not in kwargs and isinstance(p.default, (dict, str))
               and ((stem := _OPTION_SUFFIX.sub("", p.name)) in words and len(stem) >= 4)}
     if change:
@@ -182,7 +183,7 @@ def _named_back_to_default(cls: type, kwargs: dict[str, Any], text: str) -> Iter
         params = inspect.signature(cls).parameters.values()
     except (TypeError, ValueError):
         return
-    words = set(_IDENTIFIER.findall(text))
+    words = set(IDENTIFIER.findall(text))
     change = {p.name: p.default for p in params if p.name in words and p.name in kwargs
               and type(p.default) in (int, float, str) and kwargs[p.name] != p.default}
     if change:
@@ -204,7 +205,7 @@ def _relations(cls: type, kwargs: dict[str, Any], text: str) -> Iterator[dict[st
     except (TypeError, ValueError):
         defaults = {}
     ints = _ints({**defaults, **kwargs})
-    named = [(m.start(), m.end(), m.group()) for m in _IDENTIFIER.finditer(text) if m.group() in ints]
+    named = [(m.start(), m.end(), m.group()) for m in IDENTIFIER.finditer(text) if m.group() in ints]
     for m in _RELATION.finditer(text):
         left = next((n for start, end, n in reversed(named) if end <= m.start()), None)
         right = next((n for start, end, n in named if start >= m.end()), None)
@@ -317,11 +318,17 @@ _NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 _WANTS_ATTRIBUTE = re.compile(r"(?:contain|expose|have|has) an? (?:attribute '?(\w+)'?|'(\w+)' attribute)")
 
 
+@functools.lru_cache(maxsize=8)
+def _method_trees(cls: type) -> tuple[ast.AST, ...]:
+    """The parsed methods of the class and its bases of the same file: parsed once per class, not
+    once per argument and guess."""
+    return tuple(t for k in cls.__mro__ if k not in (nn.Module, object) and k.__module__ == cls.__module__
+                 for v in vars(k).values() if inspect.isfunction(v) and (t := _tree(v)) is not None)
+
+
 def _read_off(cls: type, name: str) -> frozenset[str]:
     """Attributes the class's own methods read off argument ``name``."""
-    trees = [t for k in cls.__mro__ if k not in (nn.Module, object) and k.__module__ == cls.__module__
-             for v in vars(k).values() if inspect.isfunction(v) and (t := _tree(v)) is not None]
-    return frozenset(read_off(trees, {name}))
+    return frozenset(read_off(_method_trees(cls), {name}))
 
 
 def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
@@ -434,7 +441,7 @@ def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> I
         for k in named_in_line(candidate_frames(cls, error), kwargs):
             yield {k: nn.Identity}
     elif "not callable" in text:  # a check of its own: "The loss function is not callable."
-        words = set(_IDENTIFIER.findall(text))
+        words = set(IDENTIFIER.findall(text))
         named = {k: Passthrough() for k, v in kwargs.items() if k in words and not callable(v)}
         if named:
             yield named
