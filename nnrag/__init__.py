@@ -192,6 +192,7 @@ def build(
     scheduler: str | None = None,
     prefer: str = "installed",
     requirements: str = "off",
+    validate: bool = True,
 ) -> "BuildReport":
     """Index, discover, extract and validate; store every block's file and verdict in the library.
 
@@ -203,6 +204,8 @@ def build(
     ``prefer``: where a package another indexed source provides comes from (see :func:`extract`).
     ``requirements``: ``install`` validates blocks that miss a third-party distribution again in a
     cached environment that has it (pip); ``off`` installs nothing and reports what they wait for.
+    Without ``validate`` blocks are stored unjudged (``not-run``) and searchable at once; the next
+    build that validates judges them.
     """
     from .config import build_config
     from .index.catalog import indexed_specs
@@ -224,6 +227,7 @@ def build(
         workspace,
         sources=[s.name for s in indexed.sources], names=names, limit=limit, workers=workers, limits=limits,
         progress=progress, harvest=harvest, scheduler=scheduler, prefer=prefer, requirements=requirements,
+        validate=validate,
     )
     if search and not built.interrupted:
         built.search = sync_search(home=home, progress=progress).to_dict()

@@ -135,3 +135,21 @@ def test_console_text_keeps_bracketed_words(tmp_path: Path) -> None:
                      "        raise RuntimeError('set [llm] in config, not [bold]this[/bold]')\n")
     proc = run_cli("validate", str(block), check=False)
     assert proc.returncode == 1 and "set [llm] in config, not [bold]this[/bold]" in " ".join(proc.stdout.split()), proc.stdout
+
+
+def test_a_build_that_does_not_validate_stores_searchable_blocks_and_the_next_build_validates_them(tmp_path: Path) -> None:
+    repo, home = Path(__file__).parent / "fixtures" / "copies_repo", str(tmp_path / "home")
+    first = json.loads(run_cli("build", str(repo), "--home", home, "--no-validate", "--no-harvest", "--json").stdout)
+    assert (first["tried"], first["not_validated"], first["search"]["specs_built"]) == (0, 8, 8)
+    spec = json.loads(run_cli("spec", "TokenGate", "--home", home, "--json").stdout)
+    assert spec["validation"]["status"] == "not-run"
+    hits = json.loads(run_cli("search", "gate tokens with a sigmoid", "--all", "--home", home, "--json").stdout)
+    assert "TokenGate" in [h["name"] for h in hits[:3]], hits
+    report = run_cli("report", "--home", home)
+    assert "8 blocks extracted and not validated yet" in " ".join(report.stdout.split()), report.stdout
+    again = json.loads(run_cli("build", str(repo), "--home", home, "--no-validate", "--no-harvest", "--json",
+                               "--no-search-index").stdout)
+    assert (again["not_validated"], again["extracted"]) == (8, 0)  # stored unjudged, nothing extracted again
+    judged = json.loads(run_cli("build", str(repo), "--home", home, "--no-harvest", "--no-search-index", "--json").stdout)
+    assert (judged["tried"], judged["not_validated"]) == (8, 0) and judged["passed"] >= 7, judged
+    assert json.loads(run_cli("spec", "TokenGate", "--home", home, "--json").stdout)["validation"]["status"] == "validated"

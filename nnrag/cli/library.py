@@ -291,7 +291,10 @@ def _print_build(report: Any, title: str) -> None:
         line += f"; {report.cached:,} verdicts reused"
         if report.extracted < report.tried:  # nothing their files depend on changed
             line += f", {report.tried - report.extracted:,} of them without extracting"
-    out.print(line)
+    if report.tried or not report.not_validated:
+        out.print(line)
+    if report.not_validated:
+        out.print(f"{report.not_validated:,} blocks extracted and not validated yet: `nnrag build` validates them")
     timing = []
     if report.extract_median_s is not None:
         timing.append(f"extraction median {report.extract_median_s * 1000:.1f} ms/block")
@@ -338,6 +341,7 @@ def build(
     memory_mb: MemoryOpt = None,
     harvest: Annotated[bool, typer.Option("--harvest/--no-harvest", help="Retry failed blocks with arguments recorded from the source's own model factories and docstring examples.")] = True,
     search_index: Annotated[bool, typer.Option("--search-index/--no-search-index", help="Then update specs and the search index (embeds changed blocks).")] = True,
+    validate: Annotated[bool, typer.Option("--validate/--no-validate", help="Validate the extracted blocks; without, they are stored and searchable at once, marked not validated, and the next build validates them.")] = True,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Validate on the workers of this Dask scheduler (tcp://HOST:PORT; else NNRAG_SCHEDULER or [build] in config.toml).")] = None,
     prefer: PreferOpt = "installed",
     requirements: RequirementsOpt = "off",
@@ -352,7 +356,7 @@ def build(
         report = nnrag.build(
             sources or [], corpus=corpus, names=wanted, limit=limit, home=home, workers=workers,
             limits=nnrag.limits(timeout, memory_mb), progress=progress, harvest=harvest, search=search_index,
-            scheduler=scheduler, prefer=prefer, requirements=requirements,
+            scheduler=scheduler, prefer=prefer, requirements=requirements, validate=validate,
         )
     if as_json:
         print_json(report.to_dict())

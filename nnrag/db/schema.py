@@ -115,7 +115,7 @@ CREATE TABLE IF NOT EXISTS library (
     code_sha1 TEXT,
     files TEXT,                      -- JSON {path: sha1} of every contributing file
     requirements TEXT,               -- JSON list of PEP 508 strings
-    status TEXT NOT NULL,            -- validated | failed
+    status TEXT NOT NULL,            -- validated | failed | not-run
     stage TEXT,
     code TEXT,                       -- failure code
     message TEXT,

@@ -40,11 +40,12 @@ def render_html(report: Any) -> str:
         f"<tr><td>{html.escape(code)}</td><td>{n}</td><td>{html.escape(CODE_HELP.get(code, 'the closure could not be completed'))}</td></tr>"
         for code, n in failures
     )
+    pending = f" {report.not_validated:,} more are not validated yet." if report.not_validated else ""
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>nnrag block library</title>
 <style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:2px 10px;text-align:left}}</style></head>
 <body><h1>nnrag block library</h1>
-<p>{report.passed:,} of {report.tried:,} blocks pass the gate ({report.pass_rate:.1%}).</p>
+<p>{report.passed:,} of {report.tried:,} blocks pass the gate ({report.pass_rate:.1%}).{pending}</p>
 <h2>Pass (green) and fail (red) per source</h2>{per_source}
 <h2>Failures by code</h2>{by_code}
 <table><tr><th>code</th><th>blocks</th><th>meaning</th></tr>{rows}</table>

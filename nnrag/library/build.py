@@ -55,6 +55,7 @@ def build_library(
     scheduler: str | None = None,
     prefer: str = "installed",
     requirements: str = "off",
+    validate: bool = True,
 ) -> BuildReport:
     """Extract and validate every selected block; store files and verdicts.
 
@@ -64,7 +65,9 @@ def build_library(
     ``prefer``: a package another indexed source provides is copied from it (``corpus``), or only
     when no installed distribution provides it (``installed``, the default). ``requirements``:
     ``install`` validates blocks that miss a third-party distribution again in an environment that
-    has it; ``off`` (the default) installs nothing and reports what they wait for.
+    has it; ``off`` (the default) installs nothing and reports what they wait for. Without
+    ``validate`` the extracted blocks are stored unjudged (``not-run``): searchable at once, and
+    validated by the next build that validates.
     """
     check_requirements(requirements)
     started = time.perf_counter()
@@ -117,13 +120,17 @@ def build_library(
         def reusable(block_id: str, sha1: str | None) -> bool:
             """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
             prev = known.get(block_id)
+            # a block stored unjudged stays so while builds do not validate
             return bool(prev and sha1 and sha1 in (prev["code_sha1"], prev["extracted_as"])
-                        and prev["gate_version"] == GATE_VERSION
+                        and (prev["gate_version"] == GATE_VERSION or not validate and prev["status"] == records.NOT_RUN)
                         and records.file_for(workspace, block_id).exists()
                         and not install_may_change(prev))
 
         def reuse(ref: BlockRef) -> None:
             prev = known[ref.block_id]
+            if prev["status"] == records.NOT_RUN:
+                report.not_validated += 1
+                return
             report.cached += 1
             report.count(ref.source, prev["status"] == "validated", prev["code"])
 
@@ -156,14 +163,18 @@ def build_library(
             if reusable(ref.block_id, sha1):
                 reuse(ref)
                 continue
-            if not pending:
+            if not pending and validate:
                 gate.warm()  # torch imports in the workers while the other blocks are extracted
             imported.update(x.assembled.package_modules)
             pending.append(records.Candidate.of(ref, name, x.files, x.assembled, x.seconds))
 
         conn.executemany("INSERT OR REPLACE INTO extracted VALUES (?, ?)", extracted)
-        gate.preload(m for m, n in imported.items() if n >= _PRELOAD_SHARED)
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
+        if not validate:
+            for candidate in pending:
+                records.save(conn, workspace, candidate.not_run())
+            report.not_validated, pending = report.not_validated + len(pending), []
+        gate.preload(m for m, n in imported.items() if n >= _PRELOAD_SHARED)
         v_started = time.perf_counter()
         done = 0
         retry: list[Retry] = []

@@ -31,6 +31,8 @@ JOIN blocks b ON b.source_id = s.id AND b.qualname = l.qualname
 JOIN files f ON f.id = b.file_id
 """
 
+NOT_RUN = "not-run"  # the status, and gate version, of a block extracted but not validated
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -41,8 +43,8 @@ class Verdict:
     qualname: str
     name: str
     category: str
-    status: str  # validated | failed
-    stage: str
+    status: str  # validated | failed | not-run (extracted by a build told not to validate)
+    stage: str | None
     code: str | None
     message: str
     record: dict[str, Any]
@@ -85,6 +87,12 @@ class Candidate:
     def redone(self, assembled: Assembled, files: dict[str, str], seconds: float) -> "Candidate":
         """The same block with a file extracted again, ``seconds`` more spent extracting."""
         return Candidate.of(self.ref, self.name, files, assembled, self.extract_s + seconds)
+
+    def not_run(self) -> Verdict:
+        """The block stored unjudged (``nnrag build --no-validate``): searchable, and validated by
+        the next build, since no gate version matches this one."""
+        return Verdict(self.ref.block_id, self.ref.source, self.ref.qualname, self.name, self.ref.category, NOT_RUN,
+                       None, None, "", {}, self.extract_s, NOT_RUN, self.assembled, self.files)
 
     def verdict(self, record: ValidationRecord, version: str = GATE_VERSION) -> Verdict:
         return Verdict(

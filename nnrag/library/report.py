@@ -7,6 +7,7 @@ from typing import Any
 from dataclasses import asdict, dataclass, field
 
 from ..db import connect
+from .records import NOT_RUN
 from ..workspace import Workspace
 
 
@@ -15,6 +16,7 @@ class BuildReport:
     tried: int = 0
     passed: int = 0
     cached: int = 0  # verdicts reused from an earlier run (same text, same gate)
+    not_validated: int = 0  # blocks extracted and stored without a verdict (``--no-validate``), not tried
     extracted: int = 0  # blocks extracted by this run (the others' files depend on nothing changed)
     failures: dict[str, int] = field(default_factory=dict)
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)  # tried, passed, pass_rate, failures by code
@@ -56,7 +58,10 @@ def library_report(workspace: Workspace) -> BuildReport:
     with connect(workspace) as db:
         rows = db.conn.execute("SELECT source, status, code, extract_s FROM library ORDER BY source").fetchall()
     for r in rows:
-        report.count(r["source"], r["status"] == "validated", r["code"])
+        if r["status"] == NOT_RUN:
+            report.not_validated += 1
+        else:
+            report.count(r["source"], r["status"] == "validated", r["code"])
     times = [r["extract_s"] for r in rows if r["extract_s"] is not None]
     report.extract_median_s = statistics.median(times) if times else None
     return report

@@ -123,7 +123,7 @@ def create_app(home: str | Path | None = None, *, allow_weak_sandbox: bool = Fal
         return {"query": q, "results": _search(q, k, source, category, state)}
 
     @app.get("/api/blocks", tags=["api"], summary="Every library block, optionally by status")
-    def api_blocks(status: Literal["validated", "failed"] | None = None) -> dict[str, Any]:
+    def api_blocks(status: Literal["validated", "failed", "not-run"] | None = None) -> dict[str, Any]:
         return {"blocks": nnrag.library_entries(status, home=workspace.home)}
 
     @app.get("/api/blocks/{block_id}/spec", tags=["api"], summary="The neutral spec of a block (no code)")

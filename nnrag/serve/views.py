@@ -51,7 +51,7 @@ def block_page(workspace: Workspace, block_id: str) -> dict[str, Any]:
         "code_html": highlight(code, PythonLexer(), _FORMATTER) if code else "",
         "status": row["status"],
         "failure": {"code": row["code"], "help": CODE_HELP.get(row["code"] or "", ""), "stage": row["stage"],
-                    "message": row["message"], "traceback": record.get("traceback", "")} if row["status"] != "validated" else None,
+                    "message": row["message"], "traceback": record.get("traceback", "")} if row["status"] == "failed" else None,
         "record": {k: _shown(record[k]) for k in ("stage", "arguments", "init_args", "input_shapes", "input_dtypes",
                                                   "keyword_shapes", "keyword_dtypes", "output_shapes", "params", "submodules", "backward", "weights_not_fetched",
                                                   "seconds", "peak_mb", "isolation") if record.get(k) not in (None, "", [], {})},
@@ -71,7 +71,7 @@ def _shown(value: Any) -> Any:
 def library_page(workspace: Workspace, code: str | None = None, source: str | None = None) -> dict[str, Any]:
     """The library's figures (per source, failures by code) and its failed blocks, filtered."""
     report = library_report(workspace)
-    sql = "SELECT block_id, name, source, category, stage, code, message FROM library WHERE status != 'validated'"
+    sql = "SELECT block_id, name, source, category, stage, code, message FROM library WHERE status = 'failed'"
     args: list[str] = []
     for column, value in (("code", code), ("source", source)):
         if value:
@@ -84,6 +84,7 @@ def library_page(workspace: Workspace, code: str | None = None, source: str | No
     most = max(list(report.failures.values()) or [1])
     return {
         "tried": report.tried, "passed": report.passed, "pass_rate": report.pass_rate,
+        "not_validated": report.not_validated,
         "per_source": [{"name": name, "tried": int(s["tried"]), "passed": int(s["passed"]),
                         "pass_pct": 100 * s["passed"] / widest, "fail_pct": 100 * (s["tried"] - s["passed"]) / widest}
                        for name, s in sorted(report.per_source.items())],
