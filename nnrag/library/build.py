@@ -90,7 +90,10 @@ def build_library(
         known = {r["block_id"]: r for r in conn.execute(
             "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for,"
             " json_extract(record, '$.extracted_as') AS extracted_as, json_extract(record, '$.environment') AS judged_in,"
-            " json_extract(record, '$.not_installable') AS not_installable FROM library")}
+            " json_extract(record, '$.not_installable') AS not_installable,"
+            # what a block stored unjudged is validated from without extracting again
+            " CASE WHEN status='not-run' THEN record END AS record,"
+            " CASE WHEN status='not-run' THEN files END AS files, extract_s FROM library")}
         prefer = check_prefer(prefer)
         pending: list[records.Candidate] = []
         extract_times: list[float] = []
@@ -134,12 +137,25 @@ def build_library(
             report.cached += 1
             report.count(ref.source, prev["status"] == "validated", prev["code"])
 
+        def unjudged(ref: BlockRef, name: str) -> records.Candidate | None:
+            """A block a build without validation stored, its file as made under the current key."""
+            prev, path = known.get(ref.block_id), records.file_for(workspace, ref.block_id)
+            if not (validate and prev and prev["status"] == records.NOT_RUN and made.get(ref.block_id)
+                    and made[ref.block_id] == prev["code_sha1"] and path.is_file()):
+                return None
+            return records.Candidate.stored(ref, name, prev, path.read_text(encoding="utf-8"))
+
         names_of: dict[str, str] = {}
         todo: list[BlockRef] = []
         for row in selected:
             ref = BlockRef.from_row(row)
             if reusable(ref.block_id, made.get(ref.block_id)):
                 reuse(ref)
+            elif kept := unjudged(ref, row["name"]):
+                if not pending:
+                    gate.warm()
+                imported.update(kept.shell.package_modules)
+                pending.append(kept)
             else:
                 todo.append(ref)
                 names_of[ref.block_id] = row["name"]
