@@ -96,7 +96,7 @@ def search(
     for h in hits:
         summary = styled(h.summary, (f" (also in: {', '.join(h.also_in)})" if h.also_in else "", "dim"))
         table.add_row(str(h.rank), h.name, h.source, f"{h.path}:{h.line}", f"{h.score:.3f}", summary,
-                      styled(("✓", "green")) if h.validated else styled(("✗", "red")))
+                      styled(("✓", "green")) if h.validated else styled(("✗", "red")) if h.status == "failed" else "·")
     out.print(table)
 
 

@@ -65,6 +65,7 @@ class Hit:
     category: str | None
     validated: bool
     also_in: list[str] = field(default_factory=list)
+    status: str = "validated"  # validated | failed | not-run (stored by a build that did not validate)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -563,5 +564,6 @@ def _hits(store: Database, fused: list[tuple[str, float]], k: int,
         s = specs[block_id]
         hits.append(Hit(rank=len(hits) + 1, id=s.id, name=s.name, source=s.provenance.source, path=s.provenance.path,
                         line=s.provenance.line_start, score=round(score, 6), summary=_one_line(s.summary),
-                        category=s.category, validated=s.validation.status == "validated", also_in=also))
+                        category=s.category, validated=s.validation.status == "validated", also_in=also,
+                        status=s.validation.status))
     return hits

@@ -17,7 +17,9 @@
       const li = el("li", { class: "hit", "data-id": h.id });
       const line = el("div", { class: "line1" });
       line.append(el("a", { class: "name", href: "/block/" + encodeURIComponent(h.id) }, h.name), " ",
-        el("span", { class: "mark " + (h.validated ? "ok" : "bad"), title: h.validated ? "passes the gate" : "fails the gate" }, h.validated ? "✓" : "✗"),
+        el("span", { class: "mark " + (h.validated ? "ok" : h.status === "failed" ? "bad" : ""),
+                     title: h.validated ? "passes the gate" : h.status === "failed" ? "fails the gate" : "not validated yet" },
+           h.validated ? "✓" : h.status === "failed" ? "✗" : "·"),
         el("span", { class: "source" }, h.source));
       if (h.category) line.append(" ", el("span", { class: "tag" }, h.category));
       line.append(el("span", { class: "score" }, h.score.toFixed(3)));
