@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,13 @@ def test_a_build_that_does_not_validate_stores_searchable_blocks_and_the_next_bu
     # judged from the files stored, not extracted again
     assert (judged["tried"], judged["not_validated"], judged["extracted"]) == (8, 0, 0) and judged["passed"] == 8, judged
     assert json.loads(run_cli("spec", "TokenGate", "--home", home, "--json").stdout)["validation"]["status"] == "validated"
+    # verdicts stand through a build that does not validate
+    kept = json.loads(run_cli("build", str(repo), "--home", home, "--no-validate", "--no-harvest", "--no-search-index",
+                              "--json").stdout)
+    assert (kept["not_validated"], kept["cached"], kept["passed"]) == (0, 8, 8), kept
+    # so do an older gate's: not forgotten for want of a new verdict
+    with sqlite3.connect(Path(home) / "index.sqlite3") as conn:
+        conn.execute("UPDATE library SET gate_version='1'")
+    older = json.loads(run_cli("build", str(repo), "--home", home, "--no-validate", "--no-harvest", "--no-search-index",
+                               "--json").stdout)
+    assert (older["not_validated"], older["cached"], older["passed"]) == (0, 8, 8), older

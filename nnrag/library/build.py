@@ -123,9 +123,10 @@ def build_library(
         def reusable(block_id: str, sha1: str | None) -> bool:
             """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
             prev = known.get(block_id)
-            # a block stored unjudged stays so while builds do not validate
+            # a build that does not validate keeps any verdict of an unchanged file, an older gate's too,
+            # and leaves a block stored unjudged so
             return bool(prev and sha1 and sha1 in (prev["code_sha1"], prev["extracted_as"])
-                        and (prev["gate_version"] == GATE_VERSION or not validate and prev["status"] == records.NOT_RUN)
+                        and (prev["gate_version"] == GATE_VERSION or not validate)
                         and records.file_for(workspace, block_id).exists()
                         and not install_may_change(prev))
 
