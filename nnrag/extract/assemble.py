@@ -8,8 +8,8 @@ and every reference is rewritten with LibCST; only statements that need it are r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterator, Mapping, Sequence
 
 from .._version import __version__
 from .plan import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, ModTarget, Namespace, Target, UnitKey, UnitPlan
@@ -34,6 +34,20 @@ class Assembled:
     renames: dict[str, str] = field(default_factory=dict)  # "module.name" -> new name
     imports: str | None = None  # what of its own package the file imports instead of copying, and why
     package_modules: tuple[str, ...] = ()  # with ``imports``: the modules of that package it imports
+
+    def facts(self) -> dict[str, Any]:
+        """Everything but the code, as JSON holds it: a file stored unjudged is validated later
+        from its text and these (:meth:`with_code`)."""
+        made = asdict(self)
+        del made["code"]
+        return made
+
+    @classmethod
+    def with_code(cls, facts: dict[str, Any], code: str) -> "Assembled":
+        """The inverse of :meth:`facts`."""
+        return cls(code=code, class_name=facts["class_name"], renames=facts["renames"], imports=facts["imports"],
+                   requirements=tuple(Requirement(**{**r, "modules": tuple(r["modules"])}) for r in facts["requirements"]),
+                   package_modules=tuple(facts["package_modules"]))
 
 
 def _meaning(imp: ExtImport) -> str:

@@ -141,8 +141,8 @@ def build_library(
         def unjudged(ref: BlockRef, name: str) -> records.Candidate | None:
             """A block a build without validation stored, its file as made under the current key."""
             prev, path = known.get(ref.block_id), records.file_for(workspace, ref.block_id)
-            if not (validate and prev and prev["status"] == records.NOT_RUN and made.get(ref.block_id)
-                    and made[ref.block_id] == prev["code_sha1"] and path.is_file()):
+            if not (validate and prev and prev["status"] == records.NOT_RUN and prev["code_sha1"]
+                    and made.get(ref.block_id) == prev["code_sha1"] and path.is_file()):
                 return None
             return records.Candidate.stored(ref, name, prev, path.read_text(encoding="utf-8"))
 

@@ -9,12 +9,11 @@ import os
 import sqlite3
 import time
 import zlib
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..extract.assemble import Assembled
-from ..extract.requirements import Requirement
 from ..index.lookup import BlockRef
 from ..validator.record import GATE_VERSION, ValidationRecord
 from ..workspace import Workspace, safe_name
@@ -93,22 +92,18 @@ class Candidate:
         """The block stored unjudged (``nnrag build --no-validate``): searchable, and validated by
         the next build, since no gate version matches this one. Its record keeps what assembling
         made beside the text, so that build validates the stored file without extracting again."""
-        made = asdict(self.shell)
-        del made["code"]
         return Verdict(self.ref.block_id, self.ref.source, self.ref.qualname, self.name, self.ref.category, NOT_RUN,
-                       None, None, "", {"assembled": made}, self.extract_s, NOT_RUN, self.assembled, self.files)
+                       None, None, "", {"assembled": self.shell.facts()}, self.extract_s, NOT_RUN, self.assembled,
+                       self.files)
 
     @classmethod
     def stored(cls, ref: BlockRef, name: str, row: sqlite3.Row, code: str) -> "Candidate | None":
         """The candidate a ``not-run`` library row (with its record and files) and its stored file
         ``code`` make again; None for a row stored before records kept what assembling made."""
-        made = json.loads(row["record"] or "{}").get("assembled")
-        if not made:
+        facts = json.loads(row["record"] or "{}").get("assembled")
+        if not facts:
             return None
-        made["requirements"] = tuple(Requirement(r["distribution"], r["version"], tuple(r["modules"]))
-                                     for r in made["requirements"])
-        made["package_modules"] = tuple(made["package_modules"])
-        return cls.of(ref, name, json.loads(row["files"] or "{}"), Assembled(code=code, **made), row["extract_s"] or 0.0)
+        return cls.of(ref, name, json.loads(row["files"] or "{}"), Assembled.with_code(facts, code), row["extract_s"] or 0.0)
 
     def verdict(self, record: ValidationRecord, version: str = GATE_VERSION) -> Verdict:
         return Verdict(
