@@ -4,6 +4,7 @@ Playwright). Screenshots of the three pages go to tests/artifacts/."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -17,6 +18,8 @@ from typing import Iterator
 import httpx
 import pytest
 
+from conftest import run_cli
+
 ARTIFACTS = Path(os.environ.get("NNRAG_TEST_ARTIFACTS", Path(__file__).parent / "artifacts"))
 
 
@@ -28,8 +31,15 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(search_lib: dict[str, object]) -> Iterator[str]:
+    with _serving(Path(str(search_lib["home"]))) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _serving(home: Path) -> Iterator[str]:
+    """``nnrag serve`` over ``home`` on a free port: its URL once it answers."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "nnrag", "serve", "--home", str(search_lib["home"]), "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "nnrag", "serve", "--home", str(home), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -43,12 +53,14 @@ def server(search_lib: dict[str, object]) -> Iterator[str]:
             proc.kill()
             raise AssertionError(f"nnrag serve did not start: {proc.communicate()[1][-2000:]}")
         time.sleep(0.2)
-    yield url
-    proc.terminate()
     try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def test_the_api_answers_each_operation(server: str) -> None:
@@ -166,3 +178,17 @@ def test_a_user_searches_opens_a_block_filters_and_reads_a_failure(server: str) 
         browser.close()
     for name in ("serve-search.png", "serve-block.png", "serve-library.png"):
         assert (ARTIFACTS / name).stat().st_size > 10_000
+
+
+def test_blocks_stored_unjudged_are_shown_as_not_validated_yet(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    run_cli("build", str(Path(__file__).parent / "fixtures" / "copies_repo"), "--home", str(home), "--no-validate",
+            "--no-harvest")
+    with _serving(home) as url:
+        assert len(httpx.get(url + "/api/blocks", params={"status": "not-run"}).json()["blocks"]) == 8
+        hits = httpx.get(url + "/api/search", params={"q": "gate tokens with a sigmoid", "state": "all"}).json()["results"]
+        assert hits and {h["status"] for h in hits} == {"not-run"}
+        block = httpx.get(f"{url}/block/{hits[0]['id']}").text
+        assert "not validated yet" in block and 'id="failure"' not in block
+        library = " ".join(httpx.get(url + "/library").text.split())
+        assert "8 more are not validated yet" in library and "No failed block matches." in library

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 _HERE = Path(__file__).parent
 MAX_BODY_BYTES = 4 * MAX_CODE_CHARS  # JSON escaping may grow code up to ~4x; past this, 413 unread
+# a block's status as pages show it: (CSS class, sign, words)
+MARKS = {"validated": ("ok", "✓", "passes the gate"), "failed": ("bad", "✗", "fails the gate"),
+         "not-run": ("", "·", "not validated yet")}
 _STATUS = {"NotFoundError": 404, "AmbiguousBlockError": 409, "ConfigError": 503, "LLMNotConfigured": 503,
            "ValueError": 422, "internal": 500}
 State = Literal["validated", "failed", "all"]
@@ -92,6 +95,7 @@ def create_app(home: str | Path | None = None, *, allow_weak_sandbox: bool = Fal
     app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
     templates = Jinja2Templates(directory=_HERE / "templates")
     templates.env.globals["version"] = nnrag.__version__
+    templates.env.globals["marks"] = MARKS
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> Any:

@@ -12,14 +12,16 @@
     return node;
   };
 
+  // a block's status: [CSS class, sign, words], as the pages' MARKS in app.py
+  const MARKS = { validated: ["ok", "✓", "passes the gate"], failed: ["bad", "✗", "fails the gate"],
+                  "not-run": ["", "·", "not validated yet"] };
+
   function render(hits) {
     list.replaceChildren(...hits.map((h) => {
       const li = el("li", { class: "hit", "data-id": h.id });
       const line = el("div", { class: "line1" });
       line.append(el("a", { class: "name", href: "/block/" + encodeURIComponent(h.id) }, h.name), " ",
-        el("span", { class: "mark " + (h.validated ? "ok" : h.status === "failed" ? "bad" : ""),
-                     title: h.validated ? "passes the gate" : h.status === "failed" ? "fails the gate" : "not validated yet" },
-           h.validated ? "✓" : h.status === "failed" ? "✗" : "·"),
+        el("span", { class: "mark " + MARKS[h.status][0], title: MARKS[h.status][2] }, MARKS[h.status][1]),
         el("span", { class: "source" }, h.source));
       if (h.category) line.append(" ", el("span", { class: "tag" }, h.category));
       line.append(el("span", { class: "score" }, h.score.toFixed(3)));
