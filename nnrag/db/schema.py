@@ -19,6 +19,7 @@ SCHEMA_VERSION = 13
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
 SEARCH_TOKENIZER = "porter unicode61"
+NOT_RUN = "not-run"  # the status, and gate version, of a library block extracted but not validated
 
 _INDEX = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

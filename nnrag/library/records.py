@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..db.schema import NOT_RUN
 from ..extract.assemble import Assembled
 from ..index.lookup import BlockRef
 from ..validator.record import GATE_VERSION, ValidationRecord
@@ -30,8 +31,6 @@ JOIN sources s ON s.name = l.source
 JOIN blocks b ON b.source_id = s.id AND b.qualname = l.qualname
 JOIN files f ON f.id = b.file_id
 """
-
-NOT_RUN = "not-run"  # the status, and gate version, of a block extracted but not validated
 
 
 @dataclass(frozen=True)

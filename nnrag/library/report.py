@@ -7,7 +7,7 @@ from typing import Any
 from dataclasses import asdict, dataclass, field
 
 from ..db import connect
-from .records import NOT_RUN
+from ..db.schema import NOT_RUN
 from ..workspace import Workspace
 
 
