@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,6 +138,41 @@ def test_console_text_keeps_bracketed_words(tmp_path: Path) -> None:
                      "        raise RuntimeError('set [llm] in config, not [bold]this[/bold]')\n")
     proc = run_cli("validate", str(block), check=False)
     assert proc.returncode == 1 and "set [llm] in config, not [bold]this[/bold]" in " ".join(proc.stdout.split()), proc.stdout
+
+
+def _stored(home: Path) -> int:
+    try:
+        with sqlite3.connect(home / "index.sqlite3", timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM library").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_build_stopped_while_extracting_keeps_what_it_extracted(tmp_path: Path) -> None:
+    n, repo, home = 1200, tmp_path / "many", tmp_path / "home"
+    for i in range(n):
+        sub = repo / f"m{i // 300}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"f{i}.py").write_text(f"import torch.nn as nn\n\n\nclass Block{i}(nn.Module):\n"
+                                      f"    def forward(self, x):\n        return x * {i}\n")
+    # a validating build: its extracted blocks wait for the gate until the whole corpus is extracted
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nnrag", "build", str(repo), "--home", str(home), "--no-harvest", "--no-search-index",
+         "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a test run started in the background inherits SIGINT ignored; Ctrl-C must reach the child
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    while _stored(home) < 100 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stopped = json.loads(proc.communicate(timeout=120)[0])
+    assert proc.returncode == 130 and stopped["interrupted"] and stopped["tried"] == 0, stopped
+    kept = _stored(home)
+    assert 100 <= kept < n and stopped["extracted"] >= kept, (kept, stopped)
+    # resumed: what was stored is not extracted again
+    resumed = json.loads(run_cli("build", str(repo), "--home", str(home), "--no-validate", "--no-harvest",
+                                 "--no-search-index", "--json").stdout)
+    assert resumed["extracted"] == n - kept and resumed["not_validated"] == n, (kept, resumed)
 
 
 def test_a_build_that_does_not_validate_stores_searchable_blocks_and_the_next_build_validates_them(tmp_path: Path) -> None:

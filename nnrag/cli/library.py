@@ -363,7 +363,7 @@ def build(
     else:
         _print_build(report, "Build")
     if report.interrupted:
-        err.print(styled(("interrupted:", "yellow"), " stored verdicts are kept; run the same command again to resume"))
+        err.print(styled(("interrupted:", "yellow"), " extracted blocks and stored verdicts are kept; run the same command again to resume"))
         raise typer.Exit(130)
 
 

@@ -71,16 +71,19 @@ def extract_many(conn: sqlite3.Connection, workspace: Workspace, refs: list[Bloc
     given = 0
     # spawned, not forked: the caller may hold threads and the gate's pipes
     context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_start, initargs=(str(workspace.home), prefer))
     try:
-        with ProcessPoolExecutor(processes, mp_context=context, initializer=_start,
-                                 initargs=(str(workspace.home), prefer)) as pool:
-            for done in pool.map(_extract_run, runs):
-                given += len(done)
-                yield from done
+        for done in pool.map(_extract_run, runs):
+            given += len(done)
+            yield from done
     except BrokenProcessPool as e:  # e.g. a script that starts a build outside ``if __name__ == "__main__"``
         log.warning("extracting on %d processes failed (%s): the other %d blocks are extracted here",
                     processes, e, len(refs) - given)
         yield from extract_many(conn, workspace, refs[given:], prefer, 1)
+    finally:
+        # every run was submitted at once: a caller that stops early (an interrupted build) waits
+        # only for the runs under way, not for the whole corpus
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 _EXTRACTORS: Extractors | None = None  # one per extracting process, on its own connection

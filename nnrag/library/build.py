@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..db import connect
 from ..extract.lending import check_prefer
-from ..extract.many import extract_many
+from ..extract.many import Extracted, extract_many
 from ..extract.key import extraction_keys
 from ..index.lookup import BlockRef
 from ..progress import ProgressFn
@@ -109,7 +109,6 @@ def build_library(
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('extraction_keys', ?)", (json.dumps(keys, sort_keys=True),))
         conn.execute("DELETE FROM meta WHERE key='extraction_key'")  # the one key of every source, before
         made = dict(conn.execute("SELECT block_id, code_sha1 FROM extracted").fetchall())
-        extracted: list[tuple[str, str]] = []
         imported: Counter[str] = Counter()  # how many files import each module of the package they import the rest of
 
         def install_may_change(prev: sqlite3.Row) -> bool:
@@ -162,35 +161,48 @@ def build_library(
                 names_of[ref.block_id] = row["name"]
         if progress and total > len(todo):
             progress("extract", total - len(todo), total)
-        for n, x in enumerate(extract_many(conn, workspace, todo, prefer, workers), total - len(todo) + 1):
+
+        def extracted(x: Extracted) -> None:
+            """Store what extracting one block gave, at once: a build stopped before the gate judges
+            the block resumes from its stored file instead of extracting it again."""
             ref, name = x.ref, names_of[x.ref.block_id]
             extract_times.append(x.seconds)
             report.extracted += 1
-            if progress:
-                progress("extract", n, total)
             if x.assembled is None:
                 records.save(conn, workspace, records.Verdict(
                     ref.block_id, ref.source, ref.qualname, name, ref.category, "failed", "extract",
                     x.issues[0].code, "; ".join(str(i) for i in x.issues)[:2000], {"issues": [asdict(i) for i in x.issues]},
                     x.seconds, GATE_VERSION, None, x.files))
                 report.count(ref.source, False, x.issues[0].code)
-                continue
+                return
             sha1 = records.code_sha1(x.assembled.code)
-            extracted.append((ref.block_id, sha1))
+            conn.execute("INSERT OR REPLACE INTO extracted VALUES (?, ?)", (ref.block_id, sha1))
             if reusable(ref.block_id, sha1):
                 reuse(ref)
-                continue
-            if not pending and validate:
+                return
+            candidate = records.Candidate.of(ref, name, x.files, x.assembled, x.seconds)
+            prev = known.get(ref.block_id)
+            # an older gate's verdict of this very file stands until the new one replaces it
+            if not validate or not (prev and sha1 in (prev["code_sha1"], prev["extracted_as"])):
+                records.save(conn, workspace, candidate.not_run())
+            if not validate:
+                report.not_validated += 1
+                return
+            if not pending:
                 gate.warm()  # torch imports in the workers while the other blocks are extracted
             imported.update(x.assembled.package_modules)
-            pending.append(records.Candidate.of(ref, name, x.files, x.assembled, x.seconds))
+            pending.append(candidate)
 
-        conn.executemany("INSERT OR REPLACE INTO extracted VALUES (?, ?)", extracted)
+        try:
+            with contextlib.closing(extract_many(conn, workspace, todo, prefer, workers)) as made_now:
+                for n, x in enumerate(made_now, total - len(todo) + 1):
+                    extracted(x)
+                    if progress:
+                        progress("extract", n, total)
+        except KeyboardInterrupt:
+            report.interrupted, pending = True, []  # stored unjudged, judged by the next build
+            imported.clear()
         report.extract_median_s = statistics.median(extract_times) if extract_times else None
-        if not validate:
-            for candidate in pending:
-                records.save(conn, workspace, candidate.not_run())
-            report.not_validated, pending = report.not_validated + len(pending), []
         gate.preload(m for m, n in imported.items() if n >= _PRELOAD_SHARED)
         v_started = time.perf_counter()
         done = 0
