@@ -182,6 +182,7 @@ class TermScores:
         self._lock = threading.Lock()
         self._version: str | None = None
         self._ids: list[str] = []  # block ids by position
+        self._positions: dict[str, int] = {}  # and the position of each
         self._at = np.zeros(0, np.int32)  # a row's rowid -> its position (-1: none)
         self._terms: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._held = 0  # rows held over all terms
@@ -193,6 +194,7 @@ class TermScores:
         with self._lock:
             if version != self._version:
                 self._version, self._ids, self._at = version, [], np.zeros(0, np.int32)
+                self._positions = {}
                 self._terms, self._held, self._mask_for = OrderedDict(), 0, (None, None)
 
     def scores(self, conn: sqlite3.Connection, terms: list[str], allowed: AbstractSet[str] | None,
@@ -239,10 +241,15 @@ class TermScores:
                         read += 1
         return read
 
+    def positions(self) -> dict[str, int]:
+        """Block id -> its position in the ids :meth:`scores` returns."""
+        return self._positions
+
     def _read_ids(self, conn: sqlite3.Connection) -> None:
         if not self._ids:
             rows = conn.execute("SELECT rowid, block_id FROM search_keys ORDER BY rowid").fetchall()
             self._ids = [b for _, b in rows]
+            self._positions = {b: i for i, b in enumerate(self._ids)}
             self._at = np.full(rows[-1][0] + 1 if rows else 0, -1, np.int32)
             self._at[[r for r, _ in rows]] = np.arange(len(rows), dtype=np.int32)
 
@@ -296,12 +303,36 @@ def search(conn: sqlite3.Connection, text: str, k: int, allowed: AbstractSet[str
     Each field contributes its best ``_FIELD_DEPTH`` matches among the allowed blocks: summing
     every match instead lost 0.10 of R@10 summed over the wide evaluation's nine splits, since a
     block holding many weak words then outranks one that holds the query's rare ones."""
+    return scored(conn, text, k, allowed, cache).best(k)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Every block's lexical score for one query (0 where no field counted it): its best ones
+    make the ranking, and :meth:`of` gives fusion the score of a block only the dense side found."""
+
+    ids: list[str]
+    total: np.ndarray
+    positions: dict[str, int]
+
+    def best(self, k: int) -> list[tuple[str, float]]:
+        n = min(k, int(np.count_nonzero(self.total)))
+        if n <= 0:
+            return []
+        top = np.argpartition(-self.total, n - 1)[:n]
+        return sorted(((self.ids[i], float(self.total[i])) for i in top), key=lambda kv: (-kv[1], kv[0]))
+
+    def of(self, block_ids: Iterable[str]) -> dict[str, float]:
+        return {b: float(self.total[self.positions[b]]) if b in self.positions else 0.0 for b in block_ids}
+
+
+def scored(conn: sqlite3.Connection, text: str, k: int, allowed: AbstractSet[str] | None = None,
+           cache: TermScores | None = None) -> Scored:
+    """Every block's score for ``text`` as :func:`search` ranks them (each field's best
+    max(``_FIELD_DEPTH``, 4 ``k``) matches counted)."""
     terms = query_terms(text)
     if not terms:
-        return []
-    ids, total = (cache or TermScores()).scores(conn, terms, allowed, max(_FIELD_DEPTH, 4 * k))
-    n = min(k, int(np.count_nonzero(total)))
-    if n == 0:
-        return []
-    best = np.argpartition(-total, n - 1)[:n]
-    return sorted(((ids[i], float(total[i])) for i in best), key=lambda kv: (-kv[1], kv[0]))
+        return Scored([], np.zeros(0, np.float32), {})
+    cache = cache or TermScores()
+    ids, total = cache.scores(conn, terms, allowed, max(_FIELD_DEPTH, 4 * k))
+    return Scored(ids, total, cache.positions())
