@@ -198,9 +198,9 @@ class TermScores:
                 self._terms, self._held, self._mask_for = OrderedDict(), 0, (None, None)
 
     def scores(self, conn: sqlite3.Connection, terms: list[str], allowed: AbstractSet[str] | None,
-               depth: int) -> tuple[list[str], np.ndarray]:
-        """(block ids, their weighted sum of each field's best ``depth`` BM25 scores among the
-        ``allowed`` blocks); 0 where no field counted."""
+               depth: int) -> "Scored":
+        """Every block's weighted sum of each field's best ``depth`` BM25 scores among the
+        ``allowed`` blocks; 0 where no field counted."""
         with self._lock:
             self._read_ids(conn)
             mask = self._mask(allowed)
@@ -215,7 +215,7 @@ class TermScores:
                 if depth < len(field):
                     field[np.argpartition(-field, depth)[depth:]] = 0.0
                 total += _WEIGHTS[f] * field
-            return self._ids, total
+            return Scored(self._ids, total, self._positions)
 
     def read_ahead(self, conn: sqlite3.Connection, version: str, share: float = _READ_AHEAD_SHARE) -> int:
         """Read now the scores of every stem that at least ``share`` of a field's rows hold, the
@@ -240,10 +240,6 @@ class TermScores:
                         self._keep((f, stem), _positions(found, at))
                         read += 1
         return read
-
-    def positions(self) -> dict[str, int]:
-        """Block id -> its position in the ids :meth:`scores` returns."""
-        return self._positions
 
     def _read_ids(self, conn: sqlite3.Connection) -> None:
         if not self._ids:
@@ -313,7 +309,7 @@ class Scored:
 
     ids: list[str]
     total: np.ndarray
-    positions: dict[str, int]
+    positions: dict[str, int]  # block id -> its place in ``ids``
 
     def best(self, k: int) -> list[tuple[str, float]]:
         n = min(k, int(np.count_nonzero(self.total)))
@@ -333,6 +329,4 @@ def scored(conn: sqlite3.Connection, text: str, k: int, allowed: AbstractSet[str
     terms = query_terms(text)
     if not terms:
         return Scored([], np.zeros(0, np.float32), {})
-    cache = cache or TermScores()
-    ids, total = cache.scores(conn, terms, allowed, max(_FIELD_DEPTH, 4 * k))
-    return Scored(ids, total, cache.positions())
+    return (cache or TermScores()).scores(conn, terms, allowed, max(_FIELD_DEPTH, 4 * k))

@@ -54,7 +54,6 @@ class Neighbours:
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(self.ids[i], float(scores[i])) for i in top]
 
-
     def cosines(self, vector: Sequence[float], block_ids: Iterable[str]) -> dict[str, float]:
         """The cosine of each of ``block_ids`` that has a vector: what fusion reads for a block only
         the lexical side found."""
