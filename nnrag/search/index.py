@@ -497,12 +497,8 @@ def _fuse(rankings: list[list[tuple[str, float]]], weights: Sequence[float] | No
     does not takes its own score here from ``others`` (the same method's score of it), normalised
     the same way and so mostly below 0, floored at ``_FLOOR``; without one, 0.
 
-    Before, such a block took 0 on the side that missed it whatever that side thought of it, and
-    the best of one side alone scored 1.0, above blocks both sides rank well: a `PReLU` topping
-    the lexical list for a query on a learned per-channel residual scale, a plain `LayerNorm`
-    topping the dense list for adaptive layer norm. Reading the other side's own score raised
-    both dev splits of the wide evaluation (R@10 + MRR@10 summed over the two 3.033 -> 3.069)
-    and the nine splits' summed R@10 6.111 -> 6.232.
+    With 0 there instead, the best of one side alone scored 1.0 and outranked blocks both sides
+    rank well; reading the score raised both dev splits of the wide evaluation (docs/benchmarks.md).
 
     On the retrieval eval this beats reciprocal rank fusion (MRR@10 0.705 against 0.656 at k=60):
     a confident lexical match keeps its lead instead of counting only as rank one. Weighting
