@@ -298,23 +298,6 @@ def test_the_fusion_study_at_the_shipped_setting_is_the_search(lib: dict[str, ob
     assert 1 <= len(one) <= 2
 
 
-def test_fusion_reads_each_side_own_score_of_a_block_only_the_other_side_ranked(lib: dict[str, object]) -> None:
-    from nnrag.search.index import _FLOOR, _fuse
-
-    index = nnrag.search_index(home=lib["home"])
-    query = "normalise the activations"
-    few, every = (index.candidates(query, n, validated=None) for n in (3, 10_000))
-    for side, other in (("dense", "lexical"), ("lexical", "dense")):
-        only = {b for b, _ in few.rankings[other]} - {b for b, _ in few.rankings[side]}
-        assert only and set(few.others[side]) == only
-        full = dict(every.rankings[side])  # the whole library ranked: the same scores
-        for block_id in only:
-            assert few.others[side][block_id] == pytest.approx(full.get(block_id, 0.0), abs=1e-5)
-    # normalised by the side's own candidates: below them a block takes less than 0, never under the floor
-    fused = dict(_fuse([[("a", 1.0), ("b", 0.5)], [("c", 10.0), ("a", 5.0)]], None, [{"c": -1.0}, {"b": 4.0}]))
-    assert fused == pytest.approx({"a": 1.0, "b": -0.2, "c": 1.0 + _FLOOR})
-
-
 def test_shared_chroma_server(lib: dict[str, object], tmp_path: Path) -> None:
     """`--chroma-url` puts the vectors in a `chroma run` server; texts embedded before are reused."""
     import socket

@@ -43,9 +43,6 @@ METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 # on the wide evaluation this raised MRR@10 on five of nine splits (R@10 on one) and lowered none
 _VARIANT = re.compile(r"(?:V\d+|[123][dD]|Fp(?:16|32))$")
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-# the least a block found by one method only takes from the other, whose own score of it is read
-# (``_fuse``): chosen on the wide evaluation's dev splits, where -0.1 to -0.4 raised both alike
-_FLOOR = -0.25
 # what a synced index holds (the text views, the glossary): a new version makes the next search
 # sync first and read every block again
 _INDEX_VERSION = "14"
@@ -72,15 +69,6 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class Candidates:
-    """Each method's own ranking of its best blocks (block id, raw score), before fusion and
-    grouping, and each method's own score of the blocks only the other method ranked."""
-
-    rankings: dict[Method, list[tuple[str, float]]]
-    others: dict[Method, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -282,9 +270,9 @@ class SearchIndex:
         return self._near[1]
 
     def _lexical(self, query: str, n: int, allowed: AbstractSet[str] | None,
-                 kept: lexical.TermScores) -> lexical.Scored:
+                 kept: lexical.TermScores) -> list[tuple[str, float]]:
         with self._store() as store:
-            return lexical.scored(store.conn, query, n, allowed, kept)
+            return lexical.search(store.conn, query, n, allowed, kept)
 
     def _signature(self, conn: sqlite3.Connection) -> str:
         """What the library is, cheaply: every write of a row stamps a new ``updated_at``, so the
@@ -406,13 +394,14 @@ class SearchIndex:
             rankings = self._rankings(store.conn, query, _CANDIDATES, source, category, validated, method)
             return self._fused_hits(store, rankings, k)
 
-    def candidates(self, query: str, n: int = _CANDIDATES, *, validated: bool | None = True) -> Candidates:
-        """Each method's own ranking of its best ``n`` blocks, before fusion and grouping: what a
-        study of the fusion varies (``nnrag.evals.bench_fusion``)."""
+    def candidates(self, query: str, n: int = _CANDIDATES, *,
+                   validated: bool | None = True) -> dict[Method, list[tuple[str, float]]]:
+        """Each method's own ranking of its best ``n`` blocks (block id, raw score), before fusion
+        and grouping: what a study of the fusion varies (``nnrag.evals.bench_fusion``)."""
         with self._store() as store:
             return self._rankings(store.conn, query, n, None, None, validated, "hybrid")
 
-    def fused(self, candidates: Candidates, k: int = 10, lexical_weight: float = 1.0,
+    def fused(self, candidates: dict[Method, list[tuple[str, float]]], k: int = 10, lexical_weight: float = 1.0,
               n: int = _CANDIDATES) -> list[Hit]:
         """The hybrid search's answer made from :meth:`candidates`: each ranking cut to its best
         ``n``, fused with the lexical one weighed ``lexical_weight`` against the dense one, copies
@@ -421,7 +410,7 @@ class SearchIndex:
             return self._fused_hits(store, candidates, k, lexical_weight, n)
 
     def _rankings(self, conn: sqlite3.Connection, query: str, n: int, source: str | None, category: str | None,
-                  validated: bool | None, method: Method) -> Candidates:
+                  validated: bool | None, method: Method) -> dict[Method, list[tuple[str, float]]]:
         """The dense and lexical rankings ``method`` asks for, best ``n`` each, the index brought up
         to date first."""
         self._follow_tuning(conn)
@@ -444,26 +433,20 @@ class SearchIndex:
             words = self._pool().submit(self._lexical, query, n, ids, kept)
         if method in ("dense", "hybrid"):
             vector = self.embedder.embed([query])[0]
-            near = self._neighbours(conn, signature)
-            rankings["dense"] = near.nearest(vector, n, allowed)
-        if method != "hybrid":
-            return Candidates(rankings)
-        scored = words.result()
-        rankings["lexical"] = scored.best(n)
-        dense, found = ({b for b, _ in rankings[m]} for m in ("dense", "lexical"))
-        return Candidates(rankings, {"dense": near.cosines(vector, found - dense), "lexical": scored.of(dense - found)})
+            rankings["dense"] = self._neighbours(conn, signature).nearest(vector, n, allowed)
+        if method == "hybrid":
+            rankings["lexical"] = words.result()
+        return rankings
 
-    def _fused_hits(self, store: Database, candidates: Candidates, k: int,
+    def _fused_hits(self, store: Database, rankings: dict[Method, list[tuple[str, float]]], k: int,
                     lexical_weight: float = 1.0, n: int = _CANDIDATES) -> list[Hit]:
         """The rankings cut to their best ``n``, fused (lexical weighed ``lexical_weight``), copies
         grouped: the top ``k`` hits."""
         signature = self._signature(store.conn)
         if self._keys[0] != signature:
             self._keys = (signature, {})
-        present = [m for m in ("dense", "lexical") if m in candidates.rankings]
-        fused = _fuse([candidates.rankings[m][:n] for m in present],
-                      [lexical_weight if m == "lexical" else 1.0 for m in present],
-                      [candidates.others.get(m, {}) for m in present])
+        present = [m for m in ("dense", "lexical") if m in rankings]
+        fused = _fuse([rankings[m][:n] for m in present], [lexical_weight if m == "lexical" else 1.0 for m in present])
         return _hits(store, fused, k, self._keys[1])
 
 def _synced(conn: sqlite3.Connection) -> str | None:
@@ -490,33 +473,21 @@ def _allowed(conn: sqlite3.Connection, source: str | None, category: str | None,
     return {r["block_id"] for r in conn.execute(sql, args)}
 
 
-def _fuse(rankings: list[list[tuple[str, float]]], weights: Sequence[float] | None = None,
-          others: Sequence[dict[str, float]] | None = None) -> list[tuple[str, float]]:
+def _fuse(rankings: list[list[tuple[str, float]]], weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
     """Score fusion: each ranking's scores min-max normalised over its candidates, summed (times
-    its weight in ``weights``, 1 each when not given). A block another ranking holds and this one
-    does not takes its own score here from ``others`` (the same method's score of it), normalised
-    the same way and so mostly below 0, floored at ``_FLOOR``; without one, 0.
-
-    With 0 there instead, the best of one side alone scored 1.0 and outranked blocks both sides
-    rank well; reading the score raised both dev splits of the wide evaluation (docs/benchmarks.md).
+    its weight in ``weights``, 1 each when not given).
 
     On the retrieval eval this beats reciprocal rank fusion (MRR@10 0.705 against 0.656 at k=60):
     a confident lexical match keeps its lead instead of counting only as rank one. Weighting
     lexical 1.5-3x moved the wide evaluation's dev split by a query or two either way."""
     fused: dict[str, float] = {}
-    found = {block_id for ranking in rankings for block_id, _ in ranking}
-    for n, (ranking, weight) in enumerate(zip(rankings, weights or [1.0] * len(rankings))):
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings)):
         if not ranking:
             continue
         top, bottom = ranking[0][1], ranking[-1][1]
         span = (top - bottom) or 1.0
-        own, other = dict(ranking), others[n] if others else {}
-        for block_id in found:
-            if block_id in own:
-                share = (own[block_id] - bottom) / span
-            else:
-                share = max(_FLOOR, (other[block_id] - bottom) / span) if block_id in other else 0.0
-            fused[block_id] = fused.get(block_id, 0.0) + weight * share
+        for block_id, score in ranking:
+            fused[block_id] = fused.get(block_id, 0.0) + weight * (score - bottom) / span
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 

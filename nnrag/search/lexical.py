@@ -182,7 +182,6 @@ class TermScores:
         self._lock = threading.Lock()
         self._version: str | None = None
         self._ids: list[str] = []  # block ids by position
-        self._positions: dict[str, int] = {}  # and the position of each
         self._at = np.zeros(0, np.int32)  # a row's rowid -> its position (-1: none)
         self._terms: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._held = 0  # rows held over all terms
@@ -194,13 +193,12 @@ class TermScores:
         with self._lock:
             if version != self._version:
                 self._version, self._ids, self._at = version, [], np.zeros(0, np.int32)
-                self._positions = {}
                 self._terms, self._held, self._mask_for = OrderedDict(), 0, (None, None)
 
     def scores(self, conn: sqlite3.Connection, terms: list[str], allowed: AbstractSet[str] | None,
-               depth: int) -> "Scored":
-        """Every block's weighted sum of each field's best ``depth`` BM25 scores among the
-        ``allowed`` blocks; 0 where no field counted."""
+               depth: int) -> tuple[list[str], np.ndarray]:
+        """(block ids, their weighted sum of each field's best ``depth`` BM25 scores among the
+        ``allowed`` blocks); 0 where no field counted."""
         with self._lock:
             self._read_ids(conn)
             mask = self._mask(allowed)
@@ -215,7 +213,7 @@ class TermScores:
                 if depth < len(field):
                     field[np.argpartition(-field, depth)[depth:]] = 0.0
                 total += _WEIGHTS[f] * field
-            return Scored(self._ids, total, self._positions)
+            return self._ids, total
 
     def read_ahead(self, conn: sqlite3.Connection, version: str, share: float = _READ_AHEAD_SHARE) -> int:
         """Read now the scores of every stem that at least ``share`` of a field's rows hold, the
@@ -245,7 +243,6 @@ class TermScores:
         if not self._ids:
             rows = conn.execute("SELECT rowid, block_id FROM search_keys ORDER BY rowid").fetchall()
             self._ids = [b for _, b in rows]
-            self._positions = {b: i for i, b in enumerate(self._ids)}
             self._at = np.full(rows[-1][0] + 1 if rows else 0, -1, np.int32)
             self._at[[r for r, _ in rows]] = np.arange(len(rows), dtype=np.int32)
 
@@ -299,34 +296,12 @@ def search(conn: sqlite3.Connection, text: str, k: int, allowed: AbstractSet[str
     Each field contributes its best ``_FIELD_DEPTH`` matches among the allowed blocks: summing
     every match instead lost 0.10 of R@10 summed over the wide evaluation's nine splits, since a
     block holding many weak words then outranks one that holds the query's rare ones."""
-    return scored(conn, text, k, allowed, cache).best(k)
-
-
-@dataclass(frozen=True)
-class Scored:
-    """Every block's lexical score for one query (0 where no field counted it): its best ones
-    make the ranking, and :meth:`of` gives fusion the score of a block only the dense side found."""
-
-    ids: list[str]
-    total: np.ndarray
-    positions: dict[str, int]  # block id -> its place in ``ids``
-
-    def best(self, k: int) -> list[tuple[str, float]]:
-        n = min(k, int(np.count_nonzero(self.total)))
-        if n <= 0:
-            return []
-        top = np.argpartition(-self.total, n - 1)[:n]
-        return sorted(((self.ids[i], float(self.total[i])) for i in top), key=lambda kv: (-kv[1], kv[0]))
-
-    def of(self, block_ids: Iterable[str]) -> dict[str, float]:
-        return {b: float(self.total[self.positions[b]]) if b in self.positions else 0.0 for b in block_ids}
-
-
-def scored(conn: sqlite3.Connection, text: str, k: int, allowed: AbstractSet[str] | None = None,
-           cache: TermScores | None = None) -> Scored:
-    """Every block's score for ``text`` as :func:`search` ranks them (each field's best
-    max(``_FIELD_DEPTH``, 4 ``k``) matches counted)."""
     terms = query_terms(text)
     if not terms:
-        return Scored([], np.zeros(0, np.float32), {})
-    return (cache or TermScores()).scores(conn, terms, allowed, max(_FIELD_DEPTH, 4 * k))
+        return []
+    ids, total = (cache or TermScores()).scores(conn, terms, allowed, max(_FIELD_DEPTH, 4 * k))
+    n = min(k, int(np.count_nonzero(total)))
+    if n == 0:
+        return []
+    best = np.argpartition(-total, n - 1)[:n]
+    return sorted(((ids[i], float(total[i])) for i in best), key=lambda kv: (-kv[1], kv[0]))

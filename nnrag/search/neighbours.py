@@ -30,7 +30,6 @@ class Neighbours:
     ids: list[str]
     matrix: np.ndarray  # one unit row per block, in ``ids`` order
     _masks: dict[str, tuple[np.ndarray, int]] = field(default_factory=dict)  # per filter key: rows allowed, count
-    _rows: dict[str, int] | None = None  # block id -> its row, made at the first ``cosines``
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -53,17 +52,6 @@ class Neighbours:
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(self.ids[i], float(scores[i])) for i in top]
-
-    def cosines(self, vector: Sequence[float], block_ids: Iterable[str]) -> dict[str, float]:
-        """The cosine of each of ``block_ids`` that has a vector: what fusion reads for a block only
-        the lexical side found."""
-        if self._rows is None:
-            self._rows = {b: i for i, b in enumerate(self.ids)}
-        rows = [(b, self._rows[b]) for b in block_ids if b in self._rows]
-        if not rows:
-            return {}
-        scores = self.matrix[[i for _, i in rows]] @ np.asarray(vector, dtype=np.float32)
-        return {b: float(x) for (b, _), x in zip(rows, scores)}
 
 
 def read(conn: sqlite3.Connection, model: str) -> Neighbours | None:
