@@ -119,12 +119,17 @@ def build_library(
             judged, refused = (json.loads(prev[k]) if prev[k] else None for k in ("judged_in", "not_installable"))
             return bool(prev["waits_for"]) or not settled_by_install(workspace, judged, refused)
 
+        def same_file(block_id: str, sha1: str | None) -> bool:
+            """Whether the stored record of ``block_id`` is of the file of SHA-1 ``sha1``."""
+            prev = known.get(block_id)
+            return bool(prev and sha1 and sha1 in (prev["code_sha1"], prev["extracted_as"]))
+
         def reusable(block_id: str, sha1: str | None) -> bool:
             """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
             prev = known.get(block_id)
             # a build that does not validate keeps any verdict of an unchanged file, an older gate's too,
             # and leaves a block stored unjudged so
-            return bool(prev and sha1 and sha1 in (prev["code_sha1"], prev["extracted_as"])
+            return bool(prev and same_file(block_id, sha1)
                         and (prev["gate_version"] == GATE_VERSION or not validate)
                         and records.file_for(workspace, block_id).exists()
                         and not install_may_change(prev))
@@ -181,9 +186,8 @@ def build_library(
                 reuse(ref)
                 return
             candidate = records.Candidate.of(ref, name, x.files, x.assembled, x.seconds)
-            prev = known.get(ref.block_id)
             # an older gate's verdict of this very file stands until the new one replaces it
-            if not validate or not (prev and sha1 in (prev["code_sha1"], prev["extracted_as"])):
+            if not validate or not same_file(ref.block_id, sha1):
                 records.save(conn, workspace, candidate.not_run())
             if not validate:
                 report.not_validated += 1
