@@ -12,9 +12,8 @@
     return node;
   };
 
-  // a block's status: [CSS class, sign, words], as the pages' MARKS in app.py
-  const MARKS = { validated: ["ok", "✓", "passes the gate"], failed: ["bad", "✗", "fails the gate"],
-                  "not-run": ["", "·", "not validated yet"] };
+  // a block's status: [CSS class, sign, words], as the page was given them (MARKS in app.py)
+  const MARKS = JSON.parse(document.getElementById("marks").textContent);
 
   function render(hits) {
     list.replaceChildren(...hits.map((h) => {
