@@ -45,7 +45,7 @@ _VARIANT = re.compile(r"(?:V\d+|[123][dD]|Fp(?:16|32))$")
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
 # what a synced index holds (the text views, the glossary): a new version makes the next search
 # sync first and read every block again
-_INDEX_VERSION = "14"
+_INDEX_VERSION = "15"
 # more than a few texts per call, so a sync's batches run on sentence-transformers (31 texts/s here)
 # rather than numpy (15/s): at 64, exactly the numpy limit, every build embedded on numpy
 _EMBED_BATCH = 2 * FEW_TEXTS

@@ -11,6 +11,11 @@ A key matches a run of whole words of the class name (or of a spelled-out abbrev
 -> ``squeeze excitation``), compared without spaces, so ``relu 6`` finds ``ReLU6`` (``re lu 6``)
 and ``resnest`` finds ``ResNeSt``; the longest key that matches wins a place first, at most
 ``_MAX_MATCHES`` definitions per block. Entries describe techniques, never particular classes.
+
+Definitions spell out the words a question uses ("queries, keys and values", "two fully connected
+layers", "convolution") rather than the shorthand of code and papers (Q/K/V, FC-ReLU-FC, conv): the
+embedder does not read ``FC`` as "fully connected", and a squeeze-and-excitation block written in
+that shorthand ranked below 50 for a question describing it.
 """
 
 from __future__ import annotations
@@ -64,11 +69,11 @@ _ENTRIES: list[tuple[tuple[str, ...], str]] = [
     (("soft max",), "softmax over a dimension"),
     # -- attention and token mixing ----------------------------------------------------------
     (("multi head attention", "multihead attention"), "MHA: scaled dot-product attention run in parallel heads, outputs concatenated and projected"),
-    (("cross attention", "cross attn"), "cross-attention (encoder-decoder attention): Q from the current stream, K and V from a context such as encoder states or conditioning"),
+    (("cross attention", "cross attn"), "cross-attention (encoder-decoder attention): queries from the current stream, keys and values taken from a context such as encoder states or conditioning"),
     (("window attention",), "W-MSA: attention computed only within M x M tiles of a feature map, plus a relative bias table"),
     (("swin", "shifted window"), "Swin transformer: windowed self-attention alternating regular and shifted windows, hierarchical stages with patch merging"),
-    (("multi query attention", "mqa"), "MQA: many query heads, one shared K/V head, smaller KV cache"),
-    (("grouped query attention", "gqa"), "GQA: query heads partitioned into groups, one K/V head per group (Llama 2/3, Mistral)"),
+    (("multi query attention", "mqa"), "MQA: many query heads, one shared key/value head, smaller key-value cache"),
+    (("grouped query attention", "gqa"), "GQA: query heads partitioned into groups, one key/value head per group (Llama 2/3, Mistral)"),
     (("linear attention", "efficient attention"), "attention with linear cost in sequence length via kernel feature maps instead of the softmax over all pairs"),
     (("lsh self attention", "lsh attention", "reformer"), "locality-sensitive hashing attention (Reformer): queries and keys hashed into buckets, attention only within buckets"),
     (("longformer",), "Longformer: local windowed attention combined with task-specific global attention tokens, linear in length"),
@@ -84,7 +89,7 @@ _ENTRIES: list[tuple[tuple[str, ...], str]] = [
     (("q former", "qformer"),"Q-Former (BLIP-2): trainable query embeddings read frozen vision features via cross-attention"),
     (("non local",), "non-local block: self-attention over all spatial positions of a feature map, added as a residual"),
     (("global context", "gc block"), "global context block: attention pooling over all positions, a bottleneck transform, added to every position"),
-    (("squeeze excitation", "squeeze excite", "se module", "se block", "se layer"), "squeeze-and-excitation (SENet): global average pool per channel, bottleneck FC-ReLU-FC, sigmoid, channel-wise rescale"),
+    (("squeeze excitation", "squeeze excite", "se module", "se block", "se layer"), "squeeze-and-excitation (SENet): global average pool per channel, a bottleneck of two fully connected layers with ReLU between, sigmoid, channel-wise rescale"),
     (("eca", "eca module", "ceca", "efficient channel attention"), "efficient channel attention (ECA): a small 1D convolution across the globally pooled channel descriptor gives sigmoid channel weights, without dimensionality reduction"),
     (("cbam",), "CBAM: sequential channel and spatial attention modules refining a feature map"),
     (("selective kernel", "sk conv"), "SKNet selective kernel: multi-branch convolutions of different kernel size combined with softmax attention across branches"),
@@ -96,14 +101,14 @@ _ENTRIES: list[tuple[tuple[str, ...], str]] = [
     (("triplet attention",), "triplet attention: cross-dimension interaction through three rotated attention branches"),
     (("fourier transform", "f net fourier", "fnet fourier", "fourier mix"), "FNet: token mixing by an unparameterised 2D FFT (real part) in place of self-attention"),
     (("global filter",), "global filter layer: mixes tokens by multiplying their 2D Fourier transform with a learned filter"),
-    (("mamba mixer", "mamba 2 mixer", "mamba", "selective scan", "ssm"), "Mamba: selective state-space model, input-dependent SSM parameters, causal depthwise conv and SiLU gate"),
+    (("mamba mixer", "mamba 2 mixer", "mamba", "selective scan", "ssm"), "Mamba: selective state-space model, input-dependent SSM parameters, causal depthwise convolution and SiLU gate"),
     (("rwkv",), "RWKV: linear-attention RNN with exponential time-decay (WKV) and time-mix shift, parallelisable training"),
     (("retention", "ret net"), "retention: recurrent attention with exponential decay, parallel in training and recurrent at inference"),
     (("hyena",), "Hyena: long implicit convolutions interleaved with gating as an attention replacement"),
     (("mixer block", "mlp mixer", "token mixing"), "MLP-Mixer block: an MLP across tokens then an MLP across channels"),
     (("pool former", "pooling mixer"), "PoolFormer: average pooling as the token mixer of a transformer-style block"),
     # -- position ------------------------------------------------------------------------------
-    (("rotary", "rotary embedding", "rotary position embedding", "rope"), "RoPE: rotation of 2D sub-vectors of Q and K by position-dependent angles, encoding relative position in dot products"),
+    (("rotary", "rotary embedding", "rotary position embedding", "rope"), "RoPE: rotation of 2D sub-vectors of queries and keys by position-dependent angles, encoding relative position in dot products"),
     (("sinusoidal", "sinusoidal positional embedding", "sine position embedding", "position embedding sine", "positional encoding"), "sinusoidal encoding (Vaswani et al.): sin and cos of position times geometrically decreasing frequencies, no parameters"),
     (("learned positional embedding", "learned position embedding"), "learned absolute position embeddings, one vector per position"),
     (("alibi",), "ALiBi: attention biased by a head-specific linear penalty on the query-key distance"),
@@ -111,12 +116,12 @@ _ENTRIES: list[tuple[tuple[str, ...], str]] = [
     (("fourier features", "fourier embed", "fourier position", "random fourier"), "Fourier features: sin/cos of (random or learned) linear maps of coordinates"),
     (("timestep embedding", "timesteps", "timestep embedder", "time embedding"), "diffusion timestep embedding: a sinusoidal encoding of the noise step passed through a small MLP"),
     # -- convolution blocks -------------------------------------------------------------------
-    (("depthwise separable", "separable conv", "sep conv", "ds conv", "depth wise separable"), "depthwise-separable convolution (MobileNet, Xception): depthwise conv per channel then 1x1 conv mixing channels"),
+    (("depthwise separable", "separable conv", "sep conv", "ds conv", "depth wise separable"), "depthwise-separable convolution (MobileNet, Xception): depthwise convolution per channel then 1x1 convolution mixing channels"),
     (("inverted residual", "mb conv", "mbconv"), "inverted residual (MBConv): 1x1 expansion, depthwise convolution, 1x1 linear projection back, with a skip connection (MobileNetV2, EfficientNet)"),
     (("fused mb conv", "fused mbconv", "edge residual"), "fused MBConv: a full 3x3 expansion convolution replaces the 1x1 expansion and depthwise pair"),
     (("bottleneck",), "bottleneck residual block: 1x1 reduce, 3x3 convolution, 1x1 expand, added to a shortcut"),
-    (("basic block",), "ResNet BasicBlock: conv3x3-BN-ReLU-conv3x3-BN plus identity or projected shortcut"),
-    (("conv next block", "conv next layer", "convnext"), "ConvNeXt block: 7x7 depthwise conv, LayerNorm, 4x expansion pointwise MLP with GELU, layer scale, residual"),
+    (("basic block",), "ResNet BasicBlock: 3x3 convolution, batch norm, ReLU, 3x3 convolution, batch norm, plus identity or projected shortcut"),
+    (("conv next block", "conv next layer", "convnext"), "ConvNeXt block: 7x7 depthwise convolution, LayerNorm, 4x expansion pointwise MLP with GELU, layer scale, residual"),
     (("ghost module", "ghost bottleneck"), "Ghost module: a few ordinary feature maps plus cheap linear (depthwise) operations generate the rest"),
     (("rep vgg", "mobile one", "rep conv"), "structural re-parameterisation: parallel 3x3, 1x1 and identity branches in training fused into one convolution for inference"),
     (("dense layer", "dense block", "dense net"), "DenseNet layer: batch norm, ReLU, convolution, its output concatenated to all earlier features"),
@@ -141,15 +146,15 @@ _ENTRIES: list[tuple[tuple[str, ...], str]] = [
     (("shuffle net", "channel shuffle"), "channel shuffle: permutes channels between groups so grouped convolutions exchange information"),
     (("dilated", "atrous"), "dilated (atrous) convolution: a kernel with gaps that enlarges the receptive field without downsampling"),
     # -- detection and segmentation ------------------------------------------------------------
-    (("fpn", "feature pyramid network"), "FPN: multi-scale feature maps from lateral 1x1 convs merged with upsampled coarser levels, each smoothed by a 3x3 conv"),
+    (("fpn", "feature pyramid network"), "FPN: multi-scale feature maps from lateral 1x1 convolutions merged with upsampled coarser levels, each smoothed by a 3x3 convolution"),
     (("pafpn", "pa fpn", "panet", "path aggregation"), "PANet / PAFPN neck: FPN followed by a second, bottom-up path that propagates low-level detail upward"),
     (("bifpn", "bi fpn"), "BiFPN (EfficientDet): weighted bidirectional multi-scale fusion, repeated several times"),
     (("aspp", "atrous spatial pyramid pooling"), "ASPP (DeepLab): atrous convolutions with different dilation rates and a global pooling branch in parallel"),
-    (("psp", "pyramid pooling", "ppm"), "PSPNet pyramid pooling: adaptive pooling to bins such as 1, 2, 3, 6, conv, upsample, concatenation"),
+    (("psp", "pyramid pooling", "ppm"), "PSPNet pyramid pooling: adaptive pooling to bins such as 1, 2, 3, 6, convolution, upsample, concatenation"),
     (("spp", "sppf", "spatial pyramid pooling"), "spatial pyramid pooling: max pooling at several kernel sizes concatenated (YOLO SPP/SPPF)"),
     (("anchor generator",), "anchor generator: prior boxes with multiple sizes and ratios tiled over each position of a feature map"),
     (("rpn", "region proposal", "rpn head"), "RPN (Faster R-CNN): objectness classification and anchor box refinement producing region proposals"),
-    (("retina head", "retina net head", "fcos head", "anchor head", "atss head", "gfl head"), "one-stage dense head (RetinaNet, FCOS, ATSS): separate classification and regression conv subnets shared over FPN levels"),
+    (("retina head", "retina net head", "fcos head", "anchor head", "atss head", "gfl head"), "one-stage dense head (RetinaNet, FCOS, ATSS): separate classification and regression convolution subnets shared over FPN levels"),
     (("roi align", "ro i align", "multi scale ro i align"), "RoIAlign (Mask R-CNN): region features by bilinear interpolation at exact sampling points, no rounding"),
     (("roi pool", "ro i pool"), "RoIPool: region features max-pooled on a quantised grid"),
     (("nms", "non maximum suppression"), "non-maximum suppression: removes boxes overlapping a higher-scoring box"),
@@ -237,8 +242,8 @@ _ENTRIES: list[tuple[tuple[str, ...], str]] = [
     (("lm prediction head", "mlm head", "only mlm head", "lm head"), "MLM head: Linear, GELU, LayerNorm, then a decoder to vocabulary scores, often tied to input embeddings"),
     (("mlp", "feed forward", "ffn"), "position-wise feed-forward network: two linear layers with an activation in between"),
     (("moe", "sparse moe", "experts", "sparse mlp", "router", "top k router"), "mixture of experts (MoE): a gating network picks a few expert MLPs per token (top-k routing) and combines them weighted"),
-    (("conformer convolution", "conformer conv", "convolution module"), "Conformer conv module: 1x1 conv with GLU, depthwise conv, BatchNorm, Swish, 1x1 conv"),
-    (("subsampler", "subsampling", "conv 1d subsampler", "conv subsampling"), "conv subsampling front end: strided convolutions reducing the frame rate of audio features"),
+    (("conformer convolution", "conformer conv", "convolution module"), "Conformer convolution module: 1x1 convolution with GLU, depthwise convolution, BatchNorm, Swish, 1x1 convolution"),
+    (("subsampler", "subsampling", "conv 1d subsampler", "conv subsampling"), "convolutional subsampling front end: strided convolutions reducing the frame rate of audio features"),
     (("feature encoder", "feature extractor"), "waveform feature encoder: stacked strided 1D convolutions over raw audio"),
     (("multi modal projector", "multimodal projector"), "multimodal projector / connector: MLP mapping vision or audio encoder outputs to LLM token embeddings (LLaVA)"),
     (("vector quantizer", "quantizer", "codebook", "vq"), "vector quantiser (VQ-VAE): nearest-codeword lookup with a straight-through gradient and commitment loss"),
@@ -248,12 +253,12 @@ _ENTRIES: list[tuple[tuple[str, ...], str]] = [
     (("gru",), "GRU: gated recurrent unit with update gate z and reset gate r, hidden state only"),
     (("lstm",), "long short-term memory: input, forget and output gates with a memory cell"),
     (("gem", "generalized mean pool", "gen mean pool"), "GeM pooling: (mean of x^p)^(1/p) with a trainable p, from average (p=1) to max (p large)"),
-    (("adaptive avg max pool", "adaptive cat avg max pool", "avg max pool"), "avg+max global pooling: both pooled vectors added or concatenated"),
+    (("adaptive avg max pool", "adaptive cat avg max pool", "avg max pool"), "average and max global pooling: both pooled vectors added or concatenated"),
     # -- generative models -----------------------------------------------------------------------------
-    (("resnet block 2d", "resnet block 3d", "resnet block cond norm 2d", "temporal resnet block"), "diffusion U-Net ResNet block: GroupNorm, SiLU, conv, plus the time embedding injected between the convs"),
+    (("resnet block 2d", "resnet block 3d", "resnet block cond norm 2d", "temporal resnet block"), "diffusion U-Net ResNet block: GroupNorm, SiLU, convolution, plus the time embedding injected between the convolutions"),
     (("basic transformer block", "transformer 2d model", "spatial transformer"), "latent diffusion transformer block: self-attention, cross-attention to text embeddings, feed-forward"),
     (("autoencoder kl", "var auto encoder", "variational auto encoder", "vae"),"VAE (KL autoencoder): Gaussian posterior with predicted mu and log-sigma-squared, reparameterised sampling, KL regulariser"),
-    (("downsample 2d", "downsample 1d", "downsample 3d", "down block 2d"), "U-Net downsampling layer: stride-2 conv or avg-pool"),
+    (("downsample 2d", "downsample 1d", "downsample 3d", "down block 2d"), "U-Net downsampling layer: a stride-2 convolution, or else 2x2 average pooling"),
     (("upsample 2d", "upsample 1d", "upsample 3d", "up block 2d"), "U-Net upsampling: nearest or transposed-convolution upsampling, optionally followed by a convolution"),
     (("control net",), "ControlNet: a trainable copy of the encoder conditioned on an extra image, added through zero-initialised convolutions"),
     (("unetr", "swin unetr"), "UNETR: a transformer encoder over 3D patches with a convolutional decoder for medical segmentation"),
