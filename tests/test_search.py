@@ -859,7 +859,8 @@ def test_mechanisms_read_undocumented_code() -> None:
     held as ``self.attend``, first in a Sequential), local names (a mask value of minus infinity),
     and patterns a textbook names: an input times its own softmax, a learned scalar temperature,
     a diagonal mask, sines and cosines, shifts by padding, a scale and shift predicted together,
-    log-sigmoid of a score difference, every layer of a list mapped over one input."""
+    log-sigmoid of a score difference, every layer of a list mapped over one input, a per-channel
+    scale started at a chosen value (not a norm's plain weight), a convolution that cuts patches."""
     from nnrag.specs.static import class_facts
 
     code = (
@@ -914,6 +915,22 @@ def test_mechanisms_read_undocumented_code() -> None:
         "    def forward(self, q, k, v):\n"
         "        fn = partial(attend) if self.training else attend\n"
         "        return fn(q, k, v)\n"
+        "class Scale(nn.Module):\n"
+        "    def __init__(self, dim, init_values=1e-5):\n"
+        "        self.gamma = nn.Parameter(init_values * torch.ones(dim))\n"
+        "    def forward(self, x):\n"
+        "        return x.mul_(self.gamma) if self.inplace else x * self.gamma\n"
+        "class Affine(nn.Module):\n"
+        "    def __init__(self, dim):\n"
+        "        self.weight = nn.Parameter(torch.ones(dim))\n"
+        "    def forward(self, x):\n"
+        "        return x * self.weight\n"
+        "class Patches(nn.Module):\n"
+        "    def __init__(self, patch_size, dim):\n"
+        "        self.proj = nn.Conv2d(3, dim, kernel_size=patch_size, stride=patch_size)\n"
+        "        self.mix = nn.Conv2d(dim, dim, 1, 1)\n"
+        "    def forward(self, x):\n"
+        "        return self.mix(self.proj(x)).flatten(2)\n"
     )
     lsa = class_facts(code, "Lsa")
     assert lsa.mechanisms[0].startswith("attention: softmax")
@@ -933,6 +950,10 @@ def test_mechanisms_read_undocumented_code() -> None:
     assert class_facts(code, "Res").mechanisms == ["residual connection adds the input back"]
     # a function handed on (to partial, to a name) is read like one called
     assert class_facts(code, "Handed").mechanisms[0].startswith("attention: softmax")
+    assert class_facts(code, "Scale").mechanisms == ["scaled by a learned per-channel vector that starts at a chosen value"]
+    assert class_facts(code, "Affine").mechanisms == []
+    assert class_facts(code, "Patches").mechanisms == [
+        "cuts the input into non-overlapping patches: a convolution whose stride equals its kernel size"]
 
 
 def test_comments_are_prose_only() -> None:

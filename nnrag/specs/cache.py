@@ -33,8 +33,9 @@ class Refresh:
 # 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup;
 # 6: more mechanisms, comments, local names; 7: a comment at the margin belongs to what follows; 8: README prose;
 # 9: functions handed on are read, a stored table added to the input is no residual; 10: the distribution summary;
-# 11: a README import names only its own line; 12: the comments above the class, no "Copied from" notes
-BUNDLE_VERSION = "12"
+# 11: a README import names only its own line; 12: the comments above the class, no "Copied from" notes;
+# 13: per-channel scales and patch-cutting convolutions among the mechanisms
+BUNDLE_VERSION = "13"
 
 
 def row_key(row: sqlite3.Row, readme: str = "") -> str:

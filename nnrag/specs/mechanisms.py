@@ -103,10 +103,12 @@ class _Facts:
         self.self_gate = ""  # x * f(x): the function of itself an input is multiplied by
         self.affine = False  # x * a + b with a and b predicted together (a, b = self.to_ab(cond))
         self.scalar_scale = False  # a learned one-element parameter multiplies something
+        self.vector_scale = False  # a learned per-channel vector, set to a chosen start, multiplies something
         self.opposite = False  # a tuple of amounts holding a and -a: (1, -1, 0, 0), as pad widths that shift
         self.entropy = False  # p * log(p)
         self.score_difference = False  # log-sigmoid of a difference of two scores
         scalars: set[str] = set()  # self attributes holding a learned one-element parameter
+        self._vectors: set[str] = set()  # self attributes holding a learned per-channel vector (``_is_scaled_vector``)
         self._infs: set[str] = set()  # the method's local names bound to minus infinity (a mask value)
         self._values: dict[str, ast.expr] = {}  # the method's local names and what each was last assigned
         if init is not None:
@@ -119,6 +121,8 @@ class _Facts:
                             self.layers[attr] = _first_layer(node.value)
                             if _is_scalar_parameter(node.value):
                                 scalars.add(attr)
+                            elif _is_scaled_vector(node.value):
+                                self._vectors.add(attr)
         for fn in methods:
             inputs = {a.arg for a in fn.args.args[1:2]} | {"identity", "shortcut", "residual", "skip", "res", "inp", "x_in"}
             scores, means = _products(fn), _bound_to(fn, {"mean"})
@@ -142,6 +146,7 @@ class _Facts:
                     self.self_gate = self.self_gate or _self_gate(node)
                     self.scalar_scale |= any(_self_attr(n) in scalars for side in (node.left, node.right)
                                              for n in ast.walk(side) if isinstance(n, ast.Attribute))
+                    self.vector_scale |= any(_self_attr(side) in self._vectors for side in (node.left, node.right))
                     self.entropy |= _is_entropy(node)
 
     def _called(self, call: ast.Call) -> str:
@@ -166,6 +171,8 @@ class _Facts:
             if name == "logsigmoid" and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub)
                                             for a in node.args[:1] for n in ast.walk(a)):
                 self.score_difference = True
+            if name in ("mul", "mul_") and any(_self_attr(a) in self._vectors for a in node.args[:1]):
+                self.vector_scale = True  # x.mul_(self.gamma)
             if name in ("mean", "sum") and _squared(node):
                 self.squares.add(name)
             elif name == "mean" and isinstance(_constant(_keyword(node, "dim", 0)), tuple):
@@ -331,6 +338,24 @@ def _is_scalar_parameter(call: ast.Call) -> bool:
     return False
 
 
+def _is_scaled_vector(call: ast.Call) -> bool:
+    """``nn.Parameter(init_values * torch.ones(dim))``, ``nn.Parameter(torch.ones(dim) * scale)``,
+    ``nn.Parameter(torch.full((dim,), 1e-5))``: one learned number per channel, started at a value the
+    caller chooses. A plain ``torch.ones(dim)`` (a norm's weight) is not one."""
+    if _name(call.func) != "parameter" or not call.args:
+        return False
+    made = call.args[0]
+    if isinstance(made, ast.BinOp) and isinstance(made.op, ast.Mult):
+        sides = (made.left, made.right)
+        return any(_sized_by_input(s, ("ones",)) for s in sides) and all(_constant(s) not in (1, 1.0) for s in sides)
+    return _sized_by_input(made, ("full",))
+
+
+def _sized_by_input(node: ast.expr, makers: tuple[str, ...]) -> bool:
+    """``torch.ones(dim)``, ``torch.full((dim,), v)``: made by one of ``makers`` with a size that is not a constant."""
+    return isinstance(node, ast.Call) and _name(node.func) in makers and bool(node.args) and _constant(node.args[0]) is None
+
+
 def _self_gate(mult: ast.BinOp) -> str:
     """``x * torch.sigmoid(x)``, ``x.softmax(-1) * x``: a name multiplied by a function of itself
     (that function's name; empty when it is not)."""
@@ -456,6 +481,8 @@ def _rules(f: _Facts) -> Iterator[str]:
         yield f"self-gating: the input multiplied by its own {f.self_gate}"
     if f.scalar_scale:
         yield "multiplied by a learned scalar (a learnable scale or temperature)"
+    if f.vector_scale:
+        yield "scaled by a learned per-channel vector that starts at a chosen value"
     roots = f.any({"rsqrt", "sqrt"}) or f.div
     standardises = f.any({"var", "var_mean", "std", "std_mean"}) or (f.centred and roots)
     rms = "mean" in f.squares and roots and not standardises
@@ -525,6 +552,13 @@ def _conv_rules(f: _Facts) -> Iterator[str]:
     kernels = {_constant(_keyword(c, "kernel_size", 2)) for c in convs}
     if any(isinstance(k, tuple) and len(k) == 2 and 1 in k and max(k) > 1 for k in kernels):  # type: ignore[arg-type]
         yield "strip convolutions with 1 x k and k x 1 kernels"
+    for c in f.builds({"conv1d", "conv2d", "conv3d", "build_conv_layer"}):
+        positional = _name(c.func) != "build_conv_layer"  # its first argument is a config
+        kernel, stride = _keyword(c, "kernel_size", 2 if positional else None), _keyword(c, "stride", 3 if positional else None)
+        if kernel is not None and stride is not None and ast.dump(kernel) == ast.dump(stride) and \
+                _constant(kernel) not in (1, (1, 1), (1, 1, 1)):
+            yield "cuts the input into non-overlapping patches: a convolution whose stride equals its kernel size"
+            break
     if any(True for _ in f.builds({"convtranspose1d", "convtranspose2d", "convtranspose3d"})):
         yield "transposed convolution (learned upsampling)"
 
