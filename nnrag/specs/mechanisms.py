@@ -146,8 +146,8 @@ class _Facts:
                     self.self_gate = self.self_gate or _self_gate(node)
                     self.scalar_scale |= any(_self_attr(n) in scalars for side in (node.left, node.right)
                                              for n in ast.walk(side) if isinstance(n, ast.Attribute))
-                    # the vector itself as a factor; one reshaped first (``self.gamma[:, None, None] * x``,
-                    # ConvNeXt's channels-first form) is not read yet, and was not measured
+                    # the vector itself as a factor; reading one reshaped first (``self.gamma[:, None, None] * x``,
+                    # ConvNeXt's channels-first form) lost a dev-b query on the wide library, so it is not read
                     self.vector_scale |= any(_self_attr(side) in self._vectors for side in (node.left, node.right))
                     self.entropy |= _is_entropy(node)
 
