@@ -549,7 +549,9 @@ def test_lexical_tables_hold_exactly_the_documents_given(tmp_path: Path) -> None
 
 def test_lexical_scores_are_fts5_scores_and_follow_the_library(tmp_path: Path) -> None:
     """The one-term scores a search keeps add up to FTS5's own score of the whole query, field
-    by field; kept scores are dropped with the library version they were read for."""
+    by field, at FTS5's k1 and b; at the shipped k1 they are BM25 counted from the words
+    themselves. Kept scores are dropped with the library version they were read for."""
+    import math
     import random
 
     from nnrag.db import connect
@@ -564,11 +566,32 @@ def test_lexical_scores_are_fts5_scores_and_follow_the_library(tmp_path: Path) -
             return " ".join(rng.choice(words) for _ in range(n))
         return lexical.LexicalDoc(f"s:m.B{i}", some(2), some(1), some(12), some(6))
 
+    def bm25(docs: list[lexical.LexicalDoc], query: str, k1: float, b: float) -> dict[str, float]:
+        """The textbook sum, each field's text counted word by word (every word here is its own stem)."""
+        total: dict[str, float] = {}
+        for f in lexical.SEARCH_FIELDS:
+            texts = {d.block_id: getattr(d, f).split() for d in docs}
+            mean = sum(map(len, texts.values())) / len(texts)
+            for term in (t for t in lexical.query_terms(query) if t in words):
+                holding = {i: t.count(term) for i, t in texts.items() if term in t}
+                idf = max(math.log((len(texts) - len(holding) + 0.5) / (len(holding) + 0.5)), 1e-6)
+                for i, tf in holding.items():
+                    norm = 1 - b + b * len(texts[i]) / mean
+                    total[i] = total.get(i, 0.0) + lexical._WEIGHTS[f] * idf * tf * (k1 + 1) / (tf + k1 * norm)
+        return total
+
+    def close(got: dict[str, float], expected: dict[str, float]) -> bool:
+        return got.keys() == expected.keys() and all(
+            abs(got[b] - expected[b]) <= 1e-4 * max(1.0, abs(expected[b])) for b in got)
+
     with connect(Workspace.resolve(tmp_path), create=True) as store:
         conn = store.conn
-        lexical.sync(conn, [doc(i) for i in range(60)])
-        kept = lexical.TermScores()
+        docs = [doc(i) for i in range(60)]
+        lexical.sync(conn, docs)
+        kept = lexical.TermScores(k1=1.2, b=0.75)
         kept.reset("v1")
+        shipped = lexical.TermScores()
+        shipped.reset("v1")
         for query in ("gate pool", "attention over channel and spatial", "blur shift mixer norm"):
             match = " OR ".join(f'"{t}"' for t in lexical.query_terms(query))
             expected: dict[str, float] = {}
@@ -576,13 +599,14 @@ def test_lexical_scores_are_fts5_scores_and_follow_the_library(tmp_path: Path) -
                 for block_id, score in conn.execute(
                         f"SELECT block_id, bm25(search_{f}) FROM search_{f} WHERE search_{f} MATCH ?", (match,)):
                     expected[block_id] = expected.get(block_id, 0.0) - lexical._WEIGHTS[f] * score
-            got = dict(lexical.search(conn, query, 100, None, kept))
-            assert got.keys() == expected.keys()
-            assert all(abs(got[b] - expected[b]) <= 1e-4 * max(1.0, abs(expected[b])) for b in got)
+            assert close(dict(lexical.search(conn, query, 100, None, kept)), expected)
+            assert close(expected, bm25(docs, query, 1.2, 0.75))
+            ours = dict(lexical.search(conn, query, 100, None, shipped))
+            assert close(ours, bm25(docs, query, lexical._K1, lexical._B)) and not close(ours, expected)
         # the stems read ahead serve every form of their words, with the same scores
         ahead = lexical.TermScores()
         assert ahead.read_ahead(conn, "v1", share=0.01) == sum(
-            conn.execute(f"SELECT count(DISTINCT term) FROM temp.vocab_{f}").fetchone()[0] for f in lexical.SEARCH_FIELDS)
+            conn.execute(f"SELECT count(DISTINCT term) FROM temp.rows_{f}").fetchone()[0] for f in lexical.SEARCH_FIELDS)
         held = len(ahead._terms)
         for query in ("gates pooled", "attentions over channels, spatially", "blurred shifts mixers norms"):
             assert lexical.search(conn, query, 100, None, ahead) == lexical.search(conn, query, 100, None, lexical.TermScores())

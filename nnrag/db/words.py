@@ -1,5 +1,6 @@
-"""What FTS5 makes of words: the stem a query word is matched by, and the stems that many rows
-of a search field hold. The same tokenizer as the search tables (``schema.SEARCH_TOKENIZER``)."""
+"""What FTS5 makes of words: the stem a query word is matched by, the stems that many rows of a
+search field hold, how often a row holds a stem and how many tokens each row has (what BM25 is
+computed from). The same tokenizer as the search tables (``schema.SEARCH_TOKENIZER``)."""
 
 from __future__ import annotations
 
@@ -32,9 +33,51 @@ class Stemmer:
 
 def frequent_stems(conn: sqlite3.Connection, field: str, share: float) -> list[str]:
     """The stems at least ``share`` of ``field``'s rows hold, the most widely held first."""
+    vocab = _vocab(conn, field, "row")
+    rows = conn.execute(f"SELECT count(*) FROM search_{field}").fetchone()[0]
+    return [t for (t,) in conn.execute(f"SELECT term FROM {vocab} WHERE doc >= ? ORDER BY doc DESC",
+                                       (max(1.0, share * rows),))]
+
+
+def _vocab(conn: sqlite3.Connection, field: str, kind: str) -> str:
+    """The name of a temporary ``fts5vocab`` table of ``kind`` over ``field``'s search table."""
     if field not in SEARCH_FIELDS:
         raise ValueError(f"no search field {field!r}")
-    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab_{field} USING fts5vocab(main, search_{field}, 'row')")
-    rows = conn.execute(f"SELECT count(*) FROM search_{field}").fetchone()[0]
-    return [t for (t,) in conn.execute(f"SELECT term FROM temp.vocab_{field} WHERE doc >= ? ORDER BY doc DESC",
-                                       (max(1.0, share * rows),))]
+    name = f"temp.{kind}s_{field}"
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5vocab(main, search_{field}, '{kind}')")
+    return name
+
+
+def term_frequencies(conn: sqlite3.Connection, field: str, stem: str) -> list[tuple[int, int]]:
+    """(rowid, how many times the row holds ``stem``) of every row of ``field`` that holds it."""
+    return conn.execute(f"SELECT doc, count(*) FROM {_vocab(conn, field, 'instance')} WHERE term = ? GROUP BY doc",
+                        (stem,)).fetchall()
+
+
+def token_counts(conn: sqlite3.Connection, field: str) -> dict[int, int]:
+    """rowid -> how many tokens FTS5 indexed in that row of ``field``. FTS5 keeps the counts in its
+    ``docsize`` table, one SQLite varint per column; counting them from the ``instance`` vocabulary
+    instead reads every token (1.6 s for the identifiers of 16,000 blocks, the table 30 ms)."""
+    if field not in SEARCH_FIELDS:
+        raise ValueError(f"no search field {field!r}")
+    return {rowid: sum(_varints(sizes)) for rowid, sizes in conn.execute(f"SELECT id, sz FROM search_{field}_docsize")}
+
+
+def _varints(data: bytes) -> list[int]:
+    """SQLite's variable-length integers: big-endian groups of seven bits, the high bit set on every
+    byte but the last, and a ninth byte, if reached, taken whole."""
+    values: list[int] = []
+    i = 0
+    while i < len(data):
+        value = 0
+        for n in range(9):
+            byte = data[i]
+            i += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values

@@ -6,12 +6,18 @@ transactions and needs no extra service. Names are split into words before index
 ``downsample`` together. British spellings are folded to American ones first on both sides
 (``normalisation`` -> ``normalization``, ``neighbour`` -> ``neighbor``), since the stemmer keeps
 them apart and code and docs mix both.
+
+BM25 is computed here from what FTS5 indexed (each row's count of a stem, each row's length),
+as FTS5's ``bm25()`` computes it but with the term-frequency saturation ``k1`` at 0.9 where FTS5
+fixes 1.2: a word said again in a row adds less, so holding more of the query's words counts for
+more.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
 import sqlite3
 import threading
@@ -22,7 +28,7 @@ from typing import AbstractSet, Iterable
 import numpy as np
 
 from ..db.schema import SEARCH_FIELDS  # one FTS5 table per field
-from ..db.words import Stemmer, frequent_stems
+from ..db.words import Stemmer, frequent_stems, term_frequencies, token_counts
 
 _FIELDS = SEARCH_FIELDS
 # identifiers at 0.8, tuned on the wide evaluation's two dev splits (0.2 to 1.3): since the field
@@ -30,6 +36,10 @@ _FIELDS = SEARCH_FIELDS
 # name at 0.7 (0.3 to 1.5, the same splits, tuned embedder): a short name holding one query word
 # (``PadToSquare`` for "... fixed-size squares ...") otherwise tops the lexical side and the fusion
 _WEIGHTS = {"name": 0.7, "module": 0.3, "doc": 2.0, "identifiers": 0.8}
+# k1 0.9 chosen on the wide evaluation's two dev splits with the tuned embedder (k1 0.7 to 1.1 by
+# b 0.65 to 0.85; docs/benchmarks.md); b stays at FTS5's 0.75
+_K1 = 0.9
+_B = 0.75
 _FIELD_DEPTH = 400  # best matches counted per field (``search``)
 _TERM_BUDGET = 10_000_000  # rows of one-term scores kept (8 bytes each), the least recently used dropped first
 _READ_AHEAD_SHARE = 0.01  # ``TermScores.read_ahead``: the stems at least this share of a field's rows hold
@@ -175,16 +185,19 @@ class TermScores:
     by reading every row that holds any of them, ~90 ms for a long query on 16,000 blocks; the
     words repeat from query to query (``attention``, ``channel``), so a warm server answers in
     about a millisecond, and even a fresh process has read the common words after a few queries.
-    The sum of the one-term scores is FTS5's own score of the query: its BM25 adds per phrase.
-    Scores are kept per stem, as FTS5 matches (``parameters`` and ``parameter`` read once), so
-    that ``read_ahead`` can read the library's frequent stems before any query names them."""
+    A query's score is the sum of its one-term scores, as FTS5's BM25 adds per phrase; with
+    ``k1`` 1.2 and ``b`` 0.75 it is FTS5's own. Scores are kept per stem, as FTS5 matches
+    (``parameters`` and ``parameter`` read once), so that ``read_ahead`` can read the library's
+    frequent stems before any query names them."""
 
-    def __init__(self, budget: int = _TERM_BUDGET) -> None:
+    def __init__(self, budget: int = _TERM_BUDGET, k1: float = _K1, b: float = _B) -> None:
         self._budget = budget
+        self._k1, self._b = k1, b
         self._lock = threading.Lock()
         self._version: str | None = None
         self._ids: list[str] = []  # block ids by position
         self._at = np.zeros(0, np.int32)  # a row's rowid -> its position (-1: none)
+        self._lengths: dict[str, _Lengths] = {}
         self._terms: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._held = 0  # rows held over all terms
         self._mask_for: tuple[AbstractSet[str] | None, np.ndarray | None] = (None, None)
@@ -194,7 +207,7 @@ class TermScores:
         """Forget everything read when the library is no longer ``version``."""
         with self._lock:
             if version != self._version:
-                self._version, self._ids, self._at = version, [], np.zeros(0, np.int32)
+                self._version, self._ids, self._at, self._lengths = version, [], np.zeros(0, np.int32), {}
                 self._terms, self._held, self._mask_for = OrderedDict(), 0, (None, None)
 
     def scores(self, conn: sqlite3.Connection, terms: list[str], allowed: AbstractSet[str] | None,
@@ -233,11 +246,11 @@ class TermScores:
                     if (f, stem) in self._terms or self._stem(stem) != stem:
                         continue
                     self._read_ids(conn)
-                    at = self._at
-                found = _one_term(conn, f, stem)  # outside the lock: searches are not held up
+                    at, lengths = self._at, self._lengths[f]
+                found = term_frequencies(conn, f, stem)  # outside the lock: searches are not held up
                 with self._lock:
                     if self._version == version and self._at is at and (f, stem) not in self._terms:
-                        self._keep((f, stem), _positions(found, at))
+                        self._keep((f, stem), _bm25(found, at, lengths, self._k1, self._b))
                         read += 1
         return read
 
@@ -247,6 +260,7 @@ class TermScores:
             self._ids = [b for _, b in rows]
             self._at = np.full(rows[-1][0] + 1 if rows else 0, -1, np.int32)
             self._at[[r for r, _ in rows]] = np.arange(len(rows), dtype=np.int32)
+            self._lengths = {f: _Lengths.read(conn, f, self._at) for f in _FIELDS}
 
     def _mask(self, allowed: AbstractSet[str] | None) -> np.ndarray | None:
         # a server hands the same set object for the same filters while the library is unchanged
@@ -263,7 +277,8 @@ class TermScores:
         if key in self._terms:
             self._terms.move_to_end(key)
             return self._terms[key]
-        return self._keep(key, _positions(_one_term(conn, field, word), self._at))
+        return self._keep(key, _bm25(term_frequencies(conn, field, key[1]), self._at, self._lengths[field],
+                                     self._k1, self._b))
 
     def _keep(self, key: tuple[str, str], entry: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         self._terms[key] = entry
@@ -274,20 +289,46 @@ class TermScores:
         return entry
 
 
-def _one_term(conn: sqlite3.Connection, field: str, word: str) -> np.ndarray:
-    """(rowid, FTS5 bm25) of every row of ``field`` that holds ``word``; by rowid, so no text is read."""
-    return np.array(conn.execute(f"SELECT rowid, bm25(search_{field}) FROM search_{field} WHERE search_{field} MATCH ?",
-                                 ('"' + word.replace('"', "") + '"',)).fetchall(), np.float64).reshape(-1, 2)
+@dataclass(frozen=True)
+class _Lengths:
+    """One field's token counts as a version of the library was read: by position, their mean
+    over every row, and how many rows (BM25's length normalisation and its idf's N)."""
+
+    by_position: np.ndarray
+    mean: float
+    rows: int
+
+    @staticmethod
+    def read(conn: sqlite3.Connection, field: str, at: np.ndarray) -> _Lengths:
+        counts = token_counts(conn, field)
+        n = np.fromiter(counts.values(), np.float64, len(counts))
+        positions = _positions(np.fromiter(counts, np.int64, len(counts)), at)
+        by_position = np.zeros(int((at >= 0).sum()), np.float64)
+        by_position[positions[positions >= 0]] = n[positions >= 0]
+        return _Lengths(by_position, float(n.mean()) if n.any() else 1.0, len(counts))
 
 
-def _positions(found: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(positions in the library read, scores higher for better) of ``_one_term``'s rows."""
-    rowids = found[:, 0].astype(np.int64)
+def _positions(rowids: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Each rowid's position in the library read (``at``), -1 for a row written since."""
     positions = np.full(len(rowids), -1, np.int32)
     inside = rowids < len(at)
     positions[inside] = at[rowids[inside]]
+    return positions
+
+
+def _bm25(found: list[tuple[int, int]], at: np.ndarray, lengths: _Lengths, k1: float,
+          b: float) -> tuple[np.ndarray, np.ndarray]:
+    """(positions in the library read, BM25) of the rows ``term_frequencies`` found for one stem,
+    as FTS5's ``bm25()`` scores them (its idf, floored at 1e-6), with ``k1`` and ``b`` given."""
+    if not found:
+        return np.zeros(0, np.int32), np.zeros(0, np.float32)
+    rowids, counts = (np.array(c, np.int64) for c in zip(*found))
+    idf = max(math.log((lengths.rows - len(found) + 0.5) / (len(found) + 0.5)), 1e-6)
+    positions = _positions(rowids, at)
     kept = positions >= 0  # rows written after the library was read are left to the next version
-    return positions[kept].astype(np.int32), (-found[kept, 1]).astype(np.float32)  # FTS5's bm25 is lower for better
+    positions, tf = positions[kept], counts[kept].astype(np.float64)
+    norm = 1.0 - b + b * lengths.by_position[positions] / lengths.mean
+    return positions, (idf * tf * (k1 + 1.0) / (tf + k1 * norm)).astype(np.float32)
 
 
 def search(conn: sqlite3.Connection, text: str, k: int, allowed: AbstractSet[str] | None = None,
