@@ -26,6 +26,9 @@ M = "torch.nn.Module"
         ("ResNet", (M,), "torchvision.models.resnet", None, "architecture"),
         ("Cait", (M,), "timm.models.cait", None, "architecture"),  # named after its models module
         ("GCNConv", ("torch_geometric.nn.MessagePassing", M), "torch_geometric.nn.conv.gcn_conv", None, "graph layer"),
+        # the name's words, split as every name is, say it without a MessagePassing base
+        ("GATConv", (M,), "torch_geometric.graphgym.models.layer", None, "graph layer"),
+        ("DenseSAGEConv", (M,), "torch_geometric.nn.dense.dense_sage_conv", None, "graph layer"),
         ("LSTM", ("torch.nn.modules.rnn.RNNBase", M), "torch.nn.modules.rnn", None, "recurrent"),
         ("Thing", (M,), "pkg.misc", "Applies a depthwise separable filter.", "convolution"),
         ("Identity", (M,), "torch.nn.modules.linear", None, "utility"),

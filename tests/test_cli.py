@@ -18,20 +18,20 @@ from conftest import run_cli
 def test_index_blocks_stats_json(forms_repo: Path, home: Path) -> None:
     proc = run_cli("index", str(forms_repo), "--home", str(home), "--json")
     report = json.loads(proc.stdout)
-    assert report["blocks"] == 27 and report["files"] == 9 and report["failures"] == {}
+    assert report["blocks"] == 29 and report["files"] == 9 and report["failures"] == {}
     assert "parse: 9/9" in proc.stderr.splitlines()  # progress as log lines where stderr is a pipe
     rows = json.loads(run_cli("blocks", "*Child", "--home", str(home), "--json").stdout)
     assert len(rows) == 10
     assert {"name", "qualname", "source", "path", "line", "category"} <= set(rows[0])
     stats = json.loads(run_cli("stats", "--home", str(home), "--json").stdout)
-    assert stats["blocks"] == 27 and stats["sources"]["forms_repo"]["files"] == 9
+    assert stats["blocks"] == 29 and stats["sources"]["forms_repo"]["files"] == 9
     sources = json.loads(run_cli("sources", "--home", str(home), "--json").stdout)
     assert sources[0]["name"] == "forms_repo" and sources[0]["state"] == "complete"
 
 
 def test_human_output(forms_repo: Path, home: Path) -> None:
     out = run_cli("index", str(forms_repo), "--home", str(home)).stdout
-    assert "forms_repo" in out and "27 blocks" in out
+    assert "forms_repo" in out and "29 blocks" in out
     out = run_cli("blocks", "Diamond", "--home", str(home)).stdout
     assert "pkg/abstract.py:" in out and "1 blocks" in out
     out = run_cli("stats", "--home", str(home)).stdout
@@ -41,7 +41,7 @@ def test_human_output(forms_repo: Path, home: Path) -> None:
 def test_home_from_environment(forms_repo: Path, home: Path) -> None:
     run_cli("index", str(forms_repo), env={"NNRAG_HOME": str(home)})
     rows = json.loads(run_cli("blocks", "--json", env={"NNRAG_HOME": str(home)}).stdout)
-    assert len(rows) == 27
+    assert len(rows) == 29
 
 
 def test_errors_are_messages_not_tracebacks(home: Path, tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_one_bad_source_does_not_stop_the_others(forms_repo: Path, home: Path, t
     )
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
-    assert report["blocks"] == 27
+    assert report["blocks"] == 29
     assert "cannot clone" in report["errors"]["missing"]
     assert "source missing was not indexed" in proc.stderr
 
@@ -100,7 +100,7 @@ def test_corrupted_index(forms_repo: Path, home: Path) -> None:
     assert proc.returncode == 1 and "cannot be opened" in proc.stderr
     # An index run moves the damaged file aside and rebuilds.
     proc = run_cli("index", str(forms_repo), "--home", str(home), "--json")
-    assert json.loads(proc.stdout)["blocks"] == 27
+    assert json.loads(proc.stdout)["blocks"] == 29
     assert "started a new index" in proc.stderr
     assert len(list(home.glob("index.sqlite3.broken-*"))) == 1
 

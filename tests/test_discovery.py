@@ -23,6 +23,8 @@ EXPECTED_BLOCKS = {
     "pkg.abstract.ModeDispatch",  # calls its stub in one branch only
     "pkg.abstract.HookedFlip",  # implements the hook its bases' forward reaches through two calls
     "pkg.abstract.OptionalHook",  # its stubs are never called, or only where NotImplementedError is caught
+    "pkg.abstract.PassingBase",  # abstract methods without ABCMeta are optional hooks
+    "pkg.abstract.PassingConv",  # inherits those hooks and never calls them
     # pkg/base.py, pkg/layers/core.py, pkg/blocks/conv.py
     "pkg.base.WithForward",
     "pkg.layers.core.StarBase",
@@ -55,6 +57,8 @@ NOT_BLOCKS = {
     "pkg.abstract.DiamondLeft": "inherits only the abstract forward",
     "pkg.abstract.NotAModule": "not an nn.Module",
     "pkg.abstract.TypeOnly": "defined under `if TYPE_CHECKING:`, so it never exists at run time",
+    "pkg.abstract.ReachesHook": "forward calls an unimplemented abstract method",
+    "pkg.abstract.MetaAbstract": "an abstract method is left under ABCMeta",
     "pkg.blocks.forms.AliasedNoForward": "Module without forward",
     "pkg.blocks.forms.Plain": "not an nn.Module",
     "pkg.blocks.broken_star.NotViaStar": "private name not bound by a star import",

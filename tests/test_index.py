@@ -26,7 +26,7 @@ def _parsed_paths(home: Path) -> dict[str, str]:
 def test_incremental_reindex(forms_repo: Path, home: Path) -> None:
     first = nnrag.index([str(forms_repo)], home=home)
     assert first.parsed == first.files == 9 and first.unchanged == 0
-    assert first.blocks == 27
+    assert first.blocks == 29
 
     again = nnrag.index([str(forms_repo)], home=home)
     assert (again.parsed, again.unchanged, again.removed) == (0, 9, 0)
@@ -57,7 +57,7 @@ def test_incremental_reindex(forms_repo: Path, home: Path) -> None:
     with sqlite3.connect(home / "index.sqlite3") as conn:
         assert conn.execute("UPDATE meta SET value='1' WHERE key LIKE 'parser:%'").rowcount == 1
     reparsed = nnrag.index([str(forms_repo)], home=home)
-    assert (reparsed.parsed, reparsed.unchanged) == (9, 0) and reparsed.blocks == 28
+    assert (reparsed.parsed, reparsed.unchanged) == (9, 0) and reparsed.blocks == 30
     assert (nnrag.index([str(forms_repo)], home=home).parsed) == 0
 
     # Deleting a file forgets it and the blocks that depended on it.
@@ -173,7 +173,7 @@ def test_homes_do_not_interfere(forms_repo: Path, tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("NNRAG_HOME", str(tmp_path / "from_env"))
     nnrag.index([str(forms_repo)])
     assert (tmp_path / "from_env" / "index.sqlite3").exists()
-    assert len(nnrag.blocks()) == 27
+    assert len(nnrag.blocks()) == 29
     with pytest.raises(nnrag.NotFoundError, match="run `nnrag index` or `nnrag build` first"):
         nnrag.blocks(home=tmp_path / "other")
 

@@ -47,15 +47,17 @@ def _method_node(fn: object) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
 
 def _calls_a_stub(cls: type) -> bool:
     """The forward reaches, through calls on ``self`` resolved along ``__mro__``, a method that only
-    raises NotImplementedError (the index's rule, applied to the imported classes)."""
+    raises NotImplementedError or an abstract method left unimplemented in a class that can be
+    instantiated (no ABCMeta: the index's rule, applied to the imported classes)."""
     from ..index.parse import only_raises_not_implemented as stub, reached_stubs, self_calls
 
     def resolve(name: str) -> tuple[list[str], bool] | None:
         owner = next((k for k in cls.__mro__ if name in vars(k)), None)
-        node = _method_node(vars(owner)[name]) if owner is not None else None
+        method = vars(owner)[name] if owner is not None else None
+        node = _method_node(method) if method is not None else None
         if node is None:
             return None
-        return self_calls(node), name != "forward" and stub(node)
+        return self_calls(node), name != "forward" and (stub(node) or getattr(method, "__isabstractmethod__", False))
 
     return bool(reached_stubs(resolve))
 

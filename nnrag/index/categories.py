@@ -28,7 +28,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (cat, re.compile(pat, re.IGNORECASE))
     for cat, pat in (
         ("loss", r"loss|criterion|divergence$"),
-        ("graph layer", r"messagepassing|\bg(?:cn|at|in|ine|raph)conv|graphconv|sageconv|chebconv|edgeconv|gatv2|\bgnn\b|graph"),
+        ("graph layer", r"messagepassing|\bg(?:cn|at|in|ine|raph) ?conv|\b(?:sage|cheb|edge) ?conv|gatv2|\bgnn\b|graph"),
         ("attention", r"attention|attn|\bmhsa\b|\bmha\b|selfatt|crossatt|squeeze.?excit|\bse(?:module|layer|block)?\b|\beca\b|\bcbam\b|\bgather.?excite|nonlocal"),
         ("normalization", r"norm(?:alization|alize)?\b|norm\d|batchnorm|layernorm|groupnorm|instancenorm|rmsnorm|\bbn\b|frozenbn|whiten"),
         ("pooling", r"pool|downsampl|\bblur"),

@@ -6,12 +6,19 @@ unimplemented) and has a concrete ``forward`` of its own or inherited along its 
 that is an ``@abstractmethod`` or only raises ``NotImplementedError`` does not count, nor does one
 that reaches such a stub through calls on ``self`` resolved along the MRO (a base class whose
 subclasses supply the hook: ``forward`` → ``apply_func`` → ``apply_transform``).
+
+``@abstractmethod`` stops instantiation only under ``ABCMeta``, and ``nn.Module``'s metaclass is
+``type``: in a class with no ``ABC`` base and no metaclass along its MRO an unimplemented abstract
+method is an optional hook (torch_geometric's ``MessagePassing.message_and_aggregate``, which
+every ``GATConv`` and ``GCNConv`` leaves alone), so it counts as a stub: the class is abstract only
+when its ``forward`` reaches it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 from dataclasses import dataclass, field
 
@@ -24,11 +31,12 @@ from .resolve import DefInfo, ModuleInfo, Ref, Resolver, load_modules
 
 # What discovery writes changes with this version (its verdicts, the category guess): an index
 # discovered by another runs discovery again, even when no file changed.
-DISCOVERY_VERSION = "6"  # 2: models named for their task are architectures; 3: a loss, layer or block named after its file is no model; 4: the top-level package name is no evidence; 5: classes of template files that a generated file defines are not blocks; 6: nor classes defined under ``if TYPE_CHECKING:``
+DISCOVERY_VERSION = "7"  # 2: models named for their task are architectures; 3: a loss, layer or block named after its file is no model; 4: the top-level package name is no evidence; 5: classes of template files that a generated file defines are not blocks; 6: nor classes defined under ``if TYPE_CHECKING:``; 7: abstract methods bind only under ABCMeta
 
 log = logging.getLogger(__name__)
 
 ROOT_NAME = "torch.nn.Module"
+_ABSTRACT_NAME = re.compile(r"^ABC|Abstract|^Abc")  # abc.ABC, ABCMeta, AbstractBase, a project's own ABC
 
 
 @dataclass(eq=False)
@@ -43,6 +51,7 @@ class ClassNode:
     abstract: frozenset[str] = frozenset()
     calls: dict[str, list[str]] = field(default_factory=dict)
     stubs: frozenset[str] = frozenset()
+    abc_meta: bool = False  # names an ABC base or a metaclass itself: abstract methods may bind
     bases: list["ClassNode"] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)
     module: ModuleInfo | None = None
@@ -131,8 +140,13 @@ class Discoverer:
         if node.is_root:
             node.forward = None  # Module.forward is a placeholder that raises
             return node
+        # any metaclass counts (one derived from ABCMeta enforces too), and so does a base that is
+        # not a Module and looks abstract by name: keeping a class out is the safe mistake
+        node.abc_meta = "metaclass" in d.keywords
         for base in d.bases:
             ref = self.resolver.resolve_dotted(mod, base)
+            if ref.kind != KIND_CLASS and _ABSTRACT_NAME.search(ref.target.rsplit(".", 1)[-1] if ref.kind == "external" else base):
+                node.abc_meta = True
             base_node = self._base_node(ref, base)
             if base_node is None:
                 if ref.kind == "unresolved":  # external non-Module bases (Enum, ...) are fine
@@ -183,10 +197,15 @@ class Discoverer:
         for n in reversed(mro):
             abstract = {a for a in abstract if a not in n.methods}
             abstract |= n.abstract
+        binding = any(n.abc_meta for n in mro)
+        if not binding:
+            abstract = set()  # left unimplemented, they are stubs: only reaching one counts
 
         def resolve(name: str) -> tuple[list[str], bool] | None:
             owner = next((n for n in mro if name in n.methods or name in n.abstract), None)
-            return None if owner is None else (owner.calls.get(name, []), name in owner.stubs)
+            if owner is None:
+                return None
+            return owner.calls.get(name, []), name in owner.stubs or (not binding and name in owner.abstract)
 
         # a stub forward reaches through calls on self (``self._check_input_dim(x)``, or
         # forward → apply_func → apply_transform across the MRO) leaves the class abstract
