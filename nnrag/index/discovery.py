@@ -145,7 +145,7 @@ class Discoverer:
         node.abc_meta = "metaclass" in d.keywords
         for base in d.bases:
             ref = self.resolver.resolve_dotted(mod, base)
-            if ref.kind != KIND_CLASS and _ABSTRACT_NAME.search(ref.target.rsplit(".", 1)[-1] if ref.kind == "external" else base):
+            if ref.kind != KIND_CLASS and _ABSTRACT_NAME.search((ref.target if ref.kind == "external" else base).rsplit(".", 1)[-1]):
                 node.abc_meta = True
             base_node = self._base_node(ref, base)
             if base_node is None:
