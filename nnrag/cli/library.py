@@ -315,6 +315,10 @@ def _print_build(report: Any, title: str) -> None:
         timing.append(f"{h['rescued']} of {h['retried']} failed blocks pass with usage recorded from "
                       f"{h['factories']} model factories, {h['examples']} documented examples, {h.get('configs', 0)} registry configs "
                       f"and {h.get('passed', 0)} passing blocks that build them ({h['seconds']:.0f} s)")
+        if h.get("usage_waits_for"):
+            waits = h["usage_waits_for"]
+            timing.append(f"the harvest of their package stopped at a distribution not installed here "
+                          f"({', '.join(f'{d} {n}' for d, n in list(waits.items())[:5])} blocks; --requirements install)")
     if report.seconds:
         timing.append(f"total {report.seconds:.1f} s")
     if report.search:

@@ -91,6 +91,7 @@ def build_library(
             "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for,"
             " json_extract(record, '$.extracted_as') AS extracted_as, json_extract(record, '$.environment') AS judged_in,"
             " json_extract(record, '$.not_installable') AS not_installable,"
+            " json_extract(record, '$.usage_waits_for') AS usage_waits_for,"
             # what a block stored unjudged is validated from without extracting again
             " CASE WHEN status='not-run' THEN record END AS record,"
             " CASE WHEN status='not-run' THEN files END AS files, extract_s FROM library")}
@@ -112,8 +113,11 @@ def build_library(
         imported: Counter[str] = Counter()  # how many files import each module of the package they import the rest of
 
         def install_may_change(prev: sqlite3.Row) -> bool:
-            """Under ``--requirements install``: the block waits for a requirement, or missed one and
-            has not had its environment as that environment stands now."""
+            """Under ``--requirements install``: the block waits for a requirement, or its usage for
+            one its package imports (a harvest that could not run), or it missed one and has not
+            had its environment as that environment stands now."""
+            if requirements == "install" and prev["usage_waits_for"] and harvest:
+                return True
             if requirements != "install" or not (prev["waits_for"] or prev["code"] == MISSING_DEPENDENCY):
                 return False
             judged, refused = (json.loads(prev[k]) if prev[k] else None for k in ("judged_in", "not_installable"))
@@ -246,8 +250,8 @@ def build_library(
                 elif waiting:
                     report.requirements = {"needs_install": needs_install(waiting, corpus)}
                 if retry:
-                    report.harvest = retry_with_usage(db, workspace, gate, retry, report, progress,
-                                                      corpus if requirements == "install" else None, prefer)
+                    report.harvest = retry_with_usage(db, workspace, gate, retry, report, progress, corpus,
+                                                      requirements == "install", prefer)
         except KeyboardInterrupt:
             report.interrupted = True
         if scheduler and not report.interrupted:

@@ -111,15 +111,18 @@ def _with_companions(extractors: Extractors, finder: Finder, item: Retry) -> tup
 
 
 def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: list[Retry], report: BuildReport,
-                     progress: ProgressFn | None, install: frozenset[str] | None = None,
+                     progress: ProgressFn | None, corpus: frozenset[str], install: bool = False,
                      prefer: str = "installed") -> dict[str, object]:
     """Harvest the sources of the failed blocks, then re-check those blocks with their recorded usage.
     A source is harvested and its blocks re-checked in the environment with every requirement its
-    waiting blocks needed, so that its package imports as it did for them. With ``install`` (the
-    corpus's top-level packages, which are never installed) that environment also gets what the
-    whole package imports and the harvest stopped at (mmcv's ``cv2``), for a few rounds. A block
-    keeps its first verdict unless recorded usage makes it pass or stops at a dependency
-    that is not there (what the real model needs)."""
+    waiting blocks needed, so that its package imports as it did for them. With ``install`` that
+    environment also gets what the whole package imports and the harvest stopped at (mmcv's
+    ``cv2``; ``corpus`` holds the corpus's top-level packages, which are never installed), for a
+    few rounds. A block keeps its first verdict unless recorded usage makes it pass or stops at a
+    dependency that is not there (what the real model needs). Without ``install``, a block whose
+    source's harvest stopped at a distribution not installed here keeps its verdict with that
+    distribution as ``usage_waits_for``: a later ``--requirements install`` build judges it again,
+    where the harvest can run (``import kornia`` needs ``kornia_rs``)."""
     by_source: dict[str, list[Retry]] = {}
     for item in retry:
         by_source.setdefault(item.candidate.ref.source, []).append(item)
@@ -129,10 +132,17 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
     extractors = Extractors(db.conn, prefer)
     finder = Finder(db.conn)
 
+    stopped: dict[str, list[str]] = {}  # source -> the distributions its harvest could not import, without install
+    waits: dict[str, int] = {}  # distribution -> failed blocks whose harvest stopped at it
+
     def settle(item: Retry, record: ValidationRecord, requirements: tuple[str, ...], first: Retry | None = None) -> None:
         verdict = item.candidate.verdict(record)
         if requirements:
             verdict.record["environment"] = list(requirements)
+        if not record.ok and stopped.get(item.candidate.ref.source):
+            verdict.record["usage_waits_for"] = stopped[item.candidate.ref.source]
+            for dist in stopped[item.candidate.ref.source]:
+                waits[dist] = waits.get(dist, 0) + 1
         if first is not None and first is not item:  # re-extracted with what its usage names: the
             # next build extracts the block as before and keeps this verdict while that is unchanged
             verdict.record["extracted_as"] = records.code_sha1(first.candidate.code)
@@ -188,9 +198,9 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
 
     for src, items in sorted(by_source.items()):
         requirements = tuple(sorted({r for item in items for r in item.requirements}))
-        if install is not None:  # the harvest imports the whole package: what its distributions declare
+        if install:  # the harvest imports the whole package: what its distributions declare
             declared = [name for root in usage.roots(db, src) for name in declared_requirements(root)]
-            requirements = tuple(sorted({*requirements, *to_install(declared, install)}))
+            requirements = tuple(sorted({*requirements, *to_install(declared, corpus)}))
         focus = {item.candidate.ref.module for item in items}
         names = frozenset(item.candidate.ref.name_in_module.split(".")[-1] for item in items)
         parents = passing_parents(db.conn, src, [item.candidate.ref for item in items])
@@ -204,7 +214,13 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
                                 (lambda d, t: progress("harvest", d, t)) if progress else None)
                 ran.add(one)
                 usable = requirements
-                more = {d for m in one.missing if install is not None and m not in install and (d := distribution_for(m))}
+                # what this run stopped at, and what an earlier build's run of the same units did
+                missing = one.missing | usage.stopped_at(db, src, requirements)
+                more = {d for m in missing if m not in corpus and (d := distribution_for(m))}
+                if not install:
+                    if more - set(requirements):
+                        stopped[src] = sorted(more - set(requirements))
+                    more = set()
                 if not more - set(requirements) or round_ + 1 == _ROUNDS:
                     check(src, items, checker, requirements)  # in the gate the harvest used
                     checked = True
@@ -221,4 +237,4 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             check(src, items, checker, usable)
     return {"factories": ran.factories, "examples": ran.examples, "configs": ran.configs, "passed": ran.passed, "ok": ran.ok,
             "seconds": round(ran.seconds, 2),
-            "retried": retried, "rescued": rescued}
+            "retried": retried, "rescued": rescued, "usage_waits_for": dict(sorted(waits.items(), key=lambda kv: (-kv[1], kv[0])))}

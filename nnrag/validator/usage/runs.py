@@ -164,6 +164,18 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
     return first + rest
 
 
+def stopped_at(store: Database, source: str, requirements: tuple[str, ...] = ()) -> set[str]:
+    """The top-level modules the units of ``source`` stopped at, not importable, as this gate last
+    ran them in the environment ``requirements``: those of earlier builds too, which :func:`plan`
+    does not run again."""
+    found: set[str] = set()
+    for r in store.conn.execute("SELECT stamp, message FROM harvests WHERE source=? AND ok=0", (source,)):
+        parts = (r["stamp"] or "").split("|")
+        if parts[0] == GATE_VERSION and parts[4:] == list(requirements) and (top := missing_module(r["message"] or "")):
+            found.add(top)
+    return found
+
+
 def _packages(store: Database, source: str) -> tuple[list[str], list[str]]:
     """The source's top-level packages (their blocks are recorded) and the folders to import from:
     the source's own, then those of the indexed sources it imports packages from (mmdet needs
