@@ -118,7 +118,7 @@ def test_a_harvest_that_stopped_at_a_requirement_is_run_again_when_it_may_be_ins
 
     off = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False)
     assert (off.passed, off.failures) == (0, {"constructor-args": 1})
-    assert off.harvest["usage_waits_for"] == {"tinyplot": 1}  # type: ignore[index]
+    assert (off.harvest["usage_waiting"], off.harvest["usage_waits_for"]) == (1, {"tinyplot": 1})  # type: ignore[index]
     assert _record(home, "LayoutGate")["usage_waits_for"] == ["tinyplot"]
     assert nnrag.build([str(repo)], home=home, limits=search_limits(), search=False).cached == 1
 

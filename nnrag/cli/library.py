@@ -317,8 +317,9 @@ def _print_build(report: Any, title: str) -> None:
                       f"and {h.get('passed', 0)} passing blocks that build them ({h['seconds']:.0f} s)")
         if h.get("usage_waits_for"):
             waits = h["usage_waits_for"]
-            timing.append(f"the harvest of their package stopped at a distribution not installed here "
-                          f"({', '.join(f'{d} {n}' for d, n in list(waits.items())[:5])} blocks; --requirements install)")
+            timing.append(f"{h['usage_waiting']} failed blocks wait for a usage harvest that stops at a distribution "
+                          f"not installed here ({', '.join(f'{d} {n}' for d, n in list(waits.items())[:5])}; "
+                          f"--requirements install)")
     if report.seconds:
         timing.append(f"total {report.seconds:.1f} s")
     if report.search:

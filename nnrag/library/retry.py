@@ -134,6 +134,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
 
     stopped: dict[str, list[str]] = {}  # source -> the distributions its harvest could not import, without install
     waits: dict[str, int] = {}  # distribution -> failed blocks whose harvest stopped at it
+    waiting: set[str] = set()  # those blocks
 
     def settle(item: Retry, record: ValidationRecord, requirements: tuple[str, ...], first: Retry | None = None) -> None:
         verdict = item.candidate.verdict(record)
@@ -141,6 +142,7 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             verdict.record["environment"] = list(requirements)
         if not record.ok and stopped.get(item.candidate.ref.source):
             verdict.record["usage_waits_for"] = stopped[item.candidate.ref.source]
+            waiting.add(item.candidate.ref.block_id)
             for dist in stopped[item.candidate.ref.source]:
                 waits[dist] = waits.get(dist, 0) + 1
         if first is not None and first is not item:  # re-extracted with what its usage names: the
@@ -237,4 +239,5 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             check(src, items, checker, usable)
     return {"factories": ran.factories, "examples": ran.examples, "configs": ran.configs, "passed": ran.passed, "ok": ran.ok,
             "seconds": round(ran.seconds, 2),
-            "retried": retried, "rescued": rescued, "usage_waits_for": dict(sorted(waits.items(), key=lambda kv: (-kv[1], kv[0])))}
+            "retried": retried, "rescued": rescued, "usage_waiting": len(waiting),
+            "usage_waits_for": dict(sorted(waits.items(), key=lambda kv: (-kv[1], kv[0])))}
