@@ -116,9 +116,11 @@ def build_library(
             """Under ``--requirements install``: the block waits for a requirement, or its usage for
             one its package imports (a harvest that could not run), or it missed one and has not
             had its environment as that environment stands now."""
-            if requirements == "install" and prev["usage_waits_for"] and harvest:
+            if requirements != "install":
+                return False
+            if prev["usage_waits_for"] and harvest:
                 return True
-            if requirements != "install" or not (prev["waits_for"] or prev["code"] == MISSING_DEPENDENCY):
+            if not (prev["waits_for"] or prev["code"] == MISSING_DEPENDENCY):
                 return False
             judged, refused = (json.loads(prev[k]) if prev[k] else None for k in ("judged_in", "not_installable"))
             return bool(prev["waits_for"]) or not settled_by_install(workspace, judged, refused)

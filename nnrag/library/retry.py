@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterator
 
@@ -133,18 +134,14 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
     finder = Finder(db.conn)
 
     stopped: dict[str, list[str]] = {}  # source -> the distributions its harvest could not import, without install
-    waits: dict[str, int] = {}  # distribution -> failed blocks whose harvest stopped at it
-    waiting: set[str] = set()  # those blocks
+    waiting: dict[str, list[str]] = {}  # block id -> those its verdict records (``usage_waits_for``)
 
     def settle(item: Retry, record: ValidationRecord, requirements: tuple[str, ...], first: Retry | None = None) -> None:
         verdict = item.candidate.verdict(record)
         if requirements:
             verdict.record["environment"] = list(requirements)
         if not record.ok and stopped.get(item.candidate.ref.source):
-            verdict.record["usage_waits_for"] = stopped[item.candidate.ref.source]
-            waiting.add(item.candidate.ref.block_id)
-            for dist in stopped[item.candidate.ref.source]:
-                waits[dist] = waits.get(dist, 0) + 1
+            verdict.record["usage_waits_for"] = waiting[item.candidate.ref.block_id] = stopped[item.candidate.ref.source]
         if first is not None and first is not item:  # re-extracted with what its usage names: the
             # next build extracts the block as before and keeps this verdict while that is unchanged
             verdict.record["extracted_as"] = records.code_sha1(first.candidate.code)
@@ -217,13 +214,11 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
                 ran.add(one)
                 usable = requirements
                 # what this run stopped at, and what an earlier build's run of the same units did
-                missing = one.missing | usage.stopped_at(db, src, requirements)
-                more = {d for m in missing if m not in corpus and (d := distribution_for(m))}
-                if not install:
-                    if more - set(requirements):
-                        stopped[src] = sorted(more - set(requirements))
-                    more = set()
-                if not more - set(requirements) or round_ + 1 == _ROUNDS:
+                more = {d for m in usage.stopped_at(db, src, requirements)
+                        if m not in corpus and (d := distribution_for(m))} - set(requirements)
+                if more and not install:  # left for a build that may install them
+                    stopped[src], more = sorted(more), set()
+                if not more or round_ + 1 == _ROUNDS:
                     check(src, items, checker, requirements)  # in the gate the harvest used
                     checked = True
                     break
@@ -240,4 +235,4 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
     return {"factories": ran.factories, "examples": ran.examples, "configs": ran.configs, "passed": ran.passed, "ok": ran.ok,
             "seconds": round(ran.seconds, 2),
             "retried": retried, "rescued": rescued, "usage_waiting": len(waiting),
-            "usage_waits_for": dict(sorted(waits.items(), key=lambda kv: (-kv[1], kv[0])))}
+            "usage_waits_for": dict(Counter(d for dists in waiting.values() for d in dists).most_common())}

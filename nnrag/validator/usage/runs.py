@@ -15,7 +15,7 @@ import logging
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -84,6 +84,9 @@ class Passed:
     recipe: str
 
 
+_IN_STAMP = 4  # a harvest's stamp: gate version, source version, commit, text SHA-1, then the environment
+
+
 @dataclass
 class HarvestStats:
     factories: int = 0
@@ -92,7 +95,6 @@ class HarvestStats:
     passed: int = 0
     ok: int = 0
     seconds: float = 0.0
-    missing: set[str] = field(default_factory=set)  # top-level modules units stopped at, not importable there
 
     def add(self, other: "HarvestStats") -> None:
         self.factories += other.factories
@@ -101,7 +103,6 @@ class HarvestStats:
         self.passed += other.passed
         self.ok += other.ok
         self.seconds += other.seconds
-        self.missing |= other.missing
 
 
 def plan(store: Database, source: str, focus: set[str], requirements: tuple[str, ...] = (),
@@ -121,7 +122,7 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
     source_id, version, commit = row["id"], row["version"], row["git_commit"]
 
     def stamp(sha1: str) -> str:
-        return "|".join([GATE_VERSION, version or "", commit or "", sha1, *requirements])
+        return "|".join([GATE_VERSION, version or "", commit or "", sha1, *requirements])  # see _IN_STAMP
 
     done = {r["factory"]: r["stamp"] for r in conn.execute("SELECT factory, stamp FROM harvests WHERE source=?", (source,))}
     files = conn.execute(
@@ -166,12 +167,13 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
 
 def stopped_at(store: Database, source: str, requirements: tuple[str, ...] = ()) -> set[str]:
     """The top-level modules the units of ``source`` stopped at, not importable, as this gate last
-    ran them in the environment ``requirements``: those of earlier builds too, which :func:`plan`
-    does not run again."""
+    ran them in the environment ``requirements``: those of the run just made and of earlier
+    builds' runs, which :func:`plan` does not run again."""
     found: set[str] = set()
     for r in store.conn.execute("SELECT stamp, message FROM harvests WHERE source=? AND ok=0", (source,)):
         parts = (r["stamp"] or "").split("|")
-        if parts[0] == GATE_VERSION and parts[4:] == list(requirements) and (top := missing_module(r["message"] or "")):
+        if (parts[0] == GATE_VERSION and parts[_IN_STAMP:] == list(requirements)
+                and (top := missing_module(r["message"] or ""))):
             found.add(top)
     return found
 
@@ -247,8 +249,6 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
                 stats.passed += factory.is_passed
                 stats.factories += not (factory.is_example or factory.is_config or factory.is_passed)
                 stats.ok += bool(record.get("ok"))
-                if top := missing_module(record.get("message") or ""):
-                    stats.missing.add(top)
             for factory in job:  # the job ended (time limit, crash) before these reported
                 if factory.key not in reported:
                     _save(store.conn, factory, {"ok": False, "message": result.get("killed") or "not reached", "usage": {}})
