@@ -66,36 +66,6 @@ def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, m
     assert json.loads(record)["environment"] == ["tinyact", "tinyplot"]
 
 
-_GATE = '''import torch
-import torch.nn as nn
-
-
-def _layouts():
-    return tuple(a + b + c for a, b, c in ("chw", "hwc"))
-
-
-class LayoutGate(nn.Module):
-    """Gates an image by the tanh of its mean, in the layout named.
-
-    Example:
-        >>> import torch
-        >>> gate = LayoutGate(layout="hwc")
-        >>> y = gate(torch.rand(2, 4, 4, 3))
-    """
-
-    def __init__(self, layout):
-        super().__init__()
-        if layout not in _layouts():
-            raise ValueError(f"unknown layout {layout!r}")
-        self.axis = dict(zip(_layouts(), (1, -1)))[layout]
-
-    def forward(self, x):
-        if x.shape[self.axis] != 3:
-            raise ValueError("expected an RGB image")
-        return x * torch.tanh(x.mean(self.axis, keepdim=True))
-'''
-
-
 def _record(home: Path, name: str) -> dict[str, object]:
     with connect(Workspace.resolve(home)) as store:
         (record,) = store.conn.execute("SELECT record FROM library WHERE name=?", (name,)).fetchone()
@@ -110,23 +80,26 @@ def test_a_harvest_that_stopped_at_a_requirement_is_run_again_when_it_may_be_ins
     with it judges the block again, and the example rescues it, as a first build with it would."""
     _wheel(tmp_path / "wheels")
     monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {tmp_path / 'wheels'}")
-    repo = tmp_path / "gate_repo"
-    (repo / "gpkg").mkdir(parents=True)
-    (repo / "gpkg" / "__init__.py").write_text("from tinyplot import show  # every import of the package needs it\n")
-    (repo / "gpkg" / "gate.py").write_text(_GATE)
+    repo = tmp_path / "needs_repo"
+    shutil.copytree(FIXTURES / "needs_repo", repo)
+    blocks = repo / "npkg" / "blocks.py"  # its blocks' own requirement made local: only the package needs one
+    local = "import torch\n\n\ndef scaled_tanh(x, scale):\n    return torch.tanh(x) * scale\n"
+    blocks.write_text(blocks.read_text().replace("from tinyact import scaled_tanh", local, 1))
     home = tmp_path / "home"
 
-    off = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False)
+    gate = {"TanhGate"}
+    off = nnrag.build([str(repo)], home=home, limits=search_limits(), names=gate, search=False)
     assert (off.passed, off.failures) == (0, {"constructor-args": 1})
     assert (off.harvest["usage_waiting"], off.harvest["usage_waits_for"]) == (1, {"tinyplot": 1})  # type: ignore[index]
-    assert _record(home, "LayoutGate")["usage_waits_for"] == ["tinyplot"]
-    assert nnrag.build([str(repo)], home=home, limits=search_limits(), search=False).cached == 1
+    assert _record(home, "TanhGate")["usage_waits_for"] == ["tinyplot"]
+    assert nnrag.build([str(repo)], home=home, limits=search_limits(), names=gate, search=False).cached == 1
 
-    on = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, requirements="install")
+    on = nnrag.build([str(repo)], home=home, limits=search_limits(), names=gate, search=False, requirements="install")
     assert on.passed == 1 and on.harvest["rescued"] == 1, on.harvest  # type: ignore[index]
-    record = _record(home, "LayoutGate")
+    record = _record(home, "TanhGate")
     assert record["ok"] and record["environment"] == ["tinyplot"] and "usage_waits_for" not in record
-    assert nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, requirements="install").cached == 1
+    assert nnrag.build([str(repo)], home=home, limits=search_limits(), names=gate, search=False,
+                       requirements="install").cached == 1
 
 
 def test_an_environment_layered_over_a_python_that_is_gone_is_layered_again(
