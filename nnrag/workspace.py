@@ -14,6 +14,18 @@ from pathlib import Path
 from .errors import ConfigError
 
 HOME_ENV = "NNRAG_HOME"
+_IN_USE: set[Path] = set()
+
+
+def in_use() -> frozenset[Path]:
+    """The homes this process has opened: the sandbox covers each of them wherever it lies, so a
+    candidate never reads an index, a config with an API key, or another block's files."""
+    return frozenset(_IN_USE)
+
+
+def private_folder(path: Path) -> None:
+    """``path`` and its missing parents; a folder made here is its owner's alone (0700)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def safe_name(text: str) -> str:
@@ -36,6 +48,7 @@ class Workspace:
         path = Path(home).expanduser().resolve()
         if path.exists() and not path.is_dir():
             raise ConfigError(f"the nnrag home {path} is a file, not a folder: give --home a folder (or NNRAG_HOME)")
+        _IN_USE.add(path)
         return cls(path)
 
     @property
@@ -56,5 +69,5 @@ class Workspace:
         return path
 
     def ensure(self) -> "Workspace":
-        self.home.mkdir(parents=True, exist_ok=True)
+        private_folder(self.home)
         return self

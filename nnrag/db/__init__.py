@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import io
+import os
 import logging
 import sqlite3
 import tokenize
@@ -20,7 +21,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from ..errors import DiskFullError, IndexStoreError, NotFoundError
-from ..workspace import Workspace
+from ..workspace import Workspace, private_folder
 from .schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,13 @@ class Database:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(path.parent)
+            # the owner's alone: records hold what candidates printed; SQLite gives its journal
+            # files the same mode
+            if not path.exists():
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        except FileExistsError:
+            pass
         except OSError as exc:
             raise (disk_full_error(path.parent) if is_disk_full(exc) else exc) from exc
         try:

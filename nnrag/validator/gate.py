@@ -23,7 +23,9 @@ from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
 from ..errors import ValidatorUnavailable
 from . import record as R
+from ..workspace import in_use
 from .record import Limits, ValidationRecord
+from .sandbox import HIDE_ENV, minimal_environment
 from .static import static_check
 
 log = logging.getLogger(__name__)
@@ -37,8 +39,10 @@ class WorkerDied(Exception):
 
 class _Worker:
     def __init__(self, python: str | None = None, preload: tuple[str, ...] = (), generation: int = 0) -> None:
-        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
-        env.pop("PYTHONPATH", None)
+        # the worker keeps no API key or token of the caller's: candidates are its children
+        env = minimal_environment(os.environ, worker=True) | {"HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        if homes := in_use():
+            env[HIDE_ENV] = os.pathsep.join([*env.get(HIDE_ENV, "").split(os.pathsep), *map(str, homes)]).strip(os.pathsep)
         self.generation = generation  # of the gate's preload list it started with
         self.proc = subprocess.Popen(
             [python or sys.executable, "-I", "-m", "nnrag.validator.server", *(["--preload", ",".join(preload)] if preload else [])],
@@ -240,6 +244,20 @@ class Gate:
             return self._send(request)
         except WorkerDied as e:
             return {"factories": [], "killed": R.CRASH, "message": str(e)}
+
+    def run(self, function: str, argument: Any, limits: Limits, paths: Sequence[str] = ()) -> dict[str, Any]:
+        """Call one of nnrag's functions that run untrusted code (``server.CONFINED_FUNCTIONS``:
+        LEMUR's training of a model) in a confined child, as a candidate is checked. ``argument``
+        and the value returned are JSON data; ``paths`` are folders it may read.
+
+        Returns ``{"ok", "value", "message", "violations", "killed", "output", "isolation"}``: the
+        value is what the confined code returned, data for the caller to check, never to trust."""
+        request = {"task": "run", "function": function, "argument": argument, "paths": [str(p) for p in paths],
+                   "limits": asdict(limits)}
+        try:
+            return self._send(request)
+        except WorkerDied as e:
+            return {"ok": False, "killed": R.CRASH, "message": f"validation worker died: {e}", "violations": []}
 
     def check_file(self, path: str | os.PathLike[str], class_name: str | None = None) -> ValidationRecord:
         p = Path(path)

@@ -40,7 +40,8 @@ class Limits:
     timeout_s: float = 20.0  # wall clock, whole candidate
     cpu_s: int = 40
     memory_mb: int = 6144  # growth over the warm worker
-    file_mb: int = 64
+    file_mb: int = 64  # one file
+    disk_mb: int = 1024  # the candidate's folder in all (a file system of its own; memory where a budget counts it)
     processes: int = 64  # beyond those already running
 
     @classmethod

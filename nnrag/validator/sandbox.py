@@ -31,7 +31,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ..errors import ConfigError
 from .record import Limits
@@ -218,12 +218,15 @@ _DENIED_CALLS = ("ptrace", "process_vm_readv", "process_vm_writev", "mount", "um
                  "open_by_handle_at", "name_to_handle_at", "fsopen", "fsmount", "fsconfig", "move_mount", "open_tree",
                  "fspick", "mount_setattr", "io_uring_setup", "io_uring_enter", "io_uring_register", "acct",
                  "swapon", "swapoff", "reboot", "settimeofday", "clock_settime", "adjtimex", "quotactl")
+# Memory a process holds without it showing in its resident set: what a budget's group counts,
+# refused where there is none.
+UNCOUNTED_MEMORY_CALLS = ("memfd_create", "memfd_secret", "shmget")
 _SCMP_ACT_ALLOW = 0x7FFF0000
 _SCMP_ACT_ERRNO_EPERM = 0x00050000 | 1
 
 
-def _seccomp() -> bool:
-    """Refuse ``_DENIED_CALLS`` with EPERM for this process and all it starts (libseccomp also
+def _seccomp(denied: Sequence[str] = _DENIED_CALLS) -> bool:
+    """Refuse ``denied`` with EPERM for this process and all it starts (libseccomp also
     sets no-new-privileges). False where the library is missing."""
     try:
         lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
@@ -239,7 +242,7 @@ def _seccomp() -> bool:
     if not ctx:
         return False
     try:
-        for name in _DENIED_CALLS:
+        for name in denied:
             number = lib.seccomp_syscall_resolve_name(name.encode())
             if number >= 0 and lib.seccomp_rule_add(ctx, _SCMP_ACT_ERRNO_EPERM, number, 0) != 0:
                 return False
@@ -256,27 +259,58 @@ _KEPT_FLAGS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "
 _WRITABLE = ("/proc", "/dev", "/dev/pts", "/dev/null")  # the process's own view and device nodes
 
 
-# Places that hold what is not the candidate's to read: the user's home (API keys, ~/.nnrag),
-# temporary folders (other nnrag homes, other candidates), shared memory, runtime sockets, other
-# users. Each is covered with an empty file system; what the interpreter and the candidate need
-# from inside one (the Python installation, site-packages, the source roots) is bound back.
-_HOMES = {h for h in (os.environ.get("HOME"), os.path.expanduser("~")) if h and os.path.isabs(h)}
-_HIDDEN = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root", "/mnt", "/media")
+# What a candidate sees of the machine: the system's own folders (programs, libraries, their
+# settings, devices, the kernel's views), nothing else. Every other folder at the top of the file
+# system (homes, temporary folders, /opt, /srv, /var, a checkout under /work, an nnrag home
+# wherever it is) is covered with an empty file system, and what the interpreter and the candidate
+# need from inside one (the Python installation, site-packages, the source roots, nnrag itself) is
+# bound back. A list of places to show, not of places to hide: a home or a secret in a place
+# nobody thought of is covered too.
+_SHOWN = frozenset({"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev", "/proc", "/sys"})
+_HIDDEN_INSIDE = ("/dev/shm", "/dev/mqueue")  # shared memory and message queues of other processes
+HIDE_ENV = "NNRAG_SANDBOX_HIDE"  # more folders to cover (os.pathsep-separated): homes inside a shown place
 _O_PATH = getattr(os, "O_PATH", 0o10000000)
 
 
 def _hidden_roots() -> list[str]:
+    """The folders covered with an empty file system, outermost first, none inside another."""
+    places = set(_HIDDEN_INSIDE)
+    try:
+        for entry in os.scandir("/"):
+            if entry.is_dir(follow_symlinks=False) and entry.path not in _SHOWN:
+                places.add(entry.path)
+    except OSError:
+        pass
+    places.update(p for p in os.environ.get(HIDE_ENV, "").split(os.pathsep) if os.path.isabs(p))
+    places.update(h for h in (os.environ.get("HOME"), os.path.expanduser("~"), tempfile.gettempdir()) if h and os.path.isabs(h))
     roots: list[str] = []
-    for candidate in sorted({os.path.realpath(p) for p in (*_HIDDEN, *_HOMES, tempfile.gettempdir())}, key=len):
+    for candidate in sorted({os.path.realpath(p) for p in places}, key=len):
         if candidate != "/" and os.path.isdir(candidate) and not any(candidate.startswith(r + os.sep) for r in roots):
             roots.append(candidate)
     return roots
 
 
+def _module_roots() -> set[str]:
+    """The folders the worker's own top-level modules came from: an editable install (nnrag's
+    own source tree in a clone under ``~`` or ``/tmp``) is imported through a finder, not through
+    ``sys.path``, and must stay reachable too."""
+    roots: set[str] = set()
+    for name, module in list(sys.modules.items()):
+        if "." in name or module is None:
+            continue
+        locations = list(getattr(module, "__path__", None) or [])
+        file = getattr(module, "__file__", None)
+        if not locations and isinstance(file, str):
+            locations = [os.path.dirname(file)]
+        roots.update(p for p in locations if isinstance(p, str) and os.path.isabs(p))
+    return roots
+
+
 def _needed(folder: Path, visible: Sequence[str]) -> list[str]:
-    """Folders the child must still reach: its own, the interpreter's, ``sys.path``, ``visible``."""
+    """Folders the child must still reach: its own, the interpreter's, ``sys.path``, the worker's
+    modules, ``visible``."""
     paths = {str(folder), sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}
-    paths.update(p for p in (*sys.path, *visible) if p)
+    paths.update(p for p in (*sys.path, *visible, *_module_roots()) if p)
     out = set()
     for p in paths:
         real = os.path.realpath(p)
@@ -294,12 +328,15 @@ def _bound_back(needed: Sequence[str], roots: Sequence[str]) -> list[str]:
     return [p for p in inside if not any(p.startswith(q + os.sep) for q in inside if q != p)]
 
 
-def _read_only_filesystem(folder: Path, visible: Sequence[str] = ()) -> bool:
-    """A private mount namespace where the places that hold others' data are covered (see
-    ``_HIDDEN``) and every mount is read-only but the candidate's folder (bound onto itself, so it
-    stays writable) and /proc, /dev: a write anywhere else, whichever way it is made (``os.open``
-    with ``dir_fd``, libc through ctypes, SQLite), fails with EROFS. Needs root or the user
-    namespace ``_unshare`` made."""
+def _read_only_filesystem(folder: Path, visible: Sequence[str] = (), disk_mb: int = 0) -> bool:
+    """A private mount namespace where every folder but the system's own is covered (see
+    ``_SHOWN``), every mount is read-only but the candidate's folder and /proc, /dev: a write
+    anywhere else, whichever way it is made (``os.open`` with ``dir_fd``, libc through ctypes,
+    SQLite), fails with EROFS. The candidate's folder becomes a file system of its own of
+    ``disk_mb`` MB and a bounded number of files (its pages are memory: a budget's group counts
+    them), holding copies of the files the worker put there; what the candidate writes never
+    reaches the worker's folder, and the log the worker reads is not in its sight. Needs root or
+    the user namespace ``_unshare`` made."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
@@ -307,6 +344,7 @@ def _read_only_filesystem(folder: Path, visible: Sequence[str] = ()) -> bool:
             return False
         roots = _hidden_roots()
         keep = {p: os.open(p, _O_PATH | os.O_DIRECTORY) for p in _bound_back(_needed(folder, visible), roots)}
+        given = _given_files(folder)
     except (OSError, AttributeError):
         return False
     # From here on the view has changed and cannot be given back: a step that fails is an error of
@@ -320,26 +358,46 @@ def _read_only_filesystem(folder: Path, visible: Sequence[str] = ()) -> bool:
             raise OSError(ctypes.get_errno(), f"sandbox setup: cannot bind {path} back")
         os.close(fd)
     own = str(folder).encode()
-    if libc.mount(own, own, None, _MS_BIND, None) != 0:
-        raise OSError(ctypes.get_errno(), f"sandbox setup: cannot bind the folder {folder}")
-    # the working directory still names the folder as it was before the bind (read-only once the
-    # view is remounted): a relative write (``os.makedirs(".hub")``) must reach the writable one
+    os.makedirs(folder, exist_ok=True)
+    options = f"size={max(1, disk_mb)}m,nr_inodes={_FOLDER_FILES},mode=700".encode()
+    if libc.mount(b"tmpfs", own, b"tmpfs", 2 | 4, options) != 0:  # nosuid, nodev
+        raise OSError(ctypes.get_errno(), f"sandbox setup: cannot make the folder {folder}")
+    for name, data in given.items():
+        with open(folder / name, "xb") as f:
+            f.write(data)
+    # the working directory still names the folder as it was before the mount: a relative write
+    # (``os.makedirs(".hub")``) must reach the new one
     os.chdir(folder)
     try:
         with open("/proc/self/mountinfo") as f:
             mounts = [(fields[4], fields[5]) for fields in (line.split() for line in f)]
         ok = True
-        for point, options in mounts:
+        for point, options_text in mounts:
             if point == str(folder) or point in _WRITABLE:
                 continue
             flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
-            for option in options.split(","):
+            for option in options_text.split(","):
                 flags |= _KEPT_FLAGS.get(option, 0)
             if libc.mount(None, point.encode(), None, flags, None) != 0 and point == "/":
                 ok = False  # the root must be read-only; a special file system that refuses stays as it was
         return ok
     except (OSError, AttributeError):
         return False
+
+
+_FOLDER_FILES = 20000  # files and folders a candidate may make: a cache of a few libraries
+LOG_NAME = "output.log"  # what the candidate prints: opened by the worker, never copied into the folder
+
+
+def _given_files(folder: Path) -> dict[str, bytes]:
+    """The regular files the worker wrote into the folder (the candidate file), to copy into the
+    candidate's own file system. Nothing of the candidate has run yet: these are the worker's."""
+    given: dict[str, bytes] = {}
+    for entry in os.scandir(folder):
+        if entry.name != LOG_NAME and entry.is_file(follow_symlinks=False):
+            with open(entry.path, "rb") as f:
+                given[entry.name] = f.read()
+    return given
 
 
 def _tasks_of_user() -> int:
@@ -368,23 +426,25 @@ def _limit(which: int, soft: int, slack: int = 0) -> None:
 
 
 def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str] = (),
-            refuse_processes: bool = False) -> dict[str, str]:
+            refuse_processes: bool = False, memory: str = "rss") -> dict[str, str]:
     """Confine the current (freshly forked, single-threaded) process; ``visible`` are folders it
-    must still read (source roots). With a PID namespace this forks: the caller goes on as the
-    namespace's first process. Returns the isolation levels."""
+    must still read (source roots); ``memory`` is how its memory is counted: ``"cgroup-v1"`` or
+    ``"cgroup-v2"`` when it has joined a budget's group (see budget.py), else ``"rss"``. With a PID
+    namespace this forks: the caller goes on as the namespace's first process. Returns the
+    isolation levels."""
     folder = folder.resolve()
     if os.getuid() == 0 and kernel_confinement():
         # root builds the view in a mount namespace of its own, with its rights (nobody could not
         # even look up what to bind back under /root), then becomes nobody; the copy a user
         # namespace then takes of that view is locked, mount by mount
-        read_only = _read_only_filesystem(folder, visible)
+        read_only = _read_only_filesystem(folder, visible, limits.disk_mb)
         dropped = _drop_root(folder)
         namespaces = _unshare()
         own_mounts = bool(namespaces) and ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWNS) == 0
     else:
         dropped = False
         namespaces = _unshare()
-        read_only = own_mounts = bool(namespaces) and _read_only_filesystem(folder, visible)
+        read_only = own_mounts = bool(namespaces) and _read_only_filesystem(folder, visible, limits.disk_mb)
     isolation = {"process": "fork", "network": "netns" if namespaces else "audit-hook",
                  "user": "nobody" if dropped else "caller"}
     mb = 1024 * 1024
@@ -392,19 +452,45 @@ def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str]
     _limit(resource.RLIMIT_DATA, status_kb("VmData") * 1024 + limits.memory_mb * mb)
     _limit(resource.RLIMIT_FSIZE, limits.file_mb * mb)
     _limit(resource.RLIMIT_CORE, 0)
+    # open files hold kernel memory no process's resident set shows (pipe and socket buffers)
+    _limit(resource.RLIMIT_NOFILE, _OPEN_FILES)
     try:
         _limit(resource.RLIMIT_NPROC, _tasks_of_user() + limits.processes)
     except (OSError, ValueError):
         pass
-    isolation["limits"] = "cpu,data,fsize,nproc,core"
+    isolation["limits"] = "cpu,data,fsize,nofile,nproc,core"
     isolation["filesystem"] = "private read-only view+audit-hook" if read_only else "audit-hook"
+    if read_only:
+        isolation["disk"] = f"tmpfs {limits.disk_mb} MB"
     if "pid" in namespaces:
         isolation["process"] = "pidns+own-proc" if _enter_pid_namespace(own_proc=own_mounts) else "pidns"
         isolation["ipc"] = "ipcns"
-    if _seccomp():
+    counted = memory.startswith("cgroup")
+    # without a group the worker sees only resident memory: the calls that hold memory outside
+    # it are refused
+    if _seccomp(_DENIED_CALLS if counted else _DENIED_CALLS + UNCOUNTED_MEMORY_CALLS):
         isolation["syscalls"] = "seccomp"
+    isolation["memory"] = memory if counted else ("rss, memfd and System V shared memory refused"
+                                                  if "syscalls" in isolation else "rss")
     _install_hook(folder, report_fd, refuse_processes)
     return isolation
+
+
+_OPEN_FILES = 4096
+
+
+# What of the environment a candidate keeps: no API key, token or path of the caller (its nnrag
+# home) is the candidate's to read. The worker keeps a little more: where its own folders are.
+_CANDIDATE_ENV = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                            "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES",
+                            "PYTHONHASHSEED", "PYTHONIOENCODING"})
+_WORKER_ENV = _CANDIDATE_ENV | {"HOME", "TMPDIR", "LD_LIBRARY_PATH", NAMESPACES_ENV, HIDE_ENV, "NNRAG_PRELOAD"}
+
+
+def minimal_environment(environ: Mapping[str, str], worker: bool = False) -> dict[str, str]:
+    """``environ`` less everything a candidate has no use for (the worker's own, with ``worker``)."""
+    keep = _WORKER_ENV if worker else _CANDIDATE_ENV
+    return {k: v for k, v in environ.items() if k in keep or k.startswith("LC_")}
 
 
 _LOOPBACK = {"127.0.0.1", "::1", "localhost"}

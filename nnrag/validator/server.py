@@ -16,6 +16,7 @@ import gc
 import json
 import os
 import re
+import secrets
 import select
 import shutil
 import signal
@@ -28,7 +29,8 @@ from typing import Any
 
 from . import record as R
 from .record import Limits, ValidationRecord
-from .sandbox import proc_state
+from .budget import MemoryBudget, remove_stale
+from .sandbox import LOG_NAME, minimal_environment, proc_state
 from .static import compile_candidate
 
 _POLL_S = 0.05
@@ -69,27 +71,48 @@ def _tampered(guarded: list[tuple[object, str, object, object]]) -> list[str]:
             if getattr(owner, name, None) is not obj or getattr(obj, "__code__", None) is not code]
 
 
-_KEEP_ENV = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                       "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "PYTHONIOENCODING"})
+_TOKEN_WAIT_S = 10.0
 
 
-def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int, compiled: CodeType | None) -> None:
+def _token(fd: int) -> str | None:
+    """This run's token, which the worker sends only once the harness asks for it (after the
+    block ran): code that ran at import time cannot have read it."""
+    if not select.select([fd], [], [], _TOKEN_WAIT_S)[0]:
+        return None
+    return os.read(fd, 64).decode("ascii", "replace") or None
+
+
+def _finish(report_fd: int, token_fd: int, result: dict[str, Any], write: Any = os.write) -> None:
+    """Ask for the token and write the one record of this run, carrying it."""
+    write(report_fd, b'{"progress": "done"}\n')
+    result["token"] = _token(token_fd)
+    write(report_fd, (json.dumps(result, default=str) + "\n").encode())
+
+
+def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int, compiled: CodeType | None,
+           log_fd: int, token_fd: int, budget: MemoryBudget | None) -> None:
     result: dict[str, Any] = {"ok": False, "stage": "import"}
     try:
+        memory = "rss"
+        if budget is not None:
+            try:
+                budget.join()  # first: every page from here on is counted
+                memory = budget.kind
+            except OSError:
+                pass
         os.setsid()
-        log = os.open(folder / "output.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
+        os.dup2(log_fd, 1)  # the worker's own file, outside the candidate's sight: it reads it by this fd
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.chdir(folder)
-        # a minimal environment: the caller's API keys, tokens and paths (its nnrag home) are not
-        # the candidate's to read
-        kept = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("LC_")}
+        kept = minimal_environment(os.environ)
         os.environ.clear()
-        os.environ.update(kept, HOME=str(folder), TMPDIR=str(folder), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                          TORCH_HOME=str(folder / ".torch"), XDG_CACHE_HOME=str(folder / ".cache"),
-                          TORCHINDUCTOR_CACHE_DIR=str(folder / ".inductor"), TRITON_CACHE_DIR=str(folder / ".triton"))
+        os.environ.update(kept, HOME=str(folder), TMPDIR=str(folder),
+                          HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TORCH_HOME=str(folder / ".torch"),
+                          XDG_CACHE_HOME=str(folder / ".cache"), TORCHINDUCTOR_CACHE_DIR=str(folder / ".inductor"),
+                          TRITON_CACHE_DIR=str(folder / ".triton"))
         import tempfile as _tempfile
 
         _tempfile.tempdir = str(folder)  # the worker cached its own; torch caches go here, not /tmp
@@ -98,10 +121,11 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         base_kb = status_kb("VmRSS")
         try:
             result["isolation"] = confine(folder, limits, report_fd, request.get("paths") or (),
-                                          refuse_processes=request.get("task") == "harvest")
+                                          refuse_processes=request.get("task") in _TASKS_WITHOUT_PROCESSES,
+                                          memory=memory)
         except OSError as e:  # the gate's own failure: no candidate code has run
             result.update(code=R.PROBE_ERROR, message=f"the sandbox could not be set up: {e}"[:500])
-            os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
+            _finish(report_fd, token_fd, result)
             return
         import torch
 
@@ -119,7 +143,17 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
                 result["ok"] = True
             except BaseException as e:
                 result["message"] = probe.format_failure(e)
-            os.write(report_fd, (json.dumps(result, default=str) + "\n").encode())
+            _finish(report_fd, token_fd, result)
+            return
+        if request.get("task") == "run":
+            result["stage"] = "run"
+            try:
+                result["value"] = confined_call(request["function"], request.get("argument"))
+                result["ok"] = True
+            except BaseException as e:
+                result["message"] = f"{type(e).__name__}: {e}"[:2000]
+                result["traceback"] = probe.format_failure(e)
+            _finish(report_fd, token_fd, result)
             return
         write = os.write  # the original, kept before any candidate code runs
         try:
@@ -145,9 +179,27 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         if strays := stray_processes():  # they die with this process; starting them is the violation
             write(report_fd, f'{{"violation": "process: {len(strays)} process(es) still running after the check, '
                              f'killed with the candidate"}}\n'.encode())
-        write(report_fd, (json.dumps(result, default=str) + "\n").encode())
+        _finish(report_fd, token_fd, result, write)
     finally:
         os._exit(0)
+
+
+# Tasks that run trusted code of nnrag's over untrusted input (a usage harvest imports whole
+# packages, a confined call trains a model): starting a process fails as the kernel would refuse
+# it, so that libraries probing for a tool carry on, instead of ending the run as a violation.
+_TASKS_WITHOUT_PROCESSES = frozenset({"harvest", "run"})
+# Functions a ``run`` request may name: nnrag's own, each taking and returning JSON data.
+CONFINED_FUNCTIONS = frozenset({"nnrag.lemur.runner:train"})
+
+
+def confined_call(function: str, argument: Any) -> Any:
+    """Call one of ``CONFINED_FUNCTIONS`` inside the sandbox."""
+    if function not in CONFINED_FUNCTIONS:
+        raise ValueError(f"{function} is not a function the sandbox runs")
+    import importlib
+
+    module, name = function.split(":")
+    return getattr(importlib.import_module(module), name)(argument)
 
 
 _MADV_HUGEPAGE = 14
@@ -295,7 +347,60 @@ def _kill(pid: int) -> None:
             continue
 
 
+_RESULT_CAP = 64 * 1024 * 1024  # bytes a run may send on its result channel (a harvest's records among them)
+
+
+class _Channel:
+    """The lines a run sends, read as they arrive, never more than ``_RESULT_CAP`` bytes. The
+    run's token goes out once the harness asks for it."""
+
+    def __init__(self, token: str, token_fd: int) -> None:
+        self.token, self.token_fd = token, token_fd
+        self.lines: list[dict[str, Any]] = []
+        self.asked = 0
+        self.received = 0
+        self._partial = b""
+
+    def feed(self, data: bytes) -> bool:
+        """Take ``data``; False once the run has sent more than its cap."""
+        self.received += len(data)
+        if self.received > _RESULT_CAP:
+            return False
+        *complete, self._partial = (self._partial + data).split(b"\n")
+        for raw in complete:
+            try:
+                line = json.loads(raw.decode("utf-8", "replace")) if raw.strip().startswith(b"{") else None
+            except ValueError:
+                line = None
+            if not isinstance(line, dict):
+                continue
+            if line.get("progress") == "done":
+                self.asked += 1
+                if self.asked == 1:
+                    try:
+                        os.write(self.token_fd, self.token.encode())
+                    except OSError:
+                        pass
+            else:
+                self.lines.append(line)
+        return True
+
+
+def _log_tail(fd: int, size: int = 2000) -> str:
+    """The end of what the candidate printed, read through the worker's own descriptor of the
+    file it made: never a path in the candidate's reach, never more than ``size`` bytes."""
+    try:
+        length = os.fstat(fd).st_size
+        return os.pread(fd, size, max(0, length - size)).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+_budgets = 0
+
+
 def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
+    global _budgets
     limits = Limits(**request.get("limits", {}))
     started = time.perf_counter()
     filename = request.get("filename") or "candidate.py"
@@ -308,14 +413,21 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
         if isinstance(compiled, ValidationRecord):
             shutil.rmtree(folder, ignore_errors=True)
             return compiled.to_dict() | {"seconds": round(time.perf_counter() - started, 4)}
+    log_fd = os.open(folder / LOG_NAME, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    _budgets += 1
+    budget = MemoryBudget.create(limits.memory_mb, f"{os.getpid()}-{_budgets}")
     read_fd, write_fd = os.pipe()
+    token_read, token_write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(folder, request, limits, write_fd, compiled)
+        os.close(token_write)
+        _child(folder, request, limits, write_fd, compiled, log_fd, token_read, budget)
     os.close(write_fd)
-    chunks: list[bytes] = []
+    os.close(token_read)
+    channel = _Channel(secrets.token_hex(16), token_write)  # made after the fork: the child never held it
     killed: str | None = None
+    flooded = False
     deadline = started + limits.timeout_s
     rss_limit = base_rss_kb + limits.memory_mb * 1024
     below: list[int] = []  # the child's own processes, seen by the last look at the tree
@@ -328,21 +440,26 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
                 data = os.read(read_fd, 65536)
                 if not data:
                     break
-                chunks.append(data)
+                flooded = not channel.feed(data)
             else:  # the child may be gone while a process it started holds the pipe open
                 done, code = os.waitpid(pid, os.WNOHANG)
                 if done:
                     status = code
-                    while select.select([read_fd], [], [], 0)[0] and (data := os.read(read_fd, 65536)):
-                        chunks.append(data)
+                    while (not flooded and select.select([read_fd], [], [], 0)[0]
+                           and (data := os.read(read_fd, 65536))):
+                        flooded = not channel.feed(data)
                     break
             now = time.perf_counter()
+            oom = False
             if now >= next_look:  # every process of the candidate counts, not only the child
                 next_look = now + _TREE_EVERY_S
                 below = descendants(pid)
-            if now > deadline:
+                oom = budget is not None and budget.killed_for_memory()  # one of them was killed by the kernel
+            if flooded:
+                killed = R.SANDBOX_VIOLATION
+            elif now > deadline:
                 killed = R.TIMEOUT
-            elif _rss_kb(pid) + sum(_pss_kb(p) for p in below) > rss_limit:
+            elif oom or _rss_kb(pid) + sum(_pss_kb(p) for p in below) > rss_limit:
                 killed = R.MEMORY
             elif len(below) > limits.processes:
                 killed = R.SANDBOX_VIOLATION
@@ -353,44 +470,78 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
             _, status = os.waitpid(pid, 0)
     finally:
         os.close(read_fd)
+        os.close(token_write)
     left = _sweep()
     seconds = time.perf_counter() - started
-    output = ""
-    try:
-        output = (folder / "output.log").read_bytes()[-2000:].decode("utf-8", "replace")
-    except OSError:
-        pass
+    output = _log_tail(log_fd)
+    os.close(log_fd)
     shutil.rmtree(folder, ignore_errors=True)
-    lines = [json.loads(x) for x in b"".join(chunks).decode("utf-8", "replace").splitlines() if x.strip().startswith("{")]
-    violations = [x["violation"] for x in lines if "violation" in x]
-    if killed == R.SANDBOX_VIOLATION:
+    if budget is not None and budget.killed_for_memory() and killed != R.SANDBOX_VIOLATION:
+        killed = R.MEMORY  # the kernel killed a process of the candidate's for memory: the cause, not the time
+    if budget is not None:
+        budget.close()
+    lines = channel.lines
+    violations = [str(x["violation"]) for x in lines if "violation" in x]
+    if flooded:
+        violations.append(f"result: more than {_RESULT_CAP >> 20} MB arrived on the result channel")
+    elif killed == R.SANDBOX_VIOLATION:
         violations.append(f"process: started more than {limits.processes} processes")
     if left and killed is None:  # processes the candidate left behind (after a kill, its children are expected)
         violations.append(f"process: {len(left)} process(es) still running after the check, killed ({', '.join(map(str, left[:10]))})")
+    if channel.asked > 1:  # the harness asks once: the candidate asked too
+        violations.append(f"result: the run's token was asked for {channel.asked} times")
     records = [x for x in lines if "stage" in x]
     if len(records) > 1:  # the harness writes one: another came from the candidate
         violations.append(f"result: {len(records)} result records arrived where the harness writes one")
-    result = records[-1] if records else None
+    result = _verdict(records, killed, status, limits, lines)
+    if result is not None and result.pop("token", None) != channel.token:
+        violations.append("result: the record does not carry this run's token")
+    if request.get("task") in ("harvest", "run"):  # partial results count: factories report one by one
+        end = result or _unfinished(killed, status, limits)
+        answer = {"ok": bool(end.get("ok")) and not violations, "violations": violations, "killed": killed,
+                  "message": end.get("message"), "output": output, "seconds": round(seconds, 4),
+                  "isolation": end.get("isolation", {})}
+        if request.get("task") == "harvest":
+            answer["factories"] = [x for x in lines if "factory" in x]
+        elif answer["ok"]:
+            answer["value"] = end.get("value")
+        return answer
     if result is None:
         result = {"ok": False, "stage": next((x["progress"] for x in reversed(lines) if "progress" in x), "import")}
-        if killed == R.TIMEOUT:
-            result.update(code=R.TIMEOUT, message=f"no result within {limits.timeout_s:g} s; process group killed")
-        elif killed == R.MEMORY:
-            result.update(code=R.MEMORY, message=f"resident memory grew past {limits.memory_mb} MB; killed")
-        elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
-            result.update(code=R.TIMEOUT, message=f"CPU time limit of {limits.cpu_s} s reached")
-        else:
-            how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit code {os.WEXITSTATUS(status)}"
-            result.update(code=R.CRASH, message=f"the sandboxed process died ({how}) without a result")
-    if request.get("task") == "harvest":  # partial results count: factories report one by one
-        end = next((x for x in reversed(lines) if x.get("stage") == "harvest"), {})
-        return {"ok": bool(end.get("ok")), "factories": [x for x in lines if "factory" in x], "violations": violations,
-                "killed": killed, "message": end.get("message"), "output": output, "seconds": round(seconds, 4)}
+        result.update(_unfinished(killed, status, limits))
     if violations:
         result.update(ok=False, code=R.SANDBOX_VIOLATION, message="; ".join(violations)[:2000])
     result["output"] = output
     result["seconds"] = round(seconds, 4)
     return result
+
+
+def _verdict(records: list[dict[str, Any]], killed: str | None, status: int, limits: Limits,
+             lines: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The harness's record, where it counts: the last one, from a run that ended on its own and
+    cleanly. A run that was killed (time, memory) or died after its record is judged by that,
+    whatever it had sent; None where no record counts."""
+    if killed or not records:
+        return None
+    result = records[-1]
+    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        stage = next((x["progress"] for x in reversed(lines) if "progress" in x), result.get("stage", "import"))
+        return {"ok": False, "stage": stage, "token": result.get("token"), **_unfinished(None, status, limits)}
+    return result
+
+
+def _unfinished(killed: str | None, status: int, limits: Limits) -> dict[str, Any]:
+    """Code and message of a run that did not end with the harness's record."""
+    if killed == R.TIMEOUT:
+        return {"code": R.TIMEOUT, "message": f"no result within {limits.timeout_s:g} s; process group killed"}
+    if killed == R.MEMORY:
+        return {"code": R.MEMORY, "message": f"the memory of the candidate's processes grew past {limits.memory_mb} MB; killed"}
+    if killed == R.SANDBOX_VIOLATION:
+        return {"code": R.SANDBOX_VIOLATION, "message": "killed"}
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+        return {"code": R.TIMEOUT, "message": f"CPU time limit of {limits.cpu_s} s reached"}
+    how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit code {os.WEXITSTATUS(status)}"
+    return {"code": R.CRASH, "message": f"the sandboxed process died ({how}) without its result"}
 
 
 def main() -> None:
@@ -416,6 +567,7 @@ def main() -> None:
     gc.freeze()
     _subreaper()
     _remove_stale_folders()
+    remove_stale(lambda pid: Path(f"/proc/{pid}").exists())
     out = sys.stdout
     out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     out.flush()
