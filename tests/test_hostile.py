@@ -285,3 +285,113 @@ def test_with_the_hook_off_no_way_out_gets_through(gate: Gate) -> None:
     assert "escaped=[]" in record.message, record.message
     assert not any(m.exists() for m in markers) and not glob.glob(tempfile.gettempdir() + "/nnrag-sandbox-*-x")
     assert received == [] and not _left_behind()
+
+
+# Classes of attack on what the worker trusts. Each payload stands for its class: every file of the
+# folder the worker might read, every way of holding memory a resident set does not show, every
+# way of writing a record the harness did not write.
+
+def test_files_the_candidate_links_or_blocks_are_never_read_by_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    secret = Path("/tmp/nnrag-hostile-secret")
+    secret.write_text("sk-root-only-secret")
+    secret.chmod(0o600)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-environment-secret")
+    try:
+        with Gate(1, Limits(timeout_s=15.0, memory_mb=500)) as fresh:  # started with the key in its environment
+            started = time.perf_counter()
+            record = fresh.check_file(HOSTILE / "links_worker_files.py")
+            took = time.perf_counter() - started
+            after = fresh.check_code("import torch.nn as nn\n\nclass Id(nn.Module):\n    def forward(self, x):\n"
+                                     "        return x\n", "Id")
+    finally:
+        secret.unlink()
+    text = json.dumps(record.to_dict())
+    assert "sk-root-only-secret" not in text and "sk-environment-secret" not in text, text
+    # a FIFO or /dev/zero in its folder neither blocks the worker nor grows it: the verdict comes in time
+    assert took < 15.0 and after.ok, (took, after.message)
+    assert record.ok and "linked" in record.output, record  # what it printed, read from the worker's own file
+    assert not _left_behind()
+
+
+@pytest.mark.parametrize("cgroup", ["1", "0"])
+def test_memory_no_resident_set_shows_is_counted_or_refused(monkeypatch: pytest.MonkeyPatch, cgroup: str) -> None:
+    monkeypatch.setenv("NNRAG_SANDBOX_CGROUP", cgroup)
+    with Gate(1, Limits(timeout_s=30.0, memory_mb=500, disk_mb=256)) as fresh:
+        record = fresh.check_file(HOSTILE / "holds_memory_unseen.py")
+    memory = record.isolation.get("memory", "")
+    if cgroup == "1" and not memory.startswith("cgroup"):
+        pytest.skip(f"this machine offers no memory cgroup to the worker ({memory or record.message})")
+    assert not record.ok
+    if memory.startswith("cgroup"):  # memfd pages, detached segments and tmpfs pages are charged to the group
+        assert record.code == "memory", record.message
+    elif record.isolation.get("filesystem") == "audit-hook":
+        pytest.skip("this kernel refused the namespaces: no folder of its own")
+    else:  # refused where nothing would count them, and the folder is full at its size
+        assert record.code == "runtime-error", record.message
+        assert "memfd=refused:1 sysv=refused:1 folder=refused:28" in record.message, record.message
+    assert not _left_behind() and not glob_sandboxes()
+
+
+def glob_sandboxes() -> list[str]:
+    import glob
+
+    return [p for p in glob.glob(tempfile.gettempdir() + "/nnrag-sandbox-*") if os.path.getsize(p) > 1 << 20]
+
+
+def test_a_flood_of_the_result_channel_is_cut_off(gate: Gate) -> None:
+    record = gate.check_file(HOSTILE / "floods_results.py")
+    assert (record.ok, record.code) == (False, "sandbox-violation"), record.message
+    assert "MB arrived on the result channel" in record.message
+    assert gate.check_code("import torch.nn as nn\n\nclass Id(nn.Module):\n    def forward(self, x):\n"
+                           "        return x\n", "Id").ok  # the worker goes on
+
+
+def test_a_record_written_by_code_at_import_is_not_a_verdict(gate: Gate) -> None:
+    record = gate.check_file(HOSTILE / "forges_at_import.py")
+    assert (record.ok, record.code) == (False, "sandbox-violation"), record
+    assert "does not carry this run's token" in record.message
+
+
+def test_a_record_followed_by_a_timeout_is_a_timeout() -> None:
+    with Gate(1, Limits(timeout_s=6.0, memory_mb=500)) as fresh:
+        record = fresh.check_file(HOSTILE / "forges_then_hangs.py")
+    assert (record.ok, record.code) == (False, "timeout"), record
+    assert not _left_behind()
+
+
+def test_a_home_anywhere_is_hidden_from_candidates_and_private(tmp_path: Path) -> None:
+    import nnrag
+    from nnrag.db import connect
+    from nnrag.workspace import Workspace
+
+    base = Path("/opt") if os.access("/opt", os.W_OK) else tmp_path
+    home = Path(tempfile.mkdtemp(prefix="nnrag-hostile-home-", dir=base)) / "home"
+    try:
+        workspace = Workspace.resolve(home).ensure()
+        with connect(workspace, create=True):
+            pass
+        (home / "config.toml").write_text('[llm]\napi_key = "sk-config-secret"\n')
+        assert (home.stat().st_mode & 0o777, workspace.index_path.stat().st_mode & 0o777) == (0o700, 0o600)
+        code = f"""
+import torch.nn as nn
+
+
+class Peeks(nn.Module):
+    def forward(self, x):
+        seen = []
+        for path in ({str(home / "config.toml")!r}, {str(workspace.index_path)!r}):
+            try:
+                seen.append(open(path, "rb").read(64).decode(errors="replace"))
+            except OSError as e:
+                seen.append(type(e).__name__)
+        raise RuntimeError("|".join(seen))
+"""
+        record = nnrag.validate(code=code, class_name="Peeks")
+    finally:
+        shutil.rmtree(home.parent)
+    if record.isolation.get("filesystem") == "audit-hook":
+        pytest.skip("this kernel refused a mount namespace")
+    assert "sk-config-secret" not in record.message and "SQLite" not in record.message, record.message
+    assert record.message.count("FileNotFoundError") == 2, record.message

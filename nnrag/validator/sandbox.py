@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import ConfigError
+from .budget import BUDGET_ENV
 from .record import Limits
 
 _CLONE_NEWUSER = 0x10000000
@@ -484,7 +485,7 @@ _OPEN_FILES = 4096
 _CANDIDATE_ENV = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                             "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES",
                             "PYTHONHASHSEED", "PYTHONIOENCODING"})
-_WORKER_ENV = _CANDIDATE_ENV | {"HOME", "TMPDIR", "LD_LIBRARY_PATH", NAMESPACES_ENV, HIDE_ENV, "NNRAG_PRELOAD"}
+_WORKER_ENV = _CANDIDATE_ENV | {"HOME", "TMPDIR", "LD_LIBRARY_PATH", NAMESPACES_ENV, HIDE_ENV, "NNRAG_PRELOAD", BUDGET_ENV}
 
 
 def minimal_environment(environ: Mapping[str, str], worker: bool = False) -> dict[str, str]:

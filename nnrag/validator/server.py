@@ -84,6 +84,11 @@ def _token(fd: int) -> str | None:
 
 def _finish(report_fd: int, token_fd: int, result: dict[str, Any], write: Any = os.write) -> None:
     """Ask for the token and write the one record of this run, carrying it."""
+    for stream in (sys.stdout, sys.stderr):  # what the candidate printed reaches the log first
+        try:
+            stream.flush()
+        except BaseException:
+            pass
     write(report_fd, b'{"progress": "done"}\n')
     result["token"] = _token(token_fd)
     write(report_fd, (json.dumps(result, default=str) + "\n").encode())
@@ -127,6 +132,8 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
             result.update(code=R.PROBE_ERROR, message=f"the sandbox could not be set up: {e}"[:500])
             _finish(report_fd, token_fd, result)
             return
+        # sent before any code of the candidate's runs: the worker keeps the first, also for a run it kills
+        os.write(report_fd, (json.dumps({"isolation": result["isolation"]}) + "\n").encode())
         import torch
 
         from . import probe
@@ -493,6 +500,7 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     records = [x for x in lines if "stage" in x]
     if len(records) > 1:  # the harness writes one: another came from the candidate
         violations.append(f"result: {len(records)} result records arrived where the harness writes one")
+    isolation = next((x["isolation"] for x in lines if "isolation" in x and "stage" not in x), {})
     result = _verdict(records, killed, status, limits, lines)
     if result is not None and result.pop("token", None) != channel.token:
         violations.append("result: the record does not carry this run's token")
@@ -500,7 +508,7 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
         end = result or _unfinished(killed, status, limits)
         answer = {"ok": bool(end.get("ok")) and not violations, "violations": violations, "killed": killed,
                   "message": end.get("message"), "output": output, "seconds": round(seconds, 4),
-                  "isolation": end.get("isolation", {})}
+                  "isolation": isolation}
         if request.get("task") == "harvest":
             answer["factories"] = [x for x in lines if "factory" in x]
         elif answer["ok"]:
@@ -509,6 +517,7 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     if result is None:
         result = {"ok": False, "stage": next((x["progress"] for x in reversed(lines) if "progress" in x), "import")}
         result.update(_unfinished(killed, status, limits))
+    result["isolation"] = isolation  # as the sandbox reported it before the candidate ran
     if violations:
         result.update(ok=False, code=R.SANDBOX_VIOLATION, message="; ".join(violations)[:2000])
     result["output"] = output
