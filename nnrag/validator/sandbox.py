@@ -566,8 +566,12 @@ def _install_hook(folder: Path, report_fd: int, refuse_processes: bool = False) 
                 writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _WRITE_FLAGS)
                 if writing and outside(path):
                     violation("write", f"open {path!r} mode {mode!r}")
+            elif event == "os.mkdir" and args and isinstance(args[0], (str, bytes)) and os.path.isdir(args[0]):
+                pass  # ``os.makedirs(existing, exist_ok=True)``, as libraries do at import: nothing is written
             elif event in _PATH_EVENTS:
-                if any(outside(a) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))):
+                # a link's target is only text: where the link is made is the write
+                written = args[1:2] if event == "os.symlink" else args[:2]
+                if any(outside(a) for a in written if isinstance(a, (str, bytes, os.PathLike))):
                     violation("write", f"{event} {args[:2]!r}")
             elif event == "sqlite3.connect":
                 database = args[0] if args else ""

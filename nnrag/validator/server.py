@@ -195,17 +195,14 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
 # packages, a confined call trains a model): starting a process fails as the kernel would refuse
 # it, so that libraries probing for a tool carry on, instead of ending the run as a violation.
 _TASKS_WITHOUT_PROCESSES = frozenset({"harvest", "run"})
-# Functions a ``run`` request may name: nnrag's own, each taking and returning JSON data.
-CONFINED_FUNCTIONS = frozenset({"nnrag.lemur.runner:train"})
-
-
 def confined_call(function: str, argument: Any) -> Any:
-    """Call one of ``CONFINED_FUNCTIONS`` inside the sandbox."""
-    if function not in CONFINED_FUNCTIONS:
-        raise ValueError(f"{function} is not a function the sandbox runs")
+    """Call ``module:function`` of nnrag's own (the caller names it: LEMUR's training of a model)
+    inside the sandbox; it takes and returns JSON data."""
+    module, _, name = function.partition(":")
+    if not module.startswith("nnrag.") or not name:
+        raise ValueError(f"{function} is not a function of nnrag's")
     import importlib
 
-    module, name = function.split(":")
     return getattr(importlib.import_module(module), name)(argument)
 
 
