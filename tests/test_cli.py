@@ -202,3 +202,19 @@ def test_a_build_that_does_not_validate_stores_searchable_blocks_and_the_next_bu
     older = json.loads(run_cli("build", str(repo), "--home", home, "--no-validate", "--no-harvest", "--no-search-index",
                                "--json").stdout)
     assert (older["not_validated"], older["cached"], older["passed"]) == (0, 8, 8), older
+
+
+def test_names_from_a_repository_reach_the_terminal_without_control_characters(tmp_path: Path) -> None:
+    repo = tmp_path / "esc_repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "__init__.py").write_text("")
+    # a file name that would clear the screen and retitle the terminal, and a class docstring with more
+    (repo / "pkg" / "evil\x1b[2J\x1b]0;pwned\x07.py").write_text(
+        'import torch.nn as nn\n\n\nclass Evil(nn.Module):\n    """Looks \x1b[31mred\x1b[0m."""\n\n'
+        "    def forward(self, x):\n        return x\n")
+    home = tmp_path / "home"
+    run_cli("index", str(repo), "--home", str(home))
+    for args in (("blocks",), ("sources",), ("stats",)):
+        shown = run_cli(*args, "--home", str(home))
+        assert "\x1b" not in shown.stdout + shown.stderr and "\x07" not in shown.stdout, (args, shown.stdout)
+    assert "Evil" in run_cli("blocks", "--home", str(home)).stdout

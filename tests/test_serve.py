@@ -115,6 +115,15 @@ def test_bad_requests_get_json_errors(server: str) -> None:
     assert httpx.post(server + "/api/validate", content=b"not json", headers={"content-type": "application/json"}).status_code == 422
 
 
+def test_only_requests_for_the_names_it_serves_are_answered(server: str) -> None:
+    port = server.rsplit(":", 1)[1]
+    for host in ("attacker.example", f"attacker.example:{port}", "127.0.0.1.attacker.example", ""):
+        refused = httpx.get(server + "/api/sources", headers={"host": host})
+        assert refused.status_code == 421 and "answers requests for" in refused.json()["error"], host
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "LOCALHOST"):
+        assert httpx.get(server + "/api/sources", headers={"host": host}).status_code == 200, host
+
+
 def test_no_request_reads_outside_the_home(server: str) -> None:
     for path in ("/static/..%2F..%2F..%2F..%2Fetc%2Fpasswd", "/static/../../../etc/passwd", "/block/..%2F..%2Fetc%2Fpasswd",
                  "/api/blocks/..%2F..%2Fetc%2Fpasswd/code", "/block/x:..%2F..%2F..%2Fetc%2Fpasswd/download"):

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterator, NoReturn, Optional
+from typing import Annotated, Any, Iterable, Iterator, NoReturn, Optional
 
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.segment import Segment
 from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -27,11 +29,27 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+# Control characters other than line breaks and tabs: an escape sequence in a file or class name
+# of a cloned repository (or in a message a candidate raised) would otherwise drive the terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class _DataConsole(Console):
+    """A console whose text never carries control characters: every name, path and message it
+    shows comes from data (indexed repositories, candidates' errors). Styles are Rich's own, added
+    after this filter."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            Segment(_CONTROL.sub("\ufffd", s.text), s.style, s.control) if not s.control and _CONTROL.search(s.text) else s
+            for s in buffer)
+
+
 # Piped output keeps whole table cells rather than Rich's 80-column fallback.
 # Plain text: data (messages, names, queries) is never read as markup, so "[llm]" stays; styles
 # are given explicitly (``style=``, ``styled``).
-out = Console(width=None if sys.stdout.isatty() else 200, markup=False)
-err = Console(stderr=True, soft_wrap=True, markup=False)  # messages carry paths: never wrap them
+out = _DataConsole(width=None if sys.stdout.isatty() else 200, markup=False)
+err = _DataConsole(stderr=True, soft_wrap=True, markup=False)  # messages carry paths: never wrap them
 
 HomeOpt = Annotated[
     Optional[Path],

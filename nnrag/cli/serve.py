@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -22,6 +22,9 @@ def _loopback(host: str) -> bool:
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to bind; other than loopback, anyone who reaches it can search and validate.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8765,
+    allow_host: Annotated[Optional[list[str]], typer.Option(
+        "--allow-host", help="Another name clients reach the server by (the loopback names and --host are always "
+        "served); requests for any other name are refused.")] = None,
     allow_weak: WeakSandboxOpt = False,
     home: HomeOpt = None,
 ) -> None:
@@ -35,7 +38,7 @@ def serve(
         workspace = Workspace.resolve(home)
         if not workspace.index_path.is_file():
             fail(f"no library in {workspace.home}: run `nnrag build` first (or give --home)")
-        application = create_app(workspace.home, allow_weak_sandbox=allow_weak)
+        application = create_app(workspace.home, allow_weak_sandbox=allow_weak, hosts=[host, *(allow_host or [])])
     if not _loopback(host):
         err.print(f"warning: serving on {host}: anyone who can reach it can read the library and run code through the gate",
                   markup=False)

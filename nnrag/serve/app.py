@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,6 +67,35 @@ class _BodyLimit:
         await self.app(scope, receive, send)
 
 
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def host_name(header: str) -> str:
+    """The name of a ``Host`` header without its port (``[::1]:8765`` -> ``::1``), lower case."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class _HostCheck:
+    """Answers only requests addressed to a name it serves: a page on another site that a DNS
+    rebinding points at this address still sends its own name, and is refused."""
+
+    def __init__(self, app: ASGIApp, hosts: frozenset[str]) -> None:
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            header = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if host_name(header) not in self.hosts:
+                response = JSONResponse({"error": f"this server answers requests for {', '.join(sorted(self.hosts))}, "
+                                                  f"not {header[:100]!r}"}, status_code=421)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _answer(result: dict[str, Any]) -> dict[str, Any]:
     """A tool's result, or its error as the HTTP status its kind means."""
     if "error" in result:
@@ -74,8 +103,10 @@ def _answer(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def create_app(home: str | Path | None = None, *, allow_weak_sandbox: bool = False) -> FastAPI:
-    """The application for one home. Validation starts one warm gate worker on first use."""
+def create_app(home: str | Path | None = None, *, allow_weak_sandbox: bool = False,
+               hosts: Sequence[str] = ()) -> FastAPI:
+    """The application for one home, answering requests addressed to the loopback names and
+    ``hosts``. Validation starts one warm gate worker on first use."""
     workspace = Workspace.resolve(home)
     tools = Toolbox(workspace.home, allow_weak_sandbox=allow_weak_sandbox, warm_gate=True)
     search_lock, gate_lock = threading.Lock(), threading.Lock()
@@ -92,6 +123,7 @@ def create_app(home: str | Path | None = None, *, allow_weak_sandbox: bool = Fal
     app = FastAPI(title="nnrag", version=nnrag.__version__, docs_url=None, redoc_url=None,  # their pages load a CDN
                   description="Search, read and validate the neural-network blocks of one nnrag home.", lifespan=lifespan)
     app.add_middleware(_BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(_HostCheck, hosts=frozenset(host_name(h) for h in (*LOOPBACK_NAMES, *hosts)))
     app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
     templates = Jinja2Templates(directory=_HERE / "templates")
     templates.env.globals["version"] = nnrag.__version__
