@@ -107,7 +107,8 @@ def test_a_build_over_hostile_blocks_among_good_ones_validates_the_good_and_clas
     repo = tmp_path / "mixed"
     (repo / "mixed").mkdir(parents=True)
     (repo / "mixed" / "__init__.py").write_text("")
-    for name in ("daemon.py", "fork_bomb.py", "patches_torch.py", "reads_secrets.py"):
+    for name in ("daemon.py", "fork_bomb.py", "patches_torch.py", "reads_secrets.py", "links_worker_files.py",
+                 "floods_results.py"):
         shutil.copy(HOSTILE / name, repo / "mixed" / name)
     (repo / "mixed" / "good.py").write_text(
         "import torch.nn as nn\n\n\nclass Good(nn.Module):\n    def __init__(self, dim: int = 8):\n        super().__init__()\n"
@@ -121,8 +122,10 @@ def test_a_build_over_hostile_blocks_among_good_ones_validates_the_good_and_clas
         "ForkBomb": ("failed", "sandbox-violation"),
         "Broken": ("failed", "runtime-error"),  # its closure leaves the module-level patch out
         "Leaks": ("failed", "runtime-error"),
+        "LinksWorkerFiles": ("validated", None),  # what it did stayed in its own folder
+        "FloodsResults": ("failed", "sandbox-violation"),
     }, verdicts
-    assert report.passed == 1
+    assert report.passed == 2 and not _left_behind()
 
 
 @pytest.mark.parametrize("payload", ["writes_outside.py", "writes_outside_unhooked.py"])

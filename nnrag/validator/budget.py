@@ -1,11 +1,14 @@
-"""A memory budget the kernel keeps: one cgroup per candidate, where the machine offers one.
+"""A memory budget the kernel keeps: a cgroup for the candidates of one worker, where the machine
+offers one.
 
 A process's resident memory misses what a candidate can hold without mapping it: ``memfd``
 files filled with ``write()``, System V segments left detached, tmpfs pages, pipe and socket
 buffers. A cgroup's memory controller charges every page its processes allocate, the kernel's
 own buffers included, and kills inside the group when the limit is passed. Pages the worker
 faulted in before the fork stay charged to the worker; the group sees only the candidate's growth,
-which is what ``Limits.memory_mb`` bounds.
+which is what ``Limits.memory_mb`` bounds. One candidate runs in the group at a time, and the next
+joins it once every process of the last is gone: a group per candidate would cost a kernel
+structure each that outlives it while pages it read stay cached.
 
 Both hierarchies are tried: cgroup v1's memory controller (a child of the worker's own group, as
 root can make one), then cgroup v2 where the worker's group delegates ``memory`` to its children.
@@ -49,63 +52,57 @@ def _own_group(controller: str) -> tuple[str, Path] | None:
 
 @dataclass(frozen=True)
 class MemoryBudget:
-    """One candidate's group. ``join`` is called by the candidate's process before it runs any of
-    the candidate's code; everything it then starts is in the group too."""
+    """A worker's group. ``join`` is called by a candidate's process before it runs any of the
+    candidate's code; everything it then starts is in the group too."""
 
     kind: str  # "cgroup-v1" or "cgroup-v2"
     folder: Path
 
     @classmethod
-    def create(cls, limit_mb: int, tag: str) -> "MemoryBudget | None":
-        """A new group of at most ``limit_mb`` MB, or None where the machine offers none to us."""
+    def create(cls, tag: str) -> "MemoryBudget | None":
+        """A new group, or None where the machine offers none to this process."""
         found = _own_group("memory") if os.environ.get(BUDGET_ENV, "1") != "0" else None
         if found is None:
             return None
         version, parent = found
         folder = parent / f"{_PREFIX}{tag}"
         try:
-            folder.mkdir()
-        except FileExistsError:
-            pass
+            folder.mkdir(exist_ok=True)
         except OSError:
             return None
-        limit = str(limit_mb * 1024 * 1024)
-        # a group of v2 has memory.max only where its parent delegates the controller
-        required, no_swap = (("memory.limit_in_bytes", "memory.swappiness") if version == "v1"
-                             else ("memory.max", "memory.swap.max"))
+        budget = cls(f"cgroup-{version}", folder)
         try:
-            (folder / required).write_text(limit)
-        except OSError:
-            _remove(folder)
+            budget.set_limit(1 << 20)
+        except OSError:  # a group of v2 has memory.max only where its parent delegates the controller
+            budget.close()
             return None
         try:  # the limit is on memory, not on memory and swap; swap accounting may be off
-            (folder / no_swap).write_text("0")
+            (folder / ("memory.swappiness" if version == "v1" else "memory.swap.max")).write_text("0")
         except OSError:
             pass
-        return cls(f"cgroup-{version}", folder)
+        return budget
+
+    def set_limit(self, limit_mb: int) -> None:
+        """The next candidate's limit (the kernel reclaims cached pages of earlier ones first)."""
+        name = "memory.limit_in_bytes" if self.kind == "cgroup-v1" else "memory.max"
+        (self.folder / name).write_text(str(limit_mb * 1024 * 1024))
 
     def join(self) -> None:
         """Move the calling process into the group (raises OSError where it cannot)."""
         (self.folder / "cgroup.procs").write_text(str(os.getpid()))
 
-    def killed_for_memory(self) -> bool:
-        """Whether the kernel killed a process of the group for passing the limit."""
+    def kills(self) -> int:
+        """How many processes of the group the kernel has killed for passing the limit, ever:
+        compare the count before and after a candidate."""
         name = "memory.oom_control" if self.kind == "cgroup-v1" else "memory.events"
         try:
             for line in (self.folder / name).read_text().splitlines():
                 key, _, value = line.partition(" ")
-                if key == "oom_kill" and int(value) > 0:
-                    return True
+                if key == "oom_kill":
+                    return int(value)
         except (OSError, ValueError):
             pass
-        return False
-
-    def peak_mb(self) -> float | None:
-        name = "memory.max_usage_in_bytes" if self.kind == "cgroup-v1" else "memory.peak"
-        try:
-            return round(int((self.folder / name).read_text()) / (1024 * 1024), 1)
-        except (OSError, ValueError):
-            return None
+        return 0
 
     def close(self) -> None:
         """Remove the group once its processes are gone (the worker has reaped them)."""
@@ -124,11 +121,11 @@ def _remove(folder: Path) -> None:
 
 
 def remove_stale(alive: Callable[[int], bool]) -> None:
-    """Groups of workers that died mid-check: named after the worker's pid, removed when it is gone."""
+    """Groups of workers that are gone: named after the worker's pid, removed."""
     found = _own_group("memory")
     if found is None:
         return
-    for folder in found[1].glob(f"{_PREFIX}*-*"):
-        owner = folder.name[len(_PREFIX):].split("-", 1)[0]
+    for folder in found[1].glob(f"{_PREFIX}*"):
+        owner = folder.name[len(_PREFIX):]
         if owner.isdigit() and not alive(int(owner)):
             _remove(folder)

@@ -310,16 +310,34 @@ def _module_roots() -> set[str]:
 def _needed(folder: Path, visible: Sequence[str]) -> list[str]:
     """Folders the child must still reach: its own, the interpreter's, ``sys.path``, the worker's
     modules, ``visible``."""
-    paths = {str(folder), sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}
-    paths.update(p for p in (*sys.path, *visible, *_module_roots()) if p)
+    return sorted(set(_reachable(len(sys.modules), tuple(sys.path))) | set(_folders((str(folder), *visible))))
+
+
+@functools.lru_cache(maxsize=4)
+def _reachable(modules: int, path: tuple[str, ...]) -> tuple[str, ...]:
+    """What every candidate of this worker must reach, for a given set of modules and ``sys.path``:
+    computed once in the worker (``prepare_view``), inherited by every fork."""
+    return _folders((sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), *path,
+                     *_module_roots()))
+
+
+def prepare_view() -> None:
+    """Compute what the view binds back before the first fork (a few milliseconds saved per candidate)."""
+    _reachable(len(sys.modules), tuple(sys.path))
+
+
+def _folders(paths: Sequence[str]) -> tuple[str, ...]:
+    """The real folders of ``paths`` (a file's folder for a file), those that exist."""
     out = set()
     for p in paths:
+        if not p:
+            continue
         real = os.path.realpath(p)
         if os.path.isfile(real):
             real = os.path.dirname(real)
         if os.path.isdir(real):
             out.add(real)
-    return sorted(out)
+    return tuple(sorted(out))
 
 
 def _bound_back(needed: Sequence[str], roots: Sequence[str]) -> list[str]:

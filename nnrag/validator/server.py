@@ -400,11 +400,22 @@ def _log_tail(fd: int, size: int = 2000) -> str:
         return ""
 
 
-_budgets = 0
+_BUDGET: list[MemoryBudget | None] = []  # this worker's group, made on first use
+
+
+def _budget(limit_mb: int) -> MemoryBudget | None:
+    if not _BUDGET:
+        _BUDGET.append(MemoryBudget.create(str(os.getpid())))
+    budget = _BUDGET[0]
+    if budget is not None:
+        try:
+            budget.set_limit(limit_mb)
+        except OSError:
+            return None
+    return budget
 
 
 def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
-    global _budgets
     limits = Limits(**request.get("limits", {}))
     started = time.perf_counter()
     filename = request.get("filename") or "candidate.py"
@@ -418,8 +429,8 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
             shutil.rmtree(folder, ignore_errors=True)
             return compiled.to_dict() | {"seconds": round(time.perf_counter() - started, 4)}
     log_fd = os.open(folder / LOG_NAME, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    _budgets += 1
-    budget = MemoryBudget.create(limits.memory_mb, f"{os.getpid()}-{_budgets}")
+    budget = _budget(limits.memory_mb)
+    kills_before = budget.kills() if budget is not None else 0
     read_fd, write_fd = os.pipe()
     token_read, token_write = os.pipe()
     pid = os.fork()
@@ -458,7 +469,7 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
             if now >= next_look:  # every process of the candidate counts, not only the child
                 next_look = now + _TREE_EVERY_S
                 below = descendants(pid)
-                oom = budget is not None and budget.killed_for_memory()  # one of them was killed by the kernel
+                oom = budget is not None and budget.kills() > kills_before  # one of them was killed by the kernel
             if flooded:
                 killed = R.SANDBOX_VIOLATION
             elif now > deadline:
@@ -480,10 +491,8 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     output = _log_tail(log_fd)
     os.close(log_fd)
     shutil.rmtree(folder, ignore_errors=True)
-    if budget is not None and budget.killed_for_memory() and killed != R.SANDBOX_VIOLATION:
+    if budget is not None and budget.kills() > kills_before and killed != R.SANDBOX_VIOLATION:
         killed = R.MEMORY  # the kernel killed a process of the candidate's for memory: the cause, not the time
-    if budget is not None:
-        budget.close()
     lines = channel.lines
     violations = [str(x["violation"]) for x in lines if "violation" in x]
     if flooded:
@@ -564,9 +573,10 @@ def main() -> None:
         except Exception:
             pass
     from . import weights
-    from .sandbox import kernel_confinement, status_kb
+    from .sandbox import kernel_confinement, prepare_view, status_kb
 
     kernel_confinement()  # asked once here (a fork), inherited by every candidate
+    prepare_view()
     weights.install()  # here, where it walks the preloaded modules once; every candidate inherits it
     # a child's garbage collection must not write to (and so copy) every object the imports made
     _GUARDED[:] = _guarded()
@@ -591,6 +601,9 @@ def main() -> None:
             result = {"ok": False, "stage": "import", "code": R.CRASH, "message": f"worker error: {type(e).__name__}: {e}"}
         out.write(json.dumps(result, default=str) + "\n")
         out.flush()
+    for budget in _BUDGET:
+        if budget is not None:
+            budget.close()
 
 
 if __name__ == "__main__":
