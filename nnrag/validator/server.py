@@ -195,6 +195,8 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
 # packages, a confined call trains a model): starting a process fails as the kernel would refuse
 # it, so that libraries probing for a tool carry on, instead of ending the run as a violation.
 _TASKS_WITHOUT_PROCESSES = frozenset({"harvest", "run"})
+
+
 def confined_call(function: str, argument: Any) -> Any:
     """Call ``module:function`` of nnrag's own (the caller names it: LEMUR's training of a model)
     inside the sandbox; it takes and returns JSON data."""
