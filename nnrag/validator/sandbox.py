@@ -6,14 +6,16 @@ Layers, strongest first, each recorded in the result's ``isolation``:
   no interface but a downed loopback, so no connection succeeds; no System V IPC object of
   another process; the candidate is process 1 of its own PID namespace with its own ``/proc``, so
   it sees no process but its own, and every process it starts dies when it ends;
-- in the same user namespace, a private mount namespace: the user's home, temporary folders,
-  shared memory and runtime sockets covered by empty file systems (the interpreter and the source
-  roots bound back), every file system read-only but the candidate's own folder: writes outside
-  it fail in the kernel, however they are made;
+- in the same user namespace, a private mount namespace: every folder but the system's own
+  covered by empty file systems (the interpreter, nnrag and the source roots bound back), every
+  file system read-only but the candidate's own folder, itself a small file system of its own:
+  writes outside it fail in the kernel, however they are made;
 - a seccomp filter (through the system's libseccomp) refusing the calls a candidate has no use
   for and an escape would: ``ptrace``, ``mount``, ``unshare``, ``setns``, ``bpf``, ``keyctl``, ...;
 - resource limits: CPU seconds, data segment (``RLIMIT_DATA``: an address-space limit breaks the
-  CUDA build of torch, which maps several GB it never touches), file size, processes, no core files;
+  CUDA build of torch, which maps several GB it never touches), file size, open files, processes,
+  no core files; memory the resident set does not show is counted by a cgroup the candidate
+  joined (budget.py), or refused where there is none;
 - a Python audit hook that refuses sockets, new processes and writes outside the candidate's
   folder, reporting each attempt on the result pipe before raising, so even code that swallows
   the exception is caught.
