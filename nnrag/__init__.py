@@ -11,6 +11,7 @@ imported only by the functions that need them.
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Callable, Sequence
 
 # The stage folders sources/, index/, extract/ and search/ share their names with functions of this
@@ -216,6 +217,7 @@ def build(
 
     check_prefer(prefer)  # before any indexing
     check_requirements(requirements)
+    started = time.perf_counter()
     workspace = Workspace.resolve(home)
     scheduler = build_config(workspace, scheduler).scheduler
     if sources or corpus is not None:
@@ -231,6 +233,7 @@ def build(
     )
     if search and not built.interrupted:
         built.search = sync_search(home=home, progress=progress).to_dict()
+    built.wall_seconds = round(time.perf_counter() - started, 1)
     return built
 
 

@@ -86,7 +86,7 @@ class AmbiguousBlockError(NotFoundError):
     def __init__(self, name: str, candidates: list[str]) -> None:
         self.name, self.candidates = name, candidates
         listing = "\n  ".join(candidates)
-        super().__init__(f"{name!r} matches {len(candidates)} blocks; pass --source or a full id:\n  {listing}")
+        super().__init__(f"{name!r} matches {len(candidates)} blocks; give one of their ids instead:\n  {listing}")
 
     def __reduce__(self) -> tuple[object, ...]:  # picklable across worker processes
         return (type(self), (self.name, self.candidates))

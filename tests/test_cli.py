@@ -49,11 +49,17 @@ def test_errors_are_messages_not_tracebacks(home: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "no index" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_cli("index", str(tmp_path / "missing"), "--home", str(home), check=False)
-    assert proc.returncode == 1 and "does not exist" in proc.stderr
+    assert proc.returncode == 1 and proc.stderr.count("does not exist") == 1, proc.stderr
     bad = tmp_path / "bad.toml"
     bad.write_text("[[source]\n")
     proc = run_cli("index", "--corpus", str(bad), "--home", str(home), check=False)
     assert proc.returncode == 1 and "invalid TOML" in proc.stderr
+    bad.write_bytes(b'[[source]]\nspec = "caf\xe9"\n')  # Latin-1, not UTF-8
+    proc = run_cli("index", "--corpus", str(bad), "--home", str(home), check=False)
+    assert proc.returncode == 1 and "not UTF-8" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    missing = tmp_path / "nothing.py"
+    proc = run_cli("validate", str(missing), check=False)
+    assert proc.returncode == 1 and proc.stderr.strip() == f"error: {missing}: no such file", proc.stderr
     # a names file that is missing, malformed or names nothing; a home that is a file; an empty query
     names = tmp_path / "names.json"
     for text, message in ((None, "does not exist"), ('["BlurPool2d",', "not valid JSON"), ("[]", "names no blocks")):

@@ -113,6 +113,23 @@ def test_bad_requests_get_json_errors(server: str) -> None:
                       headers={"content-type": "application/json"}, timeout=60)
     assert huge.status_code == 413  # refused before the body is read
     assert httpx.post(server + "/api/validate", content=b"not json", headers={"content-type": "application/json"}).status_code == 422
+    text = httpx.post(server + "/api/validate", content=b"import torch", headers={"content-type": "text/plain"})
+    assert text.status_code == 422 and text.json()["error"], text.text  # one JSON shape, never a 500
+    for path in ("/api/blocks/no:such.Block", "/api/nothing-here"):
+        missing = httpx.get(server + path)
+        assert missing.status_code == 404 and set(missing.json()) == {"error"}, (path, missing.text)
+
+    def chunks() -> Iterator[bytes]:  # no content-length: the limit is found while reading
+        for _ in range(60):
+            yield b" " * (1 << 20)
+
+    try:
+        chunked = httpx.post(server + "/api/validate", content=chunks(), headers={"content-type": "application/json"},
+                             timeout=60)
+        assert chunked.status_code == 413 and "limit" in chunked.json()["error"], chunked.text
+    except (httpx.WriteError, httpx.RemoteProtocolError):
+        pass  # refused mid-body: the server stopped reading and closed the connection
+    assert httpx.get(server + "/api/sources").status_code == 200
 
 
 def test_only_requests_for_the_names_it_serves_are_answered(server: str) -> None:

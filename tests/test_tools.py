@@ -7,8 +7,11 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+import nnrag
 
 from nnrag.tools.functions import Toolbox
 from nnrag.tools.langchain_tools import TOOLS, make_tools
@@ -92,17 +95,18 @@ def test_mcp_server_over_stdio(search_lib: dict[str, object]) -> None:
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "nnrag", "mcp", "--home", str(search_lib["home"])])
 
-    async def session() -> tuple[set[str], dict, dict]:
+    async def session() -> tuple[set[str], Any, Any, Any]:
         async with Client(params) as client:
             listed = await client.list_tools()
             hit = await client.call_tool("search_blocks", {"query": "find anti-aliased downsampling", "k": 1})
             spec = await client.call_tool("get_spec", {"name_or_id": "NoSuchBlock"})
-            return {t.name for t in listed.tools}, hit.structured_content, spec.structured_content  # type: ignore[return-value]
+            return {t.name for t in listed.tools}, hit, spec, client.server_info
 
-    names, hit, spec = asyncio.run(session())
+    names, hit, spec, hello = asyncio.run(session())
     assert names == set(TOOLS)
-    assert hit["results"][0]["name"] == "BlurDownsample"
-    assert spec["kind"] == "NotFoundError"
+    assert not hit.is_error and hit.structured_content["results"][0]["name"] == "BlurDownsample"
+    assert spec.is_error and spec.content[0].text.startswith("NotFoundError: ") and "NoSuchBlock" in spec.content[0].text
+    assert hello is not None and hello.version == nnrag.__version__ != ""
 
 
 def test_synthesize_tool_without_llm_says_what_to_set(box: Toolbox, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,6 +23,7 @@ from .common import (
     VerboseOpt,
     err,
     errors,
+    fail,
     out,
     print_json,
     progress_bar,
@@ -245,7 +246,7 @@ def vendor(
 
 @app.command()
 def validate(
-    file: Annotated[Path, typer.Argument(help="Python file to check.", exists=True, dir_okay=False)],
+    file: Annotated[Path, typer.Argument(help="Python file to check.")],
     class_name: Annotated[Optional[str], typer.Option("--class", help="Class to check (default: the header's, else the last nn.Module).")] = None,
     timeout: TimeoutOpt = None,
     memory_mb: MemoryOpt = None,
@@ -253,6 +254,8 @@ def validate(
 ) -> None:
     """Run the validator gate on a file; exit code 0 only if it passes."""
     setup_logging(False)
+    if not file.is_file():
+        fail(f"{file}: {'a folder, not a file' if file.is_dir() else 'no such file'}")
     with errors():
         rec = nnrag.validate(file, class_name=class_name, limits=nnrag.limits(timeout, memory_mb))
     if as_json:
@@ -265,7 +268,11 @@ def validate(
             out.print(f"  input {rec.input_shapes} -> output {rec.output_shapes}; {rec.params:,} parameters; backward: {rec.backward}", highlight=False)
         else:
             out.print(f"  {rec.message}", highlight=False)
-        out.print(f"  {rec.seconds:.2f} s, peak +{rec.peak_mb} MB, isolation {rec.isolation}", style="dim", highlight=False)
+        costs = f"{rec.seconds:.2f} s" + (f", peak +{rec.peak_mb:g} MB" if rec.peak_mb is not None else "")
+        out.print(f"  {costs}", style="dim", highlight=False)
+        if rec.isolation:
+            out.print("  isolation: " + "; ".join(f"{k} {v}" for k, v in rec.isolation.items()), style="dim",
+                      highlight=False)
     if not rec.ok:
         raise typer.Exit(1)
 
@@ -321,12 +328,14 @@ def _print_build(report: Any, title: str) -> None:
                           f"not installed here ({', '.join(f'{d} {n}' for d, n in list(waits.items())[:5])}; "
                           f"--requirements install)")
     if report.seconds:
-        timing.append(f"total {report.seconds:.1f} s")
+        timing.append(f"extracting and validating {report.seconds:.1f} s")
     if report.search:
         sr = report.search
         rate = f" at {sr['embed_per_s']:.1f} texts/s" if sr.get("embed_per_s") else ""
         timing.append(f"search index: {sr['specs_built']} specs built, {sr['embedded']} texts embedded{rate} "
                       f"({sr['seconds']:.0f} s)")
+X
+        timing.append(f"total {report.wall_seconds:.1f} s")
     if timing:
         out.print("; ".join(timing), style="dim")
     if report.search and report.search.get("retune_advised"):

@@ -84,11 +84,17 @@ def search(
                 index.sync(progress)
         hits = index.search(query, k, source=source, category=category, validated=True if validated else None,
                             method=method)  # type: ignore[arg-type]
+        # what the filter hid: blocks that fail the gate among the top k of all
+        hidden = [h for h in index.search(query, k, source=source, category=category, validated=None,
+                                          method=method) if h.status == "failed"] if validated and not as_json else []  # type: ignore[arg-type]
     if as_json:
         print_json([h.to_dict() for h in hits])
         return
+    more = (f"{len(hidden)} more {'match fails' if len(hidden) == 1 else 'matches fail'} the gate "
+            f"({', '.join(h.name for h in hidden[:3])}{', ...' if len(hidden) > 3 else ''}): --all shows "
+            f"{'it' if len(hidden) == 1 else 'them'}") if hidden else ""
     if not hits:
-        out.print("no matching blocks" + ("" if not validated else " among validated ones; try --all"))
+        out.print("no matching blocks" + ("" if not validated else f" among validated ones; {more or 'try --all'}"))
         return
     table = Table(title=f"Search: {query}", title_justify="left")
     for col in ("#", "name", "source", "path", "score", "summary", "ok"):
@@ -98,6 +104,8 @@ def search(
         table.add_row(str(h.rank), h.name, h.source, f"{h.path}:{h.line}", f"{h.score:.3f}", summary,
                       styled(("✓", "green")) if h.validated else styled(("✗", "red")) if h.status == "failed" else "·")
     out.print(table)
+    if more:
+        out.print(more, style="dim")
 
 
 @app.command()

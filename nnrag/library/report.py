@@ -22,7 +22,8 @@ class BuildReport:
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)  # tried, passed, pass_rate, failures by code
     extract_median_s: float | None = None
     validate_per_s: float | None = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # extracting and validating
+    wall_seconds: float | None = None  # the whole build: indexing, the library, specs and the search index
     peak_rss_mb: float | None = None  # of the build process itself (validation runs in other processes)
     interrupted: bool = False
     harvest: dict[str, object] = field(default_factory=dict)  # factories run, seconds, blocks rescued

@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import nnrag
@@ -50,21 +51,55 @@ class ValidateRequest(BaseModel):
     class_name: str | None = Field(None, description="the class to check; default: the file's last nn.Module")
 
 
+class _TooLarge(Exception):
+    """A body sent without its length (chunked) went past the limit while it was read."""
+
+
 class _BodyLimit:
-    """Refuses a request whose declared body is larger than the limit before reading it."""
+    """Refuses a request whose declared body is larger than the limit before reading it, and one
+    sent in chunks as soon as what arrived passes the limit (the rest is never read)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
 
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
+        response = JSONResponse({"error": f"the request body is {size} bytes; the limit is {self.limit}"},
+                                status_code=413)
+        await response(scope, receive, send)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            length = dict(scope.get("headers") or []).get(b"content-length", b"0")
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None:
             if length.isdigit() and int(length) > self.limit:
-                response = JSONResponse({"error": f"the request body is {int(length)} bytes; the limit is {self.limit}"},
-                                        status_code=413)
-                await response(scope, receive, send)
+                await self._refuse(scope, receive, send, f"{int(length):,}")
                 return
-        await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
+        received = 0
+        started = False
+
+        async def counted() -> Any:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise _TooLarge()
+            return message
+
+        async def sending(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, sending)
+        except _TooLarge:
+            if not started:
+                await self._refuse(scope, receive, send, f"more than {self.limit:,}")
 
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -129,8 +164,8 @@ def create_app(home: str | Path | None = None, *, allow_weak_sandbox: bool = Fal
     templates.env.globals["version"] = nnrag.__version__
     templates.env.globals["marks"] = MARKS
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(request: Request, exc: HTTPException) -> Any:
+    @app.exception_handler(StarletteHTTPException)  # also the router's own 404 and 405
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Any:
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
         return templates.TemplateResponse(request, "error.html", {"status": exc.status_code, "message": exc.detail},
@@ -138,10 +173,11 @@ def create_app(home: str | Path | None = None, *, allow_weak_sandbox: bool = Fal
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return JSONResponse({"error": f"{where}: {first.get('msg', 'invalid request')}", "detail": exc.errors()},
-                            status_code=422)
+        # only what can be written as JSON: an error may hold the raw input (bytes of a text body)
+        detail = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+                  for e in exc.errors()]
+        first = detail[0] if detail else {"loc": [], "msg": "invalid request"}
+        return JSONResponse({"error": f"{'.'.join(first['loc'])}: {first['msg']}", "detail": detail}, status_code=422)
 
     def _search(q: str, k: int, source: str | None, category: str | None, state: State) -> list[dict[str, Any]]:
         if not q.strip():

@@ -37,6 +37,9 @@ def load_corpus(path: str | Path) -> list[SourceSpec]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read corpus file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                          "a corpus file is TOML or JSON in UTF-8") from exc
     if path.suffix.lower() == ".json":
         try:
             data = json.loads(text)

@@ -42,9 +42,10 @@ def resolve(workspace: Workspace, model: str | None = None, base_url: str | None
     if not model or not (base_url or api_key):
         missing = [n for n, v in (("a model", model), ("an endpoint or API key", base_url or api_key)) if not v]
         raise LLMNotConfigured(
-            f"no LLM configured ({' and '.join(missing)} missing). Set --model and --base-url "
-            "(or NNRAG_LLM_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY), or an [llm] table with model, base_url "
-            f"and api_key in {workspace.home / 'config.toml'}"
+            f"no LLM configured ({' and '.join(missing)} missing). Give a model and an endpoint (--model and "
+            "--base-url on the command line, model= and base_url= in Python), or set NNRAG_LLM_MODEL and "
+            f"OPENAI_BASE_URL (or OPENAI_API_KEY), or an [llm] table with model, base_url and api_key in "
+            f"{workspace.home / 'config.toml'}"
         )
     return LLMSettings(str(model), base_url, str(api_key or "unused"), float(cfg.get("temperature", 0.0)),
                        float(cfg.get("timeout_s", 120.0)))
