@@ -334,7 +334,7 @@ def _print_build(report: Any, title: str) -> None:
         rate = f" at {sr['embed_per_s']:.1f} texts/s" if sr.get("embed_per_s") else ""
         timing.append(f"search index: {sr['specs_built']} specs built, {sr['embedded']} texts embedded{rate} "
                       f"({sr['seconds']:.0f} s)")
-X
+    if report.wall_seconds:  # a build's (the stored library's report has none)
         timing.append(f"total {report.wall_seconds:.1f} s")
     if timing:
         out.print("; ".join(timing), style="dim")

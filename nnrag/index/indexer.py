@@ -327,9 +327,7 @@ def index_sources(
             report_progress(f"list {spec.name}", i, len(specs))
             try:
                 m = materialize(spec, workspace.cache_dir)
-            except SourceError as exc:
-                # One unreachable source must not cost the others their run.
-                log.error("%s: %s", spec.name, exc)
+            except SourceError as exc:  # one unreachable source must not cost the others their run
                 errors[spec.name] = str(exc)
                 continue
             source_id, stale = _register(store, m)
@@ -338,8 +336,10 @@ def index_sources(
             tasks.extend(source_tasks)
             changed = changed or source_changed or stale
         report_progress("list", len(specs), len(specs))
-        if errors and not source_ids:
+        if errors and not source_ids:  # nothing goes on: the error is the command's, said once
             raise SourceError("; ".join(errors.values()))
+        for name, message in errors.items():
+            log.error("%s: %s", name, message)
 
         total = len(tasks)
         done = 0

@@ -51,13 +51,10 @@ class ValidateRequest(BaseModel):
     class_name: str | None = Field(None, description="the class to check; default: the file's last nn.Module")
 
 
-class _TooLarge(Exception):
-    """A body sent without its length (chunked) went past the limit while it was read."""
-
-
 class _BodyLimit:
     """Refuses a request whose declared body is larger than the limit before reading it, and one
-    sent in chunks as soon as what arrived passes the limit (the rest is never read)."""
+    sent in chunks (no declared length) as soon as what arrived passes the limit: the rest is
+    never read. A chunked body within the limit is read here and handed on whole."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -72,34 +69,33 @@ class _BodyLimit:
             await self.app(scope, receive, send)
             return
         length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None:
-            if length.isdigit() and int(length) > self.limit:
+        if length is not None or scope.get("method") in ("GET", "HEAD"):
+            if length is not None and length.isdigit() and int(length) > self.limit:
                 await self._refuse(scope, receive, send, f"{int(length):,}")
                 return
             await self.app(scope, receive, send)
             return
-        received = 0
-        started = False
-
-        async def counted() -> Any:
-            nonlocal received
+        body = bytearray()
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise _TooLarge()
-            return message
-
-        async def sending(message: Any) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted, sending)
-        except _TooLarge:
-            if not started:
+            if message["type"] != "http.request":  # the client went away
+                return
+            body += message.get("body", b"")
+            if len(body) > self.limit:
                 await self._refuse(scope, receive, send, f"more than {self.limit:,}")
+                return
+            if not message.get("more_body"):
+                break
+        handed = False
+
+        async def whole() -> Any:
+            nonlocal handed
+            if handed:
+                return await receive()
+            handed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, whole, send)
 
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
