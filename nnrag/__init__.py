@@ -421,18 +421,21 @@ def lemur_register(
     retry: bool = False,
     offline: bool = False,
     timeout_s: float = 900.0,
+    source: str | None = None,
     home: PathLike | None = None,
     progress: ProgressFn | None = None,
 ) -> "tuple[Setup, list[Registration]]":
     """Adapt validated blocks to LEMUR's model contract, gate them, and train and score them with
-    LEMUR's ``check_nn`` (one process per model). Outcomes are recorded; re-runs skip them."""
+    LEMUR's ``check_nn`` in the gate's sandbox. ``source`` picks among blocks of one name in several
+    sources. Outcomes are recorded; re-runs skip them."""
     from pathlib import Path
 
     from .lemur.register import register
 
     return register(Workspace.resolve(home), names, everything=everything, category=category, dataset=dataset,
                     epochs=epochs, prefix=prefix, root=Path(lemur_root) if lemur_root else None, limit=limit,
-                    synthesized=synthesized, retry=retry, offline=offline, timeout_s=timeout_s, progress=progress)
+                    synthesized=synthesized, retry=retry, offline=offline, timeout_s=timeout_s, source=source,
+                    progress=progress)
 
 
 def lemur_summary(results: "list[Registration]") -> dict[str, object]:

@@ -47,6 +47,7 @@ def test_register_read_back_refuse_and_resume(lemur_home: Path) -> None:
     setup, results = nnrag.lemur_register(["ResidualMix", "WidenDown", "PairNorm"], dataset="synthetic", epochs=1,
                                           offline=True, home=lemur_home)
     assert setup.bootstrapped and setup.db == lemur_home / "lemur" / "db" / "ab.nn.db"
+    assert setup.reason is None  # --offline: LEMUR's download was not tried, which is no failure
     by_name = {r.block_id.rsplit(".", 1)[-1]: r for r in results}
     for name in ("ResidualMix", "WidenDown"):
         r = by_name[name]
@@ -183,3 +184,14 @@ def test_lemur_trains_a_sandbox_aware_block_inside_the_sandbox(tmp_path: Path, m
     # here the home lies under /tmp, so the LEMUR data bound back into the view shows in /tmp
     assert outcome.status == "registered" or (outcome.status == "failed" and "write: open" in outcome.reason), outcome
     assert not any(m.exists() for m in markers) and received == []
+
+
+def test_a_name_that_means_no_block_fails_before_lemur_is_set_up(lemur_home: Path, tmp_path: Path) -> None:
+    root = tmp_path / "fresh-lemur"
+    proc = run_cli("lemur", "register", "NoSuchBlock", "--offline", "--lemur-root", str(root), "--home", str(lemur_home),
+                   check=False)
+    assert proc.returncode == 1 and "NoSuchBlock" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not root.exists()  # no empty LEMUR database made for a command that did nothing
+    wrong_source = run_cli("lemur", "register", "WidenDown", "--source", "elsewhere", "--offline", "--lemur-root",
+                           str(root), "--home", str(lemur_home), check=False)
+    assert wrong_source.returncode == 1 and not root.exists(), wrong_source.stderr

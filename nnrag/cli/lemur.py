@@ -32,6 +32,7 @@ app.add_typer(lemur_app, name="lemur")
 @lemur_app.command("register")
 def lemur_register(
     names: Annotated[Optional[list[str]], typer.Argument(help="Blocks (Name, module.Name or source:id).")] = None,
+    source: Annotated[Optional[str], typer.Option("--source", "-s", help="The source of the named blocks, where a name is in several.")] = None,
     everything: Annotated[bool, typer.Option("--all", help="Every validated block (with --category, of one category).")] = False,
     category: Annotated[Optional[str], typer.Option("--category", help="Only blocks of this category (with --all).")] = None,
     dataset: Annotated[str, typer.Option("--dataset", help="LEMUR dataset: synthetic (made here, offline) or a LEMUR loader such as cifar-10.")] = "synthetic",
@@ -48,21 +49,23 @@ def lemur_register(
     verbose: VerboseOpt = False,
 ) -> None:
     """Adapt blocks to LEMUR's model contract, check them through the gate, then train and score
-    each with LEMUR's check_nn in its own process. Resumable: recorded outcomes are skipped."""
+    each with LEMUR's check_nn in the gate's sandbox. Resumable: recorded outcomes are skipped."""
     setup_logging(verbose)
     with errors(), progress_bar(True) as progress:
         setup, results = nnrag.lemur_register(
             names or [], everything=everything, category=category, dataset=dataset, epochs=epochs, prefix=prefix,
             lemur_root=lemur_root, limit=limit, synthesized=synthesized, retry=retry, offline=offline, timeout_s=timeout,
-            home=home, progress=progress)
+            source=source, home=home, progress=progress)
     summary = nnrag.lemur_summary(results)
     if as_json:
         print_json({"lemur_root": str(setup.root), "database": str(setup.db), "bootstrapped": setup.bootstrapped,
                      "bootstrap_reason": setup.reason, "counts": summary["counts"], "results": [r.to_dict() for r in results]})
         return
-    if setup.bootstrapped:
-        err.print(f"LEMUR had no database and none could be downloaded ({setup.reason}); "
-                  f"created an empty one with LEMUR's init_db at {setup.db}", style="yellow", highlight=False)
+    if setup.bootstrapped and setup.reason is None:  # --offline: the download was not tried
+        err.print(f"LEMUR had no database: created an empty one at {setup.db}", style="dim", highlight=False)
+    elif setup.bootstrapped:
+        err.print(f"LEMUR's database could not be downloaded ({setup.reason}); created an empty one at {setup.db}",
+                  style="yellow", highlight=False)
     table = Table(title=f"LEMUR registration on {dataset} ({setup.root})", title_justify="left")
     for col in ("block", "status", "LEMUR name", "accuracy", "quality", "s", "reason"):
         table.add_column(col, justify="right" if col in ("accuracy", "quality", "s") else "left")

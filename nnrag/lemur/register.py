@@ -243,7 +243,7 @@ class Novelty:
 
 
 def _candidates(conn: sqlite3.Connection, names: Iterable[str], everything: bool, category: str | None,
-                synthesized: bool) -> list[tuple[sqlite3.Row, Path | None]]:
+                synthesized: bool, source: str | None = None) -> list[tuple[sqlite3.Row, Path | None]]:
     """(library row, synthesized code path or None) for each selected block, in a stable order."""
     rows: list[tuple[sqlite3.Row, Path | None]] = []
     if everything:
@@ -252,7 +252,7 @@ def _candidates(conn: sqlite3.Connection, names: Iterable[str], everything: bool
             where, args = where + " AND l.category=?", (category,)
         rows = [(r, None) for r in library_rows(conn, where, args)]
     else:
-        rows = [(find_row(conn, n), None) for n in names]
+        rows = [(find_row(conn, n, source), None) for n in names]
     if synthesized:
         by_id = {r["block_id"]: r for r, _ in rows} if not everything else {r["block_id"]: r for r in library_rows(conn)}
         for spec_id, path in conn.execute("SELECT spec_id, code_path FROM synthesized WHERE ok=1 ORDER BY spec_id, model"):
@@ -265,11 +265,16 @@ def register(workspace: Workspace, names: Iterable[str] = (), *, everything: boo
              dataset: str = "synthetic", epochs: int = 1, prefix: str = "nnrag", root: Path | None = None,
              limit: int | None = None, synthesized: bool = False, retry: bool = False, offline: bool = False,
              timeout_s: float = 900.0, prm: dict[str, Any] | None = None, gate_limits: Limits | None = None,
-             progress: ProgressFn | None = None) -> tuple[Setup, list[Registration]]:
-    """Register blocks as LEMUR models; returns the LEMUR set-up and one outcome per block tried."""
+             source: str | None = None, progress: ProgressFn | None = None) -> tuple[Setup, list[Registration]]:
+    """Register blocks as LEMUR models; returns the LEMUR set-up and one outcome per block tried.
+    ``source`` picks among blocks of one name in several sources."""
     names = list(names)
     if not everything and not names:
         raise NnragError("name at least one block, or pass --all")
+    with connect(workspace) as store:  # names that mean no block fail here, before LEMUR is set up
+        selected = _candidates(store.conn, names, everything, category, synthesized, source)
+    if limit is not None:
+        selected = selected[:limit]
     setup = prepare(root or default_root(workspace), offline)
     novelty = Novelty(setup.db)
     settings = {**DEFAULT_PRM, **(prm or {}), "epoch": epochs}
@@ -277,9 +282,6 @@ def register(workspace: Workspace, names: Iterable[str] = (), *, everything: boo
     models = workspace.home / "lemur-models"
     with connect(workspace) as store, Gate(1, gate_limits) as gate:
         conn = store.conn
-        selected = _candidates(conn, names, everything, category, synthesized)
-        if limit is not None:
-            selected = selected[:limit]
         for i, (row, synth_path) in enumerate(selected):
             block_id = row["block_id"] + (" (synthesized)" if synth_path else "")
             if progress:

@@ -53,6 +53,10 @@ def _metric_row(db_file: Path) -> None:
         conn.close()
 
 
+class _Offline(Exception):
+    """LEMUR's download is not to be tried."""
+
+
 def prepare(offline: bool) -> dict[str, Any]:
     from ab.nn.util.Const import db_file
 
@@ -60,7 +64,7 @@ def prepare(offline: bool) -> dict[str, Any]:
     if not db_file.exists():
         try:
             if offline:
-                raise RuntimeError("offline: LEMUR's database download was not tried")
+                raise _Offline()
             from ab.nn.util.hf.DB_from_HF import db_from_hf
 
             db_from_hf()
@@ -68,7 +72,8 @@ def prepare(offline: bool) -> dict[str, Any]:
             from ab.nn.util.db.Init import init_db
 
             init_db()
-            bootstrapped, reason = True, f"{type(e).__name__}: {e}"[:500]
+            bootstrapped = True
+            reason = None if isinstance(e, _Offline) else f"{type(e).__name__}: {e}"[:500]
     _metric_row(db_file)
     return {"ok": True, "db": str(db_file), "bootstrapped": bootstrapped, "reason": reason}
 
