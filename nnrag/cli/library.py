@@ -322,6 +322,8 @@ def _print_build(report: Any, title: str) -> None:
         timing.append(f"{h['rescued']} of {h['retried']} failed blocks pass with usage recorded from "
                       f"{h['factories']} model factories, {h['examples']} documented examples, {h.get('configs', 0)} registry configs "
                       f"and {h.get('passed', 0)} passing blocks that build them ({h['seconds']:.0f} s)")
+        if h.get("not_run"):
+            timing.append(f"the usage harvest did not reach {h['not_run']} factories ({h['why_not_run']})")
         if h.get("usage_waits_for"):
             waits = h["usage_waits_for"]
             timing.append(f"{h['usage_waiting']} failed blocks wait for a usage harvest that stops at a distribution "

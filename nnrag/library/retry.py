@@ -233,6 +233,6 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
             assert checker is not None  # made once already, and cached
             check(src, items, checker, usable)
     return {"factories": ran.factories, "examples": ran.examples, "configs": ran.configs, "passed": ran.passed, "ok": ran.ok,
-            "seconds": round(ran.seconds, 2),
+            "seconds": round(ran.seconds, 2), "not_run": ran.not_run, "why_not_run": ran.why_not_run,
             "retried": retried, "rescued": rescued, "usage_waiting": len(waiting),
             "usage_waits_for": dict(Counter(d for dists in waiting.values() for d in dists).most_common())}

@@ -141,9 +141,13 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         torch.set_num_threads(1)
         started = time.perf_counter()
         if request.get("task") == "harvest":
-            from .usage.harvest import harvest
-
             result["stage"] = "harvest"
+            try:
+                from .usage.harvest import harvest  # nnrag's own code: inside the view only if bound back
+            except BaseException as e:
+                result["message"] = f"the usage harvest could not start in the sandbox: {type(e).__name__}: {e}"[:2000]
+                _finish(report_fd, token_fd, result)
+                return
             try:
                 harvest(request["factories"], request["packages"], request.get("paths", []),
                         lambda record: os.write(report_fd, (json.dumps(record, default=str) + "\n").encode()))

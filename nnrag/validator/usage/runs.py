@@ -95,6 +95,8 @@ class HarvestStats:
     passed: int = 0
     ok: int = 0
     seconds: float = 0.0
+    not_run: int = 0  # factories whose job ended before them (a time limit, a crash, a harvest that could not start)
+    why_not_run: str | None = None  # the first such job's reason
 
     def add(self, other: "HarvestStats") -> None:
         self.factories += other.factories
@@ -103,6 +105,8 @@ class HarvestStats:
         self.passed += other.passed
         self.ok += other.ok
         self.seconds += other.seconds
+        self.not_run += other.not_run
+        self.why_not_run = self.why_not_run or other.why_not_run
 
 
 def plan(store: Database, source: str, focus: set[str], requirements: tuple[str, ...] = (),
@@ -249,15 +253,34 @@ def run(store: Database, gate: "Gate", source: str, factories: list[Factory],
                 stats.passed += factory.is_passed
                 stats.factories += not (factory.is_example or factory.is_config or factory.is_passed)
                 stats.ok += bool(record.get("ok"))
-            for factory in job:  # the job ended (time limit, crash) before these reported
+            # the job ended (a time limit, a crash, a harvest that could not start) before these reported
+            stored, why = _why_not_reached(result)
+            for factory in job:
                 if factory.key not in reported:
-                    _save(store.conn, factory, {"ok": False, "message": result.get("killed") or "not reached", "usage": {}})
+                    _save(store.conn, factory, {"ok": False, "message": stored, "usage": {}})
+                    stats.not_run += 1
+                    stats.why_not_run = stats.why_not_run or why
             store.conn.commit()
             done += len(job)
             if progress:
                 progress(done, len(factories))
     stats.seconds = time.perf_counter() - started
     return stats
+
+
+def _why_not_reached(result: dict[str, Any]) -> tuple[str, str]:
+    """Why a harvest job ended before a factory reported: killed (and for what), stopped by a
+    violation, or failed as a whole (a harvest that could not start says so). The message stored
+    for the factory names the cause alone (``stopped_at`` reads module names out of stored
+    messages: a harvest's own failure must not pass for a missing distribution); the second, whole
+    reason is for the build's summary."""
+    if result.get("killed"):
+        return f"not reached ({result['killed']})", f"the harvest was killed ({result['killed']})"
+    if result.get("violations"):
+        return "not reached (sandbox-violation)", "; ".join(result["violations"])[:300]
+    if result.get("message"):
+        return "not reached (the harvest failed)", str(result["message"]).strip().splitlines()[-1][:300]
+    return "not reached", "the harvest ended before it"
 
 
 def _save(conn: sqlite3.Connection, factory: Factory, record: dict[str, Any]) -> None:
