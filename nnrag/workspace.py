@@ -6,6 +6,7 @@ then ``~/.nnrag``. Two homes share nothing, so two indexes never interfere.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from dataclasses import dataclass
@@ -24,8 +25,15 @@ def in_use() -> frozenset[Path]:
 
 
 def private_folder(path: Path) -> None:
-    """``path`` and its missing parents; a folder made here is its owner's alone (0700)."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """``path`` and its missing parents; a folder made here is its owner's alone (0700). A folder
+    that cannot be made (read-only, not ours) is a ConfigError; a full disk stays an OSError."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise
+        raise ConfigError(f"cannot make the folder {path} ({exc.strerror}): give a home where you may write "
+                          "(--home or NNRAG_HOME)") from exc
 
 
 def safe_name(text: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -224,3 +225,32 @@ def test_names_from_a_repository_reach_the_terminal_without_control_characters(t
         shown = run_cli(*args, "--home", str(home))
         assert "\x1b" not in shown.stdout + shown.stderr and "\x07" not in shown.stdout, (args, shown.stdout)
     assert "Evil" in run_cli("blocks", "--home", str(home)).stdout
+
+
+def test_a_read_only_home_is_a_one_line_error_that_keeps_the_index(forms_repo: Path, tmp_path: Path) -> None:
+    import shutil
+
+    home = tmp_path / "home"
+    run_cli("index", str(forms_repo), "--home", str(home))
+    if os.getuid() == 0:  # root writes through permission bits: a read-only mount, in a mount namespace of its own
+        if not shutil.which("unshare"):
+            pytest.skip("util-linux's unshare is needed to make a read-only home as root")
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            script = f'mount --bind -o ro "{home}" "{home}" && exec "$@"'
+            return subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", sys.executable, "-m", "nnrag", *args],
+                                  capture_output=True, text=True, timeout=300)
+    else:
+        home.chmod(0o555)
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return run_cli(*args, check=False)
+    try:
+        for args in (("blocks", "--home", str(home)), ("index", str(forms_repo), "--home", str(home / "inner"))):
+            proc = run(*args)
+            assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+            assert len(proc.stderr.strip().splitlines()) == 1 and "writ" in proc.stderr, proc.stderr
+            assert "delete" not in proc.stderr  # the index is fine
+    finally:
+        home.chmod(0o700)
+    assert run_cli("blocks", "--home", str(home)).stdout.strip()  # the same index, still whole once writable

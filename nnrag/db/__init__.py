@@ -54,6 +54,13 @@ def file_text(conn: sqlite3.Connection, sha1: str) -> str:
         return data.decode("utf-8", errors="surrogateescape")
 
 
+def _unwritable(path: Path, exc: Exception) -> IndexStoreError:
+    """The error for a home nnrag may not write: its index is fine, and must not be moved aside."""
+    return IndexStoreError(f"the nnrag home {path.parent} is not writable ({getattr(exc, 'strerror', None) or exc}): "
+                           "nnrag keeps its journal beside the index even to read it; give a writable --home "
+                           "(or NNRAG_HOME), or make this one writable")
+
+
 class Database:
     """A connection to one home's database, of the current schema."""
 
@@ -68,7 +75,9 @@ class Database:
         except FileExistsError:
             pass
         except OSError as exc:
-            raise (disk_full_error(path.parent) if is_disk_full(exc) else exc) from exc
+            if is_disk_full(exc):
+                raise disk_full_error(path.parent) from exc
+            raise _unwritable(path, exc) from exc
         try:
             self.conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
             self.conn.row_factory = sqlite3.Row
@@ -79,6 +88,8 @@ class Database:
         except sqlite3.DatabaseError as exc:
             if is_disk_full(exc):  # the file is fine: nothing to move aside
                 raise disk_full_error(path.parent) from exc
+            if not os.access(path.parent, os.W_OK) or not os.access(path, os.W_OK):  # nor here: it cannot be written
+                raise _unwritable(path, exc) from exc
             raise IndexStoreError(
                 f"the index at {path} cannot be opened ({exc}); move it away or delete it and re-run `nnrag index`"
             ) from exc
