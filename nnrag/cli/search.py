@@ -98,7 +98,10 @@ def search(
         return
     table = Table(title=f"Search: {query}", title_justify="left")
     for col in ("#", "name", "source", "path", "score", "summary", "ok"):
-        table.add_column(col, justify="right" if col in ("#", "score") else "left", overflow="fold")
+        # a narrow terminal wraps the summary, never a path or a name mid-word (``focalnet.py:2`` / ``96``)
+        table.add_column(col, justify="right" if col in ("#", "score") else "left",
+                         overflow="fold", ratio=1 if col == "summary" else None,
+                         min_width=len(col) if col == "summary" else None, no_wrap=col != "summary")
     for h in hits:
         summary = styled(h.summary, (f" (also in: {', '.join(h.also_in)})" if h.also_in else "", "dim"))
         table.add_row(str(h.rank), h.name, h.source, f"{h.path}:{h.line}", f"{h.score:.3f}", summary,
