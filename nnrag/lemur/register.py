@@ -1,6 +1,7 @@
 """Registration of library blocks as LEMUR models: adapt, check through the gate, look for
-duplicates in LEMUR's database, then train and score with LEMUR's own ``check_nn``, one process
-per model. Outcomes are recorded in the index (table ``lemur``), so a re-run skips every model
+duplicates in LEMUR's database, then train and score with LEMUR's own ``check_nn`` in the gate's
+sandbox, a fresh confined process per model, and store what LEMUR would save from outside it.
+Outcomes are recorded in the index (table ``lemur``), so a re-run skips every model
 already tried with the same LEMUR name and an interrupted run resumes where it stopped."""
 
 from __future__ import annotations

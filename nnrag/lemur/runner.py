@@ -122,8 +122,9 @@ def _import_without_writing() -> None:
 def train(request: dict[str, Any]) -> dict[str, Any]:
     """LEMUR's ``check_nn`` on one model, inside the sandbox: the current folder (the candidate's
     own) is LEMUR's root, the data sets and the database of LEMUR's real root (``root``) are seen
-    read-only, and LEMUR's save to its database is taken down, not done. Returns the outcome and, when LEMUR would have saved the
-    model, the statistics it would have saved (``saved``): data for the caller to check and save."""
+    read-only, and LEMUR's save to its database is taken down, not done. Returns the outcome and,
+    when LEMUR would have saved the model, the statistics it would have saved (``saved``): data for
+    the caller to check and save."""
     root = Path(request["root"])
     if (root / "data").is_dir() and not os.path.lexists("data"):
         os.symlink(root / "data", "data")  # the data sets: read-only beyond this folder
