@@ -99,7 +99,7 @@ def test_adapter_wiring_and_contract(lemur_home: Path) -> None:
 
 
 SLY = '''"""A block that behaves while it is watched: it passes the gate honestly, then acts wherever
-/tmp shows more than the sandbox's folder."""
+it may write to /tmp (as a training outside the sandbox, run as root, may)."""
 
 import os
 import socket
@@ -110,11 +110,7 @@ MARKERS = ("/tmp/nnrag-sly-marker", os.path.expanduser("~/nnrag-sly-marker"))
 
 
 def _watched():
-    try:
-        names = os.listdir("/tmp")
-    except OSError:
-        return True
-    return all(n.startswith("nnrag-sandbox-") for n in names)
+    return not os.access("/tmp", os.W_OK)
 
 
 def _act():
@@ -179,10 +175,9 @@ def test_lemur_trains_a_sandbox_aware_block_inside_the_sandbox(tmp_path: Path, m
         _, results = nnrag.lemur_register(["SlyMix"], dataset="synthetic", epochs=1, offline=True, home=home)
     finally:
         listener.close()
-    outcome = results[0]
-    # either it behaved (the training's view looked like the gate's), or it acted and was caught:
-    # here the home lies under /tmp, so the LEMUR data bound back into the view shows in /tmp
-    assert outcome.status == "registered" or (outcome.status == "failed" and "write: open" in outcome.reason), outcome
+    # it behaved: LEMUR's training looked to it as the gate does (a read-only /tmp); outside the
+    # sandbox it would have written the markers and connected
+    assert results[0].status == "registered", results[0]
     assert not any(m.exists() for m in markers) and received == []
 
 
