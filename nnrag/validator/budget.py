@@ -37,7 +37,7 @@ def _own_group(controller: str) -> tuple[str, Path] | None:
     except OSError:
         return None
     for line in lines:
-        number, controllers, path = line.split(":", 2)
+        _, controllers, path = line.split(":", 2)
         if controller in controllers.split(","):
             folder = _ROOT / controller / path.lstrip("/")
             if folder.is_dir():
@@ -71,8 +71,8 @@ class MemoryBudget:
         except OSError:
             return None
         budget = cls(f"cgroup-{version}", folder)
-        try:
-            budget.set_limit(1 << 20)
+        try:  # any limit, to learn that the group takes one; each candidate sets its own
+            budget.set_limit(limit_mb=1 << 20)
         except OSError:  # a group of v2 has memory.max only where its parent delegates the controller
             budget.close()
             return None
