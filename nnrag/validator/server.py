@@ -167,6 +167,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
             _finish(report_fd, token_fd, result)
             return
         write = os.write  # the original, kept before any candidate code runs
+        held = {int(fd) for fd in os.listdir("/proc/self/fd")}  # the harness's own descriptors
         try:
             if request.get("paths"):  # read-only for the candidate: no bytecode written beside the sources
                 sys.dont_write_bytecode = True
@@ -183,6 +184,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
             code = R.PROBE_ERROR if probe.raised_by_probe(e) else probe.classify(result.get("stage", "import"), e)
             result.update(code=code, message=f"{type(e).__name__}: {e}"[:2000], traceback=probe.format_failure(e))
         result["seconds"] = time.perf_counter() - started
+        _close_all_but(held)  # a candidate that used up its descriptors must not leave the harness none
         result["peak_mb"] = round(max(0, status_kb("VmHWM") - base_kb) / 1024, 1)
         if changed := _tampered(_GUARDED):  # written without json, which may be among them
             names = ",".join(re.sub(r"[^A-Za-z0-9_.]", "", n) for n in changed[:8])
@@ -193,6 +195,19 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         _finish(report_fd, token_fd, result, write)
     finally:
         os._exit(0)
+
+
+def _close_all_but(kept: set[int]) -> None:
+    """Close every descriptor the candidate opened: the run is over, and what the harness still
+    does (reading /proc, writing the record) needs a few."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    start = 0
+    for fd in sorted(kept) + [limit]:
+        if fd > start:
+            os.closerange(start, fd)
+        start = fd + 1
 
 
 # Tasks that run trusted code of nnrag's over untrusted input (a usage harvest imports whole
