@@ -103,12 +103,20 @@ def search(
                          overflow="fold", ratio=1 if col == "summary" else None,
                          min_width=len(col) if col == "summary" else None, no_wrap=col != "summary")
     for h in hits:
-        summary = styled(h.summary, (f" (also in: {', '.join(h.also_in)})" if h.also_in else "", "dim"))
+        summary = styled(h.summary, (_grouped("copies in", h.also_in) + _grouped(f"other {h.name}", h.same_name), "dim"))
         table.add_row(str(h.rank), h.name, h.source, f"{h.path}:{h.line}", f"{h.score:.3f}", summary,
                       styled(("✓", "green")) if h.validated else styled(("✗", "red")) if h.status == "failed" else "·")
     out.print(table)
     if more:
         out.print(more, style="dim")
+
+
+def _grouped(label: str, ids: list[str], shown: int = 3) -> str:
+    """`` (label: a, b, c +2)`` for the blocks a row stands for; nothing when there are none."""
+    if not ids:
+        return ""
+    more = f" +{len(ids) - shown}" if len(ids) > shown else ""
+    return f" ({label}: {', '.join(ids[:shown])}{more})"
 
 
 @app.command()

@@ -90,8 +90,9 @@ def load_queries(path: Path) -> list[Query]:
 
 
 def relevant(query: Query, hit: Hit) -> bool:
-    """A hit answers ``query`` when its class, or a copy grouped under it, matches a gold pattern."""
-    return query.relevant(hit.name) or any(query.relevant(i.rsplit(".", 1)[-1]) for i in hit.also_in)
+    """A hit answers ``query`` when its class, or a block its row shows (a copy or another class of
+    its name), matches a gold pattern."""
+    return query.relevant(hit.name) or any(query.relevant(i.rsplit(".", 1)[-1]) for i in hit.also_in + hit.same_name)
 
 
 def first_relevant(query: Query, hits: list[Hit]) -> int | None:

@@ -64,8 +64,11 @@ class Hit:
     summary: str
     category: str | None
     validated: bool
-    also_in: list[str] = field(default_factory=list)
+    also_in: list[str] = field(default_factory=list)  # copies: one near-copy cluster or one structure
     status: str = "validated"  # validated | failed | not-run (stored by a build that did not validate)
+    # other classes of the same name (versions and dimensionalities aside) whose code differs:
+    # alternatives, grouped so that ten ``Downsample`` classes take one row, never called copies
+    same_name: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -525,12 +528,22 @@ def _group_keys(store: Database, ids: list[str]) -> dict[str, list[str] | None]:
     return {b: [key for key in (prints[b], names.get(b)) if key] if b in prints else None for b in ids}
 
 
+@dataclass
+class _Grouped:
+    """The blocks one result row stands for besides its own."""
+
+    copies: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+
 def _hits(store: Database, fused: list[tuple[str, float]], k: int,
           known: dict[str, list[str] | None] | None = None) -> list[Hit]:
-    """The top ``k`` fused results, copies grouped under the first: blocks of one near-copy
-    cluster (``nnrag dedup``), of one structural fingerprint, or of one class name once version
-    and dimensionality suffixes are dropped (four libraries' ``DiceLoss`` are one answer with three
-    alternatives, not four of the ten places; so are ``Downsample1D`` and ``Downsample2D``).
+    """The top ``k`` fused results, each with the blocks grouped under it: its copies (one near-copy
+    cluster of ``nnrag dedup``, or one structural fingerprint) in ``also_in``, and other classes
+    of its name once version and dimensionality suffixes are dropped in ``same_name`` (four
+    libraries' different ``DiceLoss`` are one answer with three alternatives, not four of the ten
+    places; so are ``Downsample1D`` and ``Downsample2D``). A block joins the first row it is a copy
+    of, else the first row of its name.
     Fingerprints and names are read only for blocks not in ``known``, which keeps them for the
     next search of the same library (reading them for 200 candidates cost 8 ms on 16,000
     blocks); clusters every time, as a dedup run regroups without changing the library. Only the
@@ -541,29 +554,30 @@ def _hits(store: Database, fused: list[tuple[str, float]], k: int,
     if missing:
         known.update(_group_keys(store, missing))
     clusters = _column(store, "SELECT block_id, cluster FROM dedup_clusters WHERE level='near' AND block_id IN ({})", ids)
-    leaders: list[tuple[str, float, list[str]]] = []
-    by_key: dict[str, list[str]] = {}
+    leaders: list[tuple[str, float, _Grouped]] = []
+    by_key: dict[str, _Grouped] = {}
     for block_id, score in fused:
         kept = known.get(block_id)
         if kept is None:  # no spec: not searchable
             continue
         keys = (["cluster:" + clusters[block_id]] if clusters.get(block_id) else []) + kept
-        group = next((by_key[key] for key in keys if key in by_key), None)
-        if group is not None:
-            group.append(block_id)
+        copy_of = next((by_key[key] for key in keys if not key.startswith("name:") and key in by_key), None)
+        named = next((by_key[key] for key in keys if key.startswith("name:") and key in by_key), None)
+        if copy_of is not None or named is not None:
+            (copy_of.copies if copy_of is not None else named.names).append(block_id)  # type: ignore[union-attr]
             continue
         if len(leaders) >= k:
             continue
-        also: list[str] = []
-        leaders.append((block_id, score, also))
+        grouped = _Grouped()
+        leaders.append((block_id, score, grouped))
         for key in keys:
-            by_key[key] = also
+            by_key[key] = grouped
     specs = {b.spec.id: b.spec for b in cache.bundles(store, [b for b, _, _ in leaders])}
     hits: list[Hit] = []
-    for block_id, score, also in leaders:
+    for block_id, score, grouped in leaders:
         s = specs[block_id]
         hits.append(Hit(rank=len(hits) + 1, id=s.id, name=s.name, source=s.provenance.source, path=s.provenance.path,
                         line=s.provenance.line_start, score=round(score, 6), summary=_one_line(s.summary),
-                        category=s.category, validated=s.validation.status == "validated", also_in=also,
-                        status=s.validation.status))
+                        category=s.category, validated=s.validation.status == "validated",
+                        also_in=grouped.copies, status=s.validation.status, same_name=grouped.names))
     return hits

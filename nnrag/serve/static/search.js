@@ -24,7 +24,8 @@
         el("span", { class: "source" }, h.source));
       if (h.category) line.append(" ", el("span", { class: "tag" }, h.category));
       line.append(el("span", { class: "score" }, h.score.toFixed(3)));
-      const where = h.path + ":" + h.line + (h.also_in.length ? " · also in " + h.also_in.join(", ") : "");
+      const where = h.path + ":" + h.line + (h.also_in.length ? " · copies in " + h.also_in.join(", ") : "")
+        + (h.same_name.length ? " · other " + h.name + ": " + h.same_name.join(", ") : "");
       li.append(line, el("div", { class: "summary" }, h.summary), el("div", { class: "where" }, where));
       return li;
     }));
