@@ -209,6 +209,9 @@ def test_a_build_that_does_not_validate_stores_searchable_blocks_and_the_next_bu
     older = json.loads(run_cli("build", str(repo), "--home", home, "--no-validate", "--no-harvest", "--no-search-index",
                                "--json").stdout)
     assert (older["not_validated"], older["cached"], older["passed"]) == (0, 8, 8), older
+    # and a build that validates judges them again: the gate's code is not the code that judged them
+    redone = json.loads(run_cli("build", str(repo), "--home", home, "--no-harvest", "--no-search-index", "--json").stdout)
+    assert (redone["tried"], redone["cached"], redone["passed"]) == (8, 0, 8), redone
 
 
 def test_names_from_a_repository_reach_the_terminal_without_control_characters(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import nnrag
 PACKAGE = Path(nnrag.__file__).parent
 # Bottom to top. Shared ground first: errors, settings, the home, the database.
 LAYERS = [
-    {"_version", "errors", "progress", "workspace", "config", "db"},
+    {"_version", "errors", "progress", "workspace", "config", "codekeys", "db"},
     {"sources"}, {"index"}, {"extract"}, {"validator"}, {"library"}, {"specs"}, {"search"}, {"curate"}, {"synthesis"},
     {"tools"}, {"agent"}, {"serve"}, {"lemur"}, {"evals"}, {"cli", "__main__"},
 ]

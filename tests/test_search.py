@@ -27,15 +27,15 @@ def test_build_indexes_every_block(lib: dict[str, object]) -> None:
     assert (Path(lib["home"]) / "chroma").is_dir()  # type: ignore[arg-type]
 
 
-def test_a_new_format_of_what_search_keeps_beside_specs_makes_the_index_stale(
-        lib: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Specs and what search keeps beside them (comments, identifiers) are rebuilt under a new
-    format version; the next search must sync to pick them up, not only the next build."""
-    from nnrag.specs import cache
+def test_other_search_code_makes_the_index_stale(lib: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Specs and what search keeps beside them (comments, identifiers) are rebuilt when the code
+    that makes them changes; the next search must sync to pick them up, not only the next build."""
+    from nnrag.search import index as search_index
 
     index = nnrag.search_index(home=lib["home"])  # type: ignore[arg-type]
     assert not index.stale()
-    monkeypatch.setattr(cache, "BUNDLE_VERSION", cache.BUNDLE_VERSION + "-next")
+    real = search_index.code_key
+    monkeypatch.setattr(search_index, "code_key", lambda *roots: real(*roots) + "-changed")
     assert index.stale()
 
 

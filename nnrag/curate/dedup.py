@@ -22,18 +22,18 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..codekeys import code_key
 from ..db import Database, Transaction
 from ..library.records import library_rows
 from ..progress import ProgressFn
 from ..workspace import Workspace
 from .clusters import LEVELS, Levels, Thresholds, cluster
-from . import signatures as signatures_module
-from .signatures import PERMUTATIONS, Signature, signature
+from .signatures import Signature, signature
 
 log = logging.getLogger(__name__)
 
 # Signatures are recomputed when the code computing them changes.
-SIGNATURE_VERSION = hashlib.sha1(Path(signatures_module.__file__).read_bytes()).hexdigest()[:12] + f"/{PERMUTATIONS}"
+SIGNATURE_VERSION = code_key("nnrag.curate.signatures")
 _PARALLEL_FROM = 300  # texts; fewer are computed in process (a pool costs a second to start)
 _CHUNK = 64
 

@@ -16,21 +16,9 @@ import hashlib
 import importlib.metadata
 import sqlite3
 import sys
-from pathlib import Path
 
+from ..codekeys import code_key
 from .lending import lenders
-
-_PACKAGE = Path(__file__).resolve().parents[1]
-_CODE = ("extract", "index", "sources", "_version.py")  # the code a block's file comes from (the header's origin too)
-
-
-def _code_digest() -> bytes:
-    h = hashlib.sha1()
-    for part in _CODE:
-        path = _PACKAGE / part
-        for f in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            h.update(f.relative_to(_PACKAGE).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.digest()
 
 
 def _installed_digest() -> bytes:
@@ -41,7 +29,8 @@ def _installed_digest() -> bytes:
 
 def extraction_keys(conn: sqlite3.Connection, prefer: str) -> dict[str, str]:
     """The key of every extraction made now from this index with ``prefer``, by source name."""
-    common = _code_digest() + _installed_digest() + prefer.encode()
+    # the code a block's file comes from: extraction and what it imports (the header's version too)
+    common = code_key("nnrag.extract").encode() + _installed_digest() + prefer.encode()
     # not the source's root: a download's lies in the home's cache, which a copied or moved home
     # finds elsewhere, and the file depends on what the folder holds, not where it is
     rows = {r["id"]: r for r in conn.execute(

@@ -23,15 +23,17 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from . import known_bases
+from ..codekeys import code_key
 from .categories import guess_category
 from .generated import template_copies
 from ..sources.globs import matches_any
 from .parse import COND_TYPE_CHECKING, KIND_CLASS, reached_stubs
 from .resolve import DefInfo, ModuleInfo, Ref, Resolver, load_modules
 
-# What discovery writes changes with this version (its verdicts, the category guess): an index
-# discovered by another runs discovery again, even when no file changed.
-DISCOVERY_VERSION = "7"  # 2: models named for their task are architectures; 3: a loss, layer or block named after its file is no model; 4: the top-level package name is no evidence; 5: classes of template files that a generated file defines are not blocks; 6: nor classes defined under ``if TYPE_CHECKING:``; 7: abstract methods bind only under ABCMeta
+def discovery_version() -> str:
+    """What discovery writes (its verdicts, the category guess) is made by this code: an index
+    discovered by other code runs discovery again, even when no file changed."""
+    return code_key("nnrag.index.discovery")
 
 log = logging.getLogger(__name__)
 

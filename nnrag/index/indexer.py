@@ -26,11 +26,11 @@ from typing import Callable, Iterable, Sequence
 
 from ..errors import ConfigError, IndexStoreError, SourceError
 from ..workspace import Workspace
-from .discovery import DISCOVERY_VERSION, discover
+from .discovery import discover, discovery_version
 from ..progress import ProgressFn
 from ..sources.fetch import materialize
 from ..sources.spec import REASON_PARSER_CRASH, Materialized, SourceSpec, module_name
-from .parse import PARSER_VERSION, ParsedFile, parse_batch
+from .parse import ParsedFile, parse_batch, parser_version
 from .store import PARSE_AGAIN, Store, open_or_rebuild
 
 log = logging.getLogger(__name__)
@@ -171,9 +171,9 @@ def _register(store: Store, m: Materialized) -> tuple[int, bool]:
 
 def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tuple[list[_Task], bool]:
     """Diff a source's listing against the index; returns the files to parse and whether anything changed."""
-    if store.parsed_by(source_id) != PARSER_VERSION:
+    if store.parsed_by(source_id) != parser_version():
         with store.transaction():  # every file is parsed again, also after an interruption
-            store.mark_for_parse(source_id, PARSER_VERSION)
+            store.mark_for_parse(source_id, parser_version())
     states = store.file_states(source_id)
     package_dirs = frozenset(f.path.rsplit("/", 1)[0] if "/" in f.path else "" for f in m.files if f.path.endswith("__init__.py"))
     tasks: list[_Task] = []
@@ -371,7 +371,7 @@ def index_sources(
                     [(time.time(), sid) for sid in source_ids],
                 )
             has_blocks = store.conn.execute("SELECT 1 FROM blocks LIMIT 1").fetchone() is not None
-            if changed or not has_blocks or _discovered_by(store) != DISCOVERY_VERSION:
+            if changed or not has_blocks or _discovered_by(store) != discovery_version():
                 report_progress("discover", 0, 1)
                 refresh_blocks(store)
                 store.collect_garbage()
@@ -403,7 +403,7 @@ def refresh_blocks(store: Store) -> int:
             (
                 json.dumps(
                     {
-                        "version": DISCOVERY_VERSION,
+                        "version": discovery_version(),
                         "classes": result.classes,
                         "modules_not_blocks": result.modules_not_blocks,
                         "unresolved_bases": result.unresolved_bases,

@@ -16,6 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from ..codekeys import code_key
 from ..db import decode_source
 from ..sources.spec import (  # reasons a file is recorded but not parsed
     REASON_BINARY,
@@ -27,9 +28,10 @@ from ..sources.spec import (  # reasons a file is recorded but not parsed
     REASON_UNREADABLE,
 )
 
-# What a parse records changes with this version: a source parsed by another is parsed again in
-# full on its next index, whatever its files' stats say.
-PARSER_VERSION = "7"  # 7: the template a generated file names
+def parser_version() -> str:
+    """What a parse records is made by this code: a source parsed by other code is parsed again in
+    full on its next index, whatever its files' stats say."""
+    return code_key("nnrag.index.parse")
 
 _PY2_MESSAGES = (
     "Missing parentheses in call to 'print'",

@@ -24,13 +24,13 @@ from ..extract.key import extraction_keys
 from ..index.lookup import BlockRef
 from ..progress import ProgressFn
 from ..validator.envs import check_requirements
-from ..validator.record import GATE_VERSION, MISSING_DEPENDENCY, Limits, ValidationRecord
+from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord, gate_version
 from ..workspace import Workspace
 from . import records
 from .report import BuildReport
 from .environments import (corpus_packages, explain_corpus_import, missing_distribution, needs_install, settled_by_install,
                            validate_in_environments)
-from .retry import AWAITING_USAGE, RETRY_CODES, Retry, retry_with_usage
+from .retry import RETRY_CODES, Retry, awaiting_usage, retry_with_usage
 
 if TYPE_CHECKING:
     from ..validator.gate import Gate
@@ -136,7 +136,7 @@ def build_library(
             # a build that does not validate keeps any verdict of an unchanged file, an older gate's too,
             # and leaves a block stored unjudged so
             return bool(prev and same_file(block_id, sha1)
-                        and (prev["gate_version"] == GATE_VERSION or not validate)
+                        and (prev["gate_version"] == gate_version() or not validate)
                         and records.file_for(workspace, block_id).exists()
                         and not install_may_change(prev))
 
@@ -183,7 +183,7 @@ def build_library(
                 records.save(conn, workspace, records.Verdict(
                     ref.block_id, ref.source, ref.qualname, name, ref.category, "failed", "extract",
                     x.issues[0].code, "; ".join(str(i) for i in x.issues)[:2000], {"issues": [asdict(i) for i in x.issues]},
-                    x.seconds, GATE_VERSION, None, x.files))
+                    x.seconds, gate_version(), None, x.files))
                 report.count(ref.source, False, x.issues[0].code)
                 return
             sha1 = records.code_sha1(x.assembled.code)
@@ -225,12 +225,12 @@ def build_library(
                     # a failure that ran into an optional import's fallback waits for that import first
                     needs = missing_distribution(record, corpus, candidate.code)
                     if harvest and not record.ok and record.code in RETRY_CODES and not (needs and requirements == "install"):
-                        records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))
+                        records.save(conn, workspace, candidate.verdict(record, awaiting_usage()))
                         retry.append(Retry(candidate, record))
                     elif needs:
                         waiting.append((candidate, record))
                         if requirements == "install":  # counted after its second chance
-                            records.save(conn, workspace, candidate.verdict(record, AWAITING_USAGE))
+                            records.save(conn, workspace, candidate.verdict(record, awaiting_usage()))
                         else:  # redone when a build may install what it waits for
                             verdict = candidate.verdict(record)
                             verdict.record["waits_for"] = needs

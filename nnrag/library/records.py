@@ -16,7 +16,7 @@ from typing import Any
 from ..db.schema import NOT_RUN
 from ..extract.assemble import Assembled
 from ..index.lookup import BlockRef
-from ..validator.record import GATE_VERSION, ValidationRecord
+from ..validator.record import ValidationRecord, gate_version
 from ..workspace import Workspace, safe_name
 
 # A library row with what specs, tools and LEMUR read beside it: the block's lines, the defining
@@ -104,11 +104,12 @@ class Candidate:
             return None
         return cls.of(ref, name, json.loads(row["files"] or "{}"), Assembled.with_code(facts, code), row["extract_s"] or 0.0)
 
-    def verdict(self, record: ValidationRecord, version: str = GATE_VERSION) -> Verdict:
+    def verdict(self, record: ValidationRecord, version: str | None = None) -> Verdict:
+        """The library row of ``record``, stamped with ``version`` (this gate's by default)."""
         return Verdict(
             self.ref.block_id, self.ref.source, self.ref.qualname, self.name, self.ref.category,
             "validated" if record.ok else "failed", record.stage, record.code, record.message, record.to_dict(),
-            self.extract_s, version, self.assembled, self.files,
+            self.extract_s, version or gate_version(), self.assembled, self.files,
         )
 
 

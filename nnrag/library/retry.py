@@ -16,7 +16,7 @@ from ..extract.block import Extractors
 from ..progress import ProgressFn
 from ..sources.fetch import declared_requirements
 from ..validator.envs import distribution_for, environment, to_install
-from ..validator.record import GATE_VERSION, MISSING_DEPENDENCY, Limits, ValidationRecord
+from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord, gate_version
 from ..validator.usage import runs as usage
 from ..workspace import Workspace
 from . import records
@@ -29,8 +29,12 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from ..validator.gate import Gate
 
-# A guess-based failure waiting for its retry with recorded usage; redone by the next build.
-AWAITING_USAGE = GATE_VERSION + "-guess"
+def awaiting_usage() -> str:
+    """The gate version that marks a guess-based failure waiting for its retry with recorded usage:
+    no gate's own, so the next build does it again."""
+    return gate_version() + "-guess"
+
+
 # Failures that recorded arguments or inputs may fix; a missing key too: a registry name a guessed
 # argument made up (``depth=300`` of a VGG), or a key the forward reads off a dict input (``data["image0"]``).
 RETRY_CODES = {"constructor-args", "input-inference", "runtime-error", "timeout", "memory", "backward-error",

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import AbstractSet, Any, Literal, Sequence
 
+from ..codekeys import code_key
 from ..config import search_config
 from ..db import Database, connect
 from ..errors import ConfigError, IndexStoreError, NnragError
@@ -43,9 +44,6 @@ METHODS: tuple[Method, ...] = ("lexical", "dense", "hybrid")
 # on the wide evaluation this raised MRR@10 on five of nine splits (R@10 on one) and lowered none
 _VARIANT = re.compile(r"(?:V\d+|[123][dD]|Fp(?:16|32))$")
 _CANDIDATES = 100  # per method, before fusion: copies grouped, ten distinct hits must remain
-# what a synced index holds (the text views, the glossary): a new version makes the next search
-# sync first and read every block again
-_INDEX_VERSION = "15"
 # more than a few texts per call, so a sync's batches run on sentence-transformers (31 texts/s here)
 # rather than numpy (15/s): at 64, exactly the numpy limit, every build embedded on numpy
 _EMBED_BATCH = 2 * FEW_TEXTS
@@ -292,9 +290,10 @@ class SearchIndex:
         return self._newest[1]
 
     def _versions(self) -> list[str]:
-        """What the index's rows are made by: the model, the vector store, the spec and text formats."""
-        return [collection_name(self.embedder), self.chroma_url or "embedded", cache.SPEC_VERSION,
-                cache.BUNDLE_VERSION, _INDEX_VERSION]
+        """What the index's rows are made by: the model, the vector store, and the code of search and
+        of what it imports (the text views, the glossary, the specs): other code makes the next
+        search sync first and read every block again, embedding only texts not embedded before."""
+        return [collection_name(self.embedder), self.chroma_url or "embedded", code_key("nnrag.search")]
 
     def stale(self) -> bool:
         with self._store() as store:

@@ -1,5 +1,5 @@
 """Neutral specifications of blocks: what a block is and does, without its code."""
 
-from .model import SPEC_VERSION, BlockSpec, json_schema
+from .model import BlockSpec, json_schema, spec_version
 
-__all__ = ["SPEC_VERSION", "BlockSpec", "json_schema"]
+__all__ = ["BlockSpec", "json_schema", "spec_version"]

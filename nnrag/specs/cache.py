@@ -16,7 +16,7 @@ from ..workspace import Workspace
 from .build import SpecBundle, bundle_from_row
 from .config_docs import PackageDocs
 from .readme import ReadmeNotes
-from .model import SPEC_VERSION, BlockSpec
+from .model import BlockSpec, spec_version
 
 log = logging.getLogger(__name__)
 
@@ -28,20 +28,11 @@ class Refresh:
     failed: dict[str, str]
 
 
-# what is kept beside a spec for search (docstring, identifiers, context, notes, comments): a new version
-# rebuilds them, and makes the next search sync
-# 2: attributes, config fields, notes; 3: mechanisms; 4: RMS vs standardisation; 5: no markup;
-# 6: more mechanisms, comments, local names; 7: a comment at the margin belongs to what follows; 8: README prose;
-# 9: functions handed on are read, a stored table added to the input is no residual; 10: the distribution summary;
-# 11: a README import names only its own line; 12: the comments above the class, no "Copied from" notes;
-# 13: per-channel scales and patch-cutting convolutions among the mechanisms
-BUNDLE_VERSION = "13"
-
 
 def row_key(row: sqlite3.Row, readme: str = "") -> str:
     """Key of a library row: its file, verdict and record, its source's README (``readme``, its
-    digest), and the spec and bundle formats."""
-    parts = (SPEC_VERSION, BUNDLE_VERSION, row["block_id"], row["category"], row["status"], row["code"], row["record"],
+    digest), and the code that makes specs and what is kept beside them."""
+    parts = (spec_version(), row["block_id"], row["category"], row["status"], row["code"], row["record"],
              row["gate_version"], row["file_sha1"], row["path"], readme)
     return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()
 

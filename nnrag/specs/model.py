@@ -9,8 +9,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..codekeys import code_key
 
-SPEC_VERSION = "4"  # 3: fingerprints ignore class names (copies under model prefixes group); 4: mechanisms
+
+def spec_version() -> str:
+    """What made a spec: a hash of the code of the specs stage and what it imports (this model
+    among it). Specs stored under another are built again."""
+    return code_key("nnrag.specs")
 
 
 class _Frozen(BaseModel):
@@ -73,7 +78,7 @@ class Validation(_Frozen):
 class BlockSpec(_Frozen):
     """A neutral specification of one block."""
 
-    spec_version: str = SPEC_VERSION
+    spec_version: str = Field(default_factory=spec_version)
     id: str = Field(description="source:module.Qualname")
     name: str
     qualname: str
@@ -102,7 +107,7 @@ class BlockSpec(_Frozen):
 def json_schema() -> dict[str, Any]:
     """The JSON Schema of :class:`BlockSpec` (draft 2020-12, as pydantic emits it)."""
     schema = BlockSpec.model_json_schema()
-    schema["title"] = f"nnrag BlockSpec {SPEC_VERSION}"
+    schema["title"] = f"nnrag BlockSpec {spec_version()}"
     return schema
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..codekeys import code_key
 from ..errors import (  # failure codes: one taxonomy for extraction and the gate
     BACKWARD_ERROR,
     CLASS_NOT_FOUND,
@@ -31,9 +32,14 @@ from ..errors import (  # failure codes: one taxonomy for extraction and the gat
 # Stages, in order. A record's ``stage`` is the last stage attempted.
 STAGES = ("parse", "compile", "import", "instantiate", "forward", "backward")
 
-# Bump when the probe or sandbox changes what passes: stored verdicts of another version are redone.
-GATE_VERSION = "53"  # 42: checkpoints of own downloaders, working folder writable, registry tables, named tuples, defaults back, missing keys retried; 43: widths left at None chosen together, a token grid as input_size; 44: the main input as the first of only optional arguments, a declared config_class; 45: nested configs a config names built small, private and activation attributes of the stand-in config, one sequence last, rotary position pairs; 46: rotary pairs also per position; 47: configs that refuse one layer built at their own depth, caches left None; 48: a config keeps its vocabularies when its token ids lie beyond the small ones; 49: optional rotary pairs also per position, several sequences per sample, bucket counts kept; 50: a loss's targets that default to None are given too, the argument a line calls made a layer, not another it names; 51: the argument a wrapper holds made a layer when the wrapper calls it, repaired again while errors show more; 52: an argument read off the copy a wrapper keeps of it (``self.module = deepcopy(model)``); 53: records carry a per-run token, a run killed after its record is judged by the kill, only the system's folders are seen, the folder is a file system of its own, memory counted by a cgroup
 CANDIDATE_MODULE = "nnrag_candidate"  # the module name the probe imports a block file as
+
+
+def gate_version() -> str:
+    """The gate's key: a hash of the validator's code and what it imports. Verdicts stored under
+    another are judged again by the next build that validates."""
+    return code_key("nnrag.validator")
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -95,4 +101,4 @@ class ValidationRecord:
         return f"{self.code} at {self.stage}: {self.message}"
 
 
-__all__ = ["STAGES", "GATE_VERSION", "CANDIDATE_MODULE", "Limits", "ValidationRecord", "SYNTAX_ERROR", "COMPILE_ERROR", "NATIVE_EXTENSION", "MISSING_DEPENDENCY", "UNRESOLVED_NAME", "DYNAMIC_REGISTRY", "IMPORT_ERROR", "CLASS_NOT_FOUND", "CONSTRUCTOR_ARGS", "INPUT_INFERENCE", "RUNTIME_ERROR", "BACKWARD_ERROR", "TIMEOUT", "MEMORY", "SANDBOX_VIOLATION", "CRASH", "PROBE_ERROR", "TOO_LARGE", "CODES", "CODE_HELP"]
+__all__ = ["STAGES", "gate_version", "CANDIDATE_MODULE", "Limits", "ValidationRecord", "SYNTAX_ERROR", "COMPILE_ERROR", "NATIVE_EXTENSION", "MISSING_DEPENDENCY", "UNRESOLVED_NAME", "DYNAMIC_REGISTRY", "IMPORT_ERROR", "CLASS_NOT_FOUND", "CONSTRUCTOR_ARGS", "INPUT_INFERENCE", "RUNTIME_ERROR", "BACKWARD_ERROR", "TIMEOUT", "MEMORY", "SANDBOX_VIOLATION", "CRASH", "PROBE_ERROR", "TOO_LARGE", "CODES", "CODE_HELP"]

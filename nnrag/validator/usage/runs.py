@@ -27,7 +27,7 @@ from .tables import TABLE_UNIT, table_names
 from ...db import Database
 from ...extract.lending import lenders
 from ..envs import missing_module
-from ..record import GATE_VERSION
+from ..record import gate_version
 
 if TYPE_CHECKING:
     from ..gate import Gate
@@ -126,7 +126,7 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
     source_id, version, commit = row["id"], row["version"], row["git_commit"]
 
     def stamp(sha1: str) -> str:
-        return "|".join([GATE_VERSION, version or "", commit or "", sha1, *requirements])  # see _IN_STAMP
+        return "|".join([gate_version(), version or "", commit or "", sha1, *requirements])  # see _IN_STAMP
 
     done = {r["factory"]: r["stamp"] for r in conn.execute("SELECT factory, stamp FROM harvests WHERE source=?", (source,))}
     files = conn.execute(
@@ -176,7 +176,7 @@ def stopped_at(store: Database, source: str, requirements: tuple[str, ...] = ())
     found: set[str] = set()
     for r in store.conn.execute("SELECT stamp, message FROM harvests WHERE source=? AND ok=0", (source,)):
         parts = (r["stamp"] or "").split("|")
-        if (parts[0] == GATE_VERSION and parts[_IN_STAMP:] == list(requirements)
+        if (parts[0] == gate_version() and parts[_IN_STAMP:] == list(requirements)
                 and (top := missing_module(r["message"] or ""))):
             found.add(top)
     return found
