@@ -14,10 +14,6 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable, Sequence
 
-# The stage folders sources/, index/, extract/ and search/ share their names with functions of this
-# API. Importing a submodule binds its package as an attribute of this module, so the packages are
-# imported first (their __init__ modules import nothing) and the functions below rebind the names.
-from . import extract as _extract_stage, index as _index_stage, search as _search_stage, sources as _sources_stage  # noqa: F401
 from ._version import __version__
 from .errors import (
     AmbiguousBlockError,
@@ -37,15 +33,15 @@ if TYPE_CHECKING:
     from .curate.dedup import DedupReport
     from .curate.export import ExportReport, Format
     from .curate.lookup import Duplicates
-    from .extract.block import Extraction
-    from .index.catalog import Block, SourceInfo, Stats
-    from .index.indexer import IndexReport
+    from .extraction.block import Extraction
+    from .indexing.catalog import Block, SourceInfo, Stats
+    from .indexing.indexer import IndexReport
     from .lemur.register import Registration, Setup
     from .library.report import BuildReport
     from .library.vendor import VendorReport
-    from .search.index import Hit, Method, SearchIndex, SyncReport
-    from .search.tuning import TuneReport
-    from .sources.spec import SourceSpec
+    from .retrieval.index import Hit, Method, SearchIndex, SyncReport
+    from .retrieval.tuning import TuneReport
+    from .sourcing.spec import SourceSpec
     from .specs.model import BlockSpec
     from .synthesis.llm import LLMSettings
     from .synthesis.synthesize import Attempt, SynthesisResult
@@ -56,8 +52,8 @@ PathLike = str | os.PathLike[str]
 
 def resolve_sources(sources: Sequence["str | SourceSpec"] = (), corpus: PathLike | None = None) -> list["SourceSpec"]:
     """Source specifications from strings, a corpus file, or the embedded default corpus."""
-    from .sources.corpus import load_corpus
-    from .sources.spec import SourceSpec, default_corpus, parse_source
+    from .sourcing.corpus import load_corpus
+    from .sourcing.spec import SourceSpec, default_corpus, parse_source
 
     specs = [s if isinstance(s, SourceSpec) else parse_source(s) for s in sources]
     if corpus is not None:
@@ -79,8 +75,8 @@ def index(
     ``refresh_all`` re-indexes every source already in the index, with its stored settings,
     besides any given ones.
     """
-    from .index.catalog import indexed_specs
-    from .index.indexer import index_sources
+    from .indexing.catalog import indexed_specs
+    from .indexing.indexer import index_sources
 
     workspace = Workspace.resolve(home)
     if refresh_all:
@@ -100,28 +96,28 @@ def blocks(
     home: PathLike | None = None,
 ) -> list["Block"]:
     """Discovered blocks; ``pattern`` is an fnmatch on the class name or ``source/Name``."""
-    from .index.catalog import list_blocks
+    from .indexing.catalog import list_blocks
 
     return list_blocks(Workspace.resolve(home), pattern, source=source, category=category)
 
 
 def sources(*, home: PathLike | None = None) -> list["SourceInfo"]:
     """The sources in the index."""
-    from .index.catalog import list_sources
+    from .indexing.catalog import list_sources
 
     return list_sources(Workspace.resolve(home))
 
 
 def forget(name: str, *, home: PathLike | None = None) -> None:
     """Remove a source and everything indexed from it."""
-    from .index.catalog import forget_source
+    from .indexing.catalog import forget_source
 
     forget_source(Workspace.resolve(home), name)
 
 
 def stats(*, home: PathLike | None = None) -> "Stats":
     """Counts per source and category, and file failures by reason."""
-    from .index.catalog import index_stats
+    from .indexing.catalog import index_stats
 
     return index_stats(Workspace.resolve(home))
 
@@ -131,7 +127,7 @@ def extract(name: str, *, source: str | None = None, prefer: str = "installed",
     """The standalone file of one block (``Name``, ``module.Name`` or ``source:module.Name``).
     ``prefer``: ``installed`` keeps importing a package an installed distribution provides even when
     another indexed source holds it; ``corpus`` copies it from that source."""
-    from .extract.block import extract_block
+    from .extraction.block import extract_block
 
     return extract_block(Workspace.resolve(home), name, source, prefer)
 
@@ -155,7 +151,7 @@ def vendor(
     through the gate imported from the package."""
     from pathlib import Path
 
-    from .extract.lending import check_prefer
+    from .extraction.lending import check_prefer
     from .library.vendor import vendor_blocks
 
     return vendor_blocks(Workspace.resolve(home), names, Path(into), package=package, source=source,
@@ -209,11 +205,11 @@ def build(
     build that validates judges them.
     """
     from .config import build_config
-    from .index.catalog import indexed_specs
+    from .indexing.catalog import indexed_specs
     from .library.build import build_library
     from .validator.envs import check_requirements
 
-    from .extract.lending import check_prefer
+    from .extraction.lending import check_prefer
 
     check_prefer(prefer)  # before any indexing
     check_requirements(requirements)
@@ -260,7 +256,7 @@ _INDEXES: dict[tuple[str, str | None, str | None], "SearchIndex"] = {}
 def search_index(*, home: PathLike | None = None, embedder: str | None = None,
                  chroma_url: str | None = None) -> "SearchIndex":
     """The search index of a home; kept per process so the embedding model loads once."""
-    from .search.index import SearchIndex
+    from .retrieval.index import SearchIndex
 
     workspace = Workspace.resolve(home)
     key = (str(workspace.home), embedder, chroma_url)
@@ -279,8 +275,8 @@ def tune_search(*, home: PathLike | None = None, progress: ProgressFn | None = N
     """Fine-tune the embedder on this library's own descriptions (no queries, no labels) and
     re-embed the library with it; the home's searches use the tuned model from then on (a running
     server from its next query)."""
-    from .search.index import SearchIndex
-    from .search.tuning import adopt, tune_home
+    from .retrieval.index import SearchIndex
+    from .retrieval.tuning import adopt, tune_home
 
     workspace = Workspace.resolve(home)
     report = tune_home(workspace, progress=progress)
@@ -291,9 +287,9 @@ def tune_search(*, home: PathLike | None = None, progress: ProgressFn | None = N
 
 def untune_search(*, home: PathLike | None = None, progress: ProgressFn | None = None) -> bool:
     """Go back to the untuned embedder (re-embedding the library with it); False if none was tuned."""
-    from .search.embedders import DEFAULT_MODEL
-    from .search.index import SearchIndex
-    from .search.tuning import reset, tuned_model
+    from .retrieval.embedders import DEFAULT_MODEL
+    from .retrieval.index import SearchIndex
+    from .retrieval.tuning import reset, tuned_model
 
     workspace = Workspace.resolve(home)
     if tuned_model(workspace):  # the library embedded with the untuned model before searches switch back

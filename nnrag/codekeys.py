@@ -24,7 +24,7 @@ _NOT_LOGIC = ("nnrag.db",)
 
 def code_key(*roots: str, settings: tuple[str, ...] = (), base: Path = PACKAGE) -> str:
     """A 16-hex-digit key of the modules ``roots`` name (dotted: ``nnrag.validator`` is the whole
-    package, ``nnrag.index.parse`` one module), the nnrag modules they import, transitively, and
+    package, ``nnrag.indexing.parse`` one module), the nnrag modules they import, transitively, and
     ``settings``. ``base`` is the ``nnrag`` package folder to read (another checkout in tests).
 
     The running package's files are read once per process: its code is what it imported, even if

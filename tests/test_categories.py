@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nnrag.index.categories import guess_category, split_words
+from nnrag.indexing.categories import guess_category, split_words
 
 M = "torch.nn.Module"
 

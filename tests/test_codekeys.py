@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from nnrag.codekeys import PACKAGE, code_key, modules
-from nnrag.index.discovery import discovery_version
-from nnrag.index.parse import parser_version
+from nnrag.indexing.discovery import discovery_version
+from nnrag.indexing.parse import parser_version
 from nnrag.specs import spec_version
 from nnrag.validator.record import gate_version
 
@@ -30,22 +30,22 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 
 def test_a_copy_of_the_code_has_the_same_keys(checkout: Path) -> None:
-    for roots in (("nnrag.validator",), ("nnrag.specs",), ("nnrag.search",), ("nnrag.index.parse",)):
+    for roots in (("nnrag.validator",), ("nnrag.specs",), ("nnrag.retrieval",), ("nnrag.indexing.parse",)):
         assert code_key(*roots, base=checkout) == code_key(*roots)
     assert gate_version() == code_key("nnrag.validator") and spec_version() == code_key("nnrag.specs")
-    assert parser_version() == code_key("nnrag.index.parse") and discovery_version() == code_key("nnrag.index.discovery")
+    assert parser_version() == code_key("nnrag.indexing.parse") and discovery_version() == code_key("nnrag.indexing.discovery")
 
 
 def test_a_changed_rule_changes_the_key_of_every_stage_that_imports_it(checkout: Path) -> None:
-    before = {r: code_key(r, base=checkout) for r in ("nnrag.validator", "nnrag.specs", "nnrag.index.discovery")}
+    before = {r: code_key(r, base=checkout) for r in ("nnrag.validator", "nnrag.specs", "nnrag.indexing.discovery")}
     # a guessing rule of the gate: the nodes of the graph a message-passing layer gets
     _edit(checkout / "validator" / "inputs.py", "GRAPH_NODES = 8", "GRAPH_NODES = 9")
     after = {r: code_key(r, base=checkout) for r in before}
     assert after["nnrag.validator"] != before["nnrag.validator"]
-    assert after["nnrag.index.discovery"] == before["nnrag.index.discovery"]  # discovery never imports the gate
+    assert after["nnrag.indexing.discovery"] == before["nnrag.indexing.discovery"]  # discovery never imports the gate
     # a module of another stage that the gate imports (how attributes are read) counts for the gate too
-    assert "nnrag.index.attributes" in modules(("nnrag.validator",), checkout)
-    _edit(checkout / "index" / "attributes.py", "def ", "def _added_helper():\n    return 1\n\n\ndef ")
+    assert "nnrag.indexing.attributes" in modules(("nnrag.validator",), checkout)
+    _edit(checkout / "indexing" / "attributes.py", "def ", "def _added_helper():\n    return 1\n\n\ndef ")
     assert code_key("nnrag.validator", base=checkout) != after["nnrag.validator"]
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import nnrag
-from nnrag.index.parse import parse_bytes
-from nnrag.index.resolve import absolute_module
+from nnrag.indexing.parse import parse_bytes
+from nnrag.indexing.resolve import absolute_module
 
 EXPECTED_BLOCKS = {
     # pkg/abstract.py
@@ -106,7 +106,7 @@ def test_patterns_and_filters(indexed: Path) -> None:
 def test_matches_runtime_introspection(indexed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Python itself agrees with static discovery on every importable module of the fixture."""
     from nnrag.evals.check_discovery import runtime_blocks
-    from nnrag.sources.globs import PathFilter
+    from nnrag.sourcing.globs import PathFilter
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures" / "forms_repo"))
     runtime, failed = runtime_blocks("pkg", PathFilter())

@@ -29,7 +29,7 @@ def test_default_corpus(home: Path) -> None:
     from nnrag.evals.check_discovery import runtime_blocks
 
     static = {r["qualname"] for r in json.loads(run_cli("blocks", "--source", "timm", "--home", str(home), "--json").stdout)}
-    from nnrag.sources.spec import parse_source
+    from nnrag.sourcing.spec import parse_source
 
     runtime, _ = runtime_blocks("timm", parse_source("dist:timm").path_filter)
     assert len(static & runtime) / len(runtime) > 0.98

@@ -120,9 +120,9 @@ def test_modules_evicted_between_blocks_are_parsed_again_to_the_same_files(
     """An extractor keeps a bounded number of parsed modules from one block to the next; one
     that keeps a single module makes every file exactly as one that keeps them all."""
     from nnrag.db import connect
-    from nnrag.extract import parsed
-    from nnrag.extract.block import Extractors
-    from nnrag.index.lookup import resolve_block
+    from nnrag.extraction import parsed
+    from nnrag.extraction.block import Extractors
+    from nnrag.indexing.lookup import resolve_block
     from nnrag.workspace import Workspace
 
     def files(keep: int) -> tuple[list[str], int]:
@@ -144,8 +144,8 @@ def test_blocks_extracted_on_several_processes_are_the_files_one_process_makes(
     """A build extracts on one process per CPU, a source's blocks in runs; the files, their
     order and the issues of a block that cannot be extracted are those of one process."""
     from nnrag.db import connect
-    from nnrag.extract import many
-    from nnrag.index.lookup import BlockRef, resolve_block
+    from nnrag.extraction import many
+    from nnrag.indexing.lookup import BlockRef, resolve_block
     from nnrag.workspace import Workspace
 
     monkeypatch.setattr(many, "_RUN", 2)  # runs of two blocks: the few fixture blocks make several runs
@@ -217,7 +217,7 @@ def test_the_extraction_key_follows_the_sources_a_block_can_draw_on(tmp_path: Pa
     """Each source's key covers its files and those of the sources lending it a package it imports:
     a change to an unrelated source leaves it, a change to its lender does not."""
     from nnrag.db import connect
-    from nnrag.extract.key import extraction_keys
+    from nnrag.extraction.key import extraction_keys
     from nnrag.workspace import Workspace
 
     repos = {name: tmp_path / name for name in ("closure_repo", "lender_repo", "borrower_repo")}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import nnrag
-from nnrag.sources.spec import parse_source
+from nnrag.sourcing.spec import parse_source
 
 BLOCK = "import torch.nn as nn\n\n\nclass Block{i}(nn.Module):\n    def forward(self, x):\n        return x + {i}\n"
 

@@ -11,7 +11,7 @@ PACKAGE = Path(nnrag.__file__).parent
 # Bottom to top. Shared ground first: errors, settings, the home, the database.
 LAYERS = [
     {"_version", "errors", "progress", "workspace", "config", "codekeys", "db"},
-    {"sources"}, {"index"}, {"extract"}, {"validator"}, {"library"}, {"specs"}, {"search"}, {"curate"}, {"synthesis"},
+    {"sourcing"}, {"indexing"}, {"extraction"}, {"validator"}, {"library"}, {"specs"}, {"retrieval"}, {"curate"}, {"synthesis"},
     {"tools"}, {"agent"}, {"serve"}, {"lemur"}, {"evals"}, {"cli", "__main__"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
@@ -63,17 +63,26 @@ def test_imports_point_down_the_pipeline() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_stage_packages_do_not_hide_the_api_functions() -> None:
-    """Importing ``nnrag.index.catalog`` binds the package ``index`` on ``nnrag``; the facade's
-    functions of the same names (``nnrag.index``, ``nnrag.search``, ...) must survive every import."""
+def test_every_module_imports_by_its_dotted_path_and_the_api_survives() -> None:
+    """No public name of the facade is a package's name: ``import nnrag.retrieval.techniques as t``
+    works for every module, and importing them all leaves ``nnrag.index``, ``nnrag.search``, ...
+    the facade's functions."""
     import importlib
     import inspect
 
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert not packages & set(nnrag.__all__), packages & set(nnrag.__all__)
     functions = {name for name in nnrag.__all__ if inspect.isfunction(getattr(nnrag, name))}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE.parent).with_suffix("")
         if "plugins" in rel.parts or rel.name == "__main__":
             continue
-        importlib.import_module(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
+        dotted = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        # what ``import a.b.c as m`` does: the attribute chain from the top package, not sys.modules
+        module = importlib.import_module(dotted)
+        reached = nnrag
+        for part in dotted.split(".")[1:]:
+            reached = getattr(reached, part)
+        assert reached is module, dotted
     hidden = sorted(name for name in functions if not inspect.isfunction(getattr(nnrag, name)))
     assert not hidden and {"index", "search", "extract", "sources"} <= functions, hidden

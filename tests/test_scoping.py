@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import nnrag
-from nnrag.extract.scope import analyze
-from nnrag.extract.units import ModuleUnits
+from nnrag.extraction.scope import analyze
+from nnrag.extraction.units import ModuleUnits
 
 # name: (statement, `from __future__ import annotations` in force, early, late, soft)
 SCOPE_CASES: dict[str, tuple[str, bool, set[str], set[str], set[str]]] = {
@@ -926,8 +926,8 @@ def test_closure(cases_home: Path, case: str) -> None:
 
 
 def test_a_definition_time_cycle_keeps_its_statements_in_place_and_orders_the_rest() -> None:
-    from nnrag.extract.order import order_units
-    from nnrag.extract.plan import UnitPlan
+    from nnrag.extraction.order import order_units
+    from nnrag.extraction.plan import UnitPlan
 
     def plan(pos: int, early: set[int]) -> UnitPlan:
         return UnitPlan(("m", pos), "", frozenset(), early={("m", e) for e in early})
@@ -989,7 +989,7 @@ def test_a_block_whose_closure_cannot_be_copied_imports_the_rest_of_its_installe
         """))
     home = tmp_path / "home"
     nnrag.index([str(src)], home=home)
-    from nnrag.extract import requirements
+    from nnrag.extraction import requirements
 
     # only a folder on sys.path: no installed distribution, nothing to import the rest from
     monkeypatch.syspath_prepend(str(src))
@@ -1013,8 +1013,8 @@ def test_a_block_whose_closure_cannot_be_copied_imports_the_rest_of_its_installe
         record = gate.check_code(result.code, result.class_name, paths=[str(src)])
     assert record.ok, record.message
     from nnrag.db import connect
-    from nnrag.extract.block import Extractors
-    from nnrag.index.lookup import resolve_block
+    from nnrag.extraction.block import Extractors
+    from nnrag.indexing.lookup import resolve_block
     from nnrag.workspace import Workspace
 
     with connect(Workspace.resolve(home)) as db:  # what a build's workers would preload for it

@@ -30,7 +30,7 @@ def test_build_indexes_every_block(lib: dict[str, object]) -> None:
 def test_other_search_code_makes_the_index_stale(lib: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
     """Specs and what search keeps beside them (comments, identifiers) are rebuilt when the code
     that makes them changes; the next search must sync to pick them up, not only the next build."""
-    from nnrag.search import index as search_index
+    from nnrag.retrieval import index as search_index
 
     index = nnrag.search_index(home=lib["home"])  # type: ignore[arg-type]
     assert not index.stale()
@@ -70,7 +70,7 @@ def test_searches_from_many_threads_agree_with_searches_one_by_one(lib: dict[str
     the word scores and grouping keys kept for the next query are shared between them."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from nnrag.search.index import SearchIndex
+    from nnrag.retrieval.index import SearchIndex
     from nnrag.workspace import Workspace
 
     queries = ["find anti-aliased downsampling", "channel attention with a sigmoid gate",
@@ -166,8 +166,8 @@ def test_incremental_update_and_reopening(lib: dict[str, object], tmp_path: Path
     # a search ranks by exact cosine over the vectors the collection holds, read from the index
     import numpy as np
     from nnrag.db import connect
-    from nnrag.search import neighbours
-    from nnrag.search.index import SearchIndex
+    from nnrag.retrieval import neighbours
+    from nnrag.retrieval.index import SearchIndex
     from nnrag.workspace import Workspace
 
     index = SearchIndex(Workspace.resolve(home))
@@ -192,7 +192,7 @@ def test_the_dense_view_says_each_sentence_once(lib: dict[str, object]) -> None:
     """The embedder reads 256 tokens: a docstring sentence the summary already opens with (or a
     wrapper shares with its function) is not spent twice."""
     from nnrag.db import connect
-    from nnrag.search.views import dense_text
+    from nnrag.retrieval.views import dense_text
     from nnrag.specs import cache
     from nnrag.specs.docstrings import SENTENCE_END
     from nnrag.workspace import Workspace
@@ -334,7 +334,7 @@ def test_shared_chroma_server(lib: dict[str, object], tmp_path: Path) -> None:
 def test_the_numpy_encoder_gives_sentence_transformers_vectors() -> None:
     import numpy as np
 
-    from nnrag.search.embedders import DEFAULT_MODEL, SentenceTransformerEmbedder, make_embedder
+    from nnrag.retrieval.embedders import DEFAULT_MODEL, SentenceTransformerEmbedder, make_embedder
 
     texts = [f"{adjective} {noun} for {task}" for adjective in ("anti-aliased", "depthwise", "gated", "sparse", "residual")
              for noun in ("downsampling", "attention", "convolution", "normalisation") for task in ("images", "tokens", "graphs", "audio", "video")]
@@ -349,7 +349,7 @@ def test_the_numpy_encoder_gives_sentence_transformers_vectors() -> None:
     # the GELU's erf, here without scipy, stays within float32 rounding of the exact one
     import math
 
-    from nnrag.search.minilm import _erf
+    from nnrag.retrieval.minilm import _erf
 
     grid = np.linspace(-9, 9, 36001, dtype=np.float32)
     exact = np.array([math.erf(float(x)) for x in grid])
@@ -361,8 +361,8 @@ def test_a_sync_of_many_texts_runs_on_sentence_transformers_and_a_query_on_numpy
     sentence-transformers, twice as fast per text (batches of exactly numpy's limit once sent
     every build to numpy)."""
     from nnrag.db import connect
-    from nnrag.search.embedders import DEFAULT_MODEL, _numpy_embedder
-    from nnrag.search.index import SyncReport, _embed_cached
+    from nnrag.retrieval.embedders import DEFAULT_MODEL, _numpy_embedder
+    from nnrag.retrieval.index import SyncReport, _embed_cached
     from nnrag.workspace import Workspace
 
     embedder = _numpy_embedder(DEFAULT_MODEL)  # a fresh one: the process-wide one may be loaded already
@@ -393,8 +393,8 @@ def test_technique_definitions_match_class_names_and_never_restate_an_eval_query
     import re
 
     from nnrag.evals.retrieval import SHIPPED_QUERIES
-    from nnrag.search.lexical import split_words
-    from nnrag.search.techniques import _ENTRIES, describe
+    from nnrag.retrieval.lexical import split_words
+    from nnrag.retrieval.techniques import _ENTRIES, describe
 
     assert "LayerScale" in describe(split_words("LayerScale"))[0]
     assert describe(split_words("SEModule"))[0].startswith("squeeze-and-excitation")  # through the abbreviation
@@ -405,7 +405,7 @@ def test_technique_definitions_match_class_names_and_never_restate_an_eval_query
     assert describe(split_words("CoordAttn"))[0].startswith("coordinate attention")
     assert describe(split_words("Scale")) == [] and describe(split_words("ResidualBlockOfMine")) == []
     # model-level abbreviations are spelled out beside the name's words; GRU's "gated ... unit" is not
-    from nnrag.search.glossary import expand
+    from nnrag.retrieval.glossary import expand
     assert expand(split_words("PerformerEncDec")) == "performer enc dec (encoder; decoder)"
     assert expand(split_words("ReformerLM")) == "reformer lm (language model)" and expand(split_words("GRUCell")) == "gru cell"
 
@@ -515,7 +515,7 @@ def test_lexical_tables_hold_exactly_the_documents_given(tmp_path: Path) -> None
     """Many changes rewrite the tables at once, a few are written one by one; either way the
     tables end up holding exactly the documents of the last sync."""
     from nnrag.db import connect
-    from nnrag.search import lexical
+    from nnrag.retrieval import lexical
     from nnrag.workspace import Workspace
 
     def doc(i: int, extra: str = "") -> lexical.LexicalDoc:
@@ -557,7 +557,7 @@ def test_lexical_scores_are_fts5_scores_and_follow_the_library(tmp_path: Path) -
     import random
 
     from nnrag.db import connect
-    from nnrag.search import lexical
+    from nnrag.retrieval import lexical
     from nnrag.workspace import Workspace
 
     words = "gate norm pool conv attention sigmoid residual channel spatial blur shift mixer".split()
@@ -628,7 +628,7 @@ def test_british_and_american_spellings_meet(tmp_path: Path) -> None:
     """The stemmer keeps ``normalisation`` and ``normalization`` apart; folding both sides lets a
     query in either spelling find a document in the other, and leaves look-alikes ("four") alone."""
     from nnrag.db import connect
-    from nnrag.search import lexical
+    from nnrag.retrieval import lexical
     from nnrag.workspace import Workspace
 
     docs = [lexical.LexicalDoc("s:m.A", "a", "m", "Filter response normalization of each neighbor", ""),
@@ -647,7 +647,7 @@ def test_a_letter_and_digit_word_is_looked_for_whole(tmp_path: Path) -> None:
     whole word is looked for too, so a docstring's ``L2`` is found, while a name's ``Conv2d``
     (held split) still matches the split form."""
     from nnrag.db import connect
-    from nnrag.search import lexical
+    from nnrag.retrieval import lexical
     from nnrag.workspace import Workspace
 
     docs = [lexical.LexicalDoc("s:m.A", "channel scale", "m", "scales each position by its L2 norm", ""),
@@ -1098,7 +1098,7 @@ def test_tuning_pairs_describe_a_block_without_its_name_or_boilerplate(lib: dict
     import dataclasses
 
     from nnrag.db import connect
-    from nnrag.search.tuning import training_pairs
+    from nnrag.retrieval.tuning import training_pairs
     from nnrag.specs import cache
     from nnrag.workspace import Workspace
 
@@ -1123,7 +1123,7 @@ def test_tuning_pairs_describe_a_block_without_its_name_or_boilerplate(lib: dict
 
 
 def test_a_library_that_grew_since_its_tune_is_advised_to_tune_again() -> None:
-    from nnrag.search.index import SyncReport
+    from nnrag.retrieval.index import SyncReport
 
     assert SyncReport(blocks=1_200, tuned_blocks=1_000).retune_advised  # a fifth more
     assert not SyncReport(blocks=1_090, tuned_blocks=1_000).retune_advised  # less than a tenth
@@ -1137,13 +1137,13 @@ def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[st
 
     import numpy as np
 
-    from nnrag.search.embedders import DEFAULT_MODEL, NumpyEmbedder, SentenceTransformerEmbedder
+    from nnrag.retrieval.embedders import DEFAULT_MODEL, NumpyEmbedder, SentenceTransformerEmbedder
     import chromadb
     from chromadb.config import Settings
 
     from nnrag.db import connect
-    from nnrag.search.index import SearchIndex
-    from nnrag.search.vectors import collection_name
+    from nnrag.retrieval.index import SearchIndex
+    from nnrag.retrieval.vectors import collection_name
     from nnrag.workspace import Workspace
 
     home = tmp_path / "home"
@@ -1187,7 +1187,7 @@ def test_tune_adapts_the_embedder_to_the_library_and_search_uses_it(lib: dict[st
     assert SearchIndex(Workspace.resolve(home)).embedder.name == DEFAULT_MODEL
     assert nnrag.search("find anti-aliased downsampling", 3, home=home)[0].name == "BlurDownsample"
     assert index.embedder.name == DEFAULT_MODEL and not index.stale()  # the kept index switched back
-    from nnrag.search import embedders
+    from nnrag.retrieval import embedders
 
     assert str(model) not in embedders._LOADED  # and let the replaced model go
 

@@ -11,9 +11,9 @@ import pytest
 
 import nnrag
 from conftest import search_limits, write_wheel
-from nnrag.sources.corpus import load_corpus
-from nnrag.sources.globs import PathFilter
-from nnrag.sources.spec import default_corpus, module_name, parse_source
+from nnrag.sourcing.corpus import load_corpus
+from nnrag.sourcing.globs import PathFilter
+from nnrag.sourcing.spec import default_corpus, module_name, parse_source
 
 LAYER = "import torch.nn as nn\n\n\nclass {name}(nn.Module):\n    def forward(self, x):\n        return x\n"
 

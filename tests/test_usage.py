@@ -382,7 +382,7 @@ def test_attributes_a_class_defines_and_reads_off_its_arguments() -> None:
     ``self.net = net``; a result read off a call (``self.net(x).logits``) is not the argument's."""
     import ast
 
-    from nnrag.index.attributes import constructor_arguments, defined_by, read_off
+    from nnrag.indexing.attributes import constructor_arguments, defined_by, read_off
 
     node = ast.parse(_WRAPPER_SOURCE).body[0]
     assert isinstance(node, ast.ClassDef)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from datasketch import MinHash
 
-from ..index.parse import dotted
+from ..indexing.parse import dotted
 
 SHINGLE = 10
 PERMUTATIONS = 256

@@ -19,9 +19,9 @@ import time
 
 import nnrag
 from nnrag.db import connect
-from nnrag.extract.block import Extractors
-from nnrag.extract.lending import PREFER
-from nnrag.index.lookup import BlockRef
+from nnrag.extraction.block import Extractors
+from nnrag.extraction.lending import PREFER
+from nnrag.indexing.lookup import BlockRef
 from nnrag.library.build import build_library
 from nnrag.progress import progress_lines
 from nnrag.workspace import Workspace

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .retrieval import CUTOFF, SHIPPED_QUERIES, Query, first_relevant, load_queries
-from ..search.index import SearchIndex
+from ..retrieval.index import SearchIndex
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ With no source, the embedded default corpus. Each measurement runs in a fresh pr
 memory (max RSS of the process and of its parser workers) belongs to that phase alone:
 
 - floor: read every file and ``ast.parse`` it, one process, nothing else;
-- cold: ``nnrag.index`` into an empty home (listing, hashing, parsing, SQLite, discovery);
+- cold: ``nnrag.indexing`` into an empty home (listing, hashing, parsing, SQLite, discovery);
 - warm: the same index again with nothing changed.
 
 Figures are medians over ``--repeat`` runs; the machine is printed beside them.
@@ -81,7 +81,7 @@ def _phase(args: argparse.Namespace) -> dict[str, object]:
 
     specs = nnrag.resolve_sources(args.sources, args.corpus)
     if args.phase == "floor":
-        from nnrag.sources.fetch import materialize
+        from nnrag.sourcing.fetch import materialize
 
         files = [f.abspath for spec in specs for f in materialize(spec, Path(args.home) / "cache").files]
         start = time.perf_counter()

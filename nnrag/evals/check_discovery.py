@@ -27,11 +27,11 @@ import tempfile
 import textwrap
 import warnings
 
-from ..sources.globs import PathFilter
+from ..sourcing.globs import PathFilter
 
 
 def _only_raises_not_implemented(fn: object) -> bool:
-    from ..index.parse import only_raises_not_implemented
+    from ..indexing.parse import only_raises_not_implemented
 
     node = _method_node(fn)
     return node is not None and only_raises_not_implemented(node)
@@ -49,7 +49,7 @@ def _calls_a_stub(cls: type) -> bool:
     """The forward reaches, through calls on ``self`` resolved along ``__mro__``, a method that only
     raises NotImplementedError or an abstract method left unimplemented in a class that can be
     instantiated (no ABCMeta: the index's rule, applied to the imported classes)."""
-    from ..index.parse import only_raises_not_implemented as stub, reached_stubs, self_calls
+    from ..indexing.parse import only_raises_not_implemented as stub, reached_stubs, self_calls
 
     def resolve(name: str) -> tuple[list[str], bool] | None:
         owner = next((k for k in cls.__mro__ if name in vars(k)), None)
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     import nnrag
-    from nnrag.sources.spec import parse_source
+    from nnrag.sourcing.spec import parse_source
 
     spec = parse_source(f"dist:{args.dist}", include=tuple(args.include))
     with tempfile.TemporaryDirectory() as home:

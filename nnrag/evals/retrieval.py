@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..progress import ProgressFn
-from ..search.index import METHODS, Hit, SearchIndex
+from ..retrieval.index import METHODS, Hit, SearchIndex
 
 CUTOFF = 10
 # Paraphrased queries over the default corpus, written to avoid the gold class names.

@@ -3,7 +3,8 @@ validator gate, trained and scored by LEMUR's own code, read back from LEMUR's d
 
 from ..errors import LemurError, LemurNotInstalled, NotAdaptable
 from .adapter import Adapted, adapt
-from .register import Registration, Setup, listed, register
+from .register import Registration, Setup, listed
 
-__all__ = ["Adapted", "LemurError", "LemurNotInstalled", "NotAdaptable", "Registration", "Setup", "adapt", "listed",
-           "register"]
+# ``register`` the function stays in its module: a package attribute of that name would hide the
+# module ``nnrag.lemur.register`` from ``import nnrag.lemur.register as r``
+__all__ = ["Adapted", "LemurError", "LemurNotInstalled", "NotAdaptable", "Registration", "Setup", "adapt", "listed"]

@@ -1,6 +1,6 @@
 """``nnrag build``: extract every selected block, validate it through the gate, store its file and
 verdict. A block is re-validated only when its extracted text (SHA-1) or the gate changes, and
-extracted again only when what its file depends on changes (:mod:`nnrag.extract.key`), so an
+extracted again only when what its file depends on changes (:mod:`nnrag.extraction.key`), so an
 interrupted build resumes where it stopped and an unchanged corpus costs next to nothing."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..db import connect
-from ..extract.lending import check_prefer
-from ..extract.many import Extracted, extract_many
-from ..extract.key import extraction_keys
-from ..index.lookup import BlockRef
+from ..extraction.lending import check_prefer
+from ..extraction.many import Extracted, extract_many
+from ..extraction.key import extraction_keys
+from ..indexing.lookup import BlockRef
 from ..progress import ProgressFn
 from ..validator.envs import check_requirements
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord, gate_version

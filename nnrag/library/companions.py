@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..db import file_text
-from ..index.attributes import constructor_arguments, defined_by, read_off
+from ..indexing.attributes import constructor_arguments, defined_by, read_off
 
 # the attribute a guessed value lacks; a value of the block's own classes is never a guess
 _WANTED = re.compile(r"'(?:int|float|bool|str|NoneType|ellipsis|Passthrough|list|tuple|dict)' object has no attribute '(\w+)'")

@@ -18,7 +18,7 @@ from dataclasses import replace
 from ..db import Database
 from ..errors import ValidatorUnavailable
 from ..progress import ProgressFn
-from ..extract.requirements import installed
+from ..extraction.requirements import installed
 from ..validator.envs import distribution_for, environment, made, missing_module
 from ..validator.gate import Gate
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord

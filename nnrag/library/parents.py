@@ -15,7 +15,7 @@ import json
 import sqlite3
 from typing import Iterable
 
-from ..index.lookup import BlockRef
+from ..indexing.lookup import BlockRef
 from ..validator.usage.runs import Passed
 
 _PER_BLOCK = 2  # passing blocks run per failing block, those with the fewest parameters first

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..db.schema import NOT_RUN
-from ..extract.assemble import Assembled
-from ..index.lookup import BlockRef
+from ..extraction.assemble import Assembled
+from ..indexing.lookup import BlockRef
 from ..validator.record import ValidationRecord, gate_version
 from ..workspace import Workspace, safe_name
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterator
 
 from ..db import Database
-from ..extract.block import Extractors
+from ..extraction.block import Extractors
 from ..progress import ProgressFn
-from ..sources.fetch import declared_requirements
+from ..sourcing.fetch import declared_requirements
 from ..validator.envs import distribution_for, environment, to_install
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord, gate_version
 from ..validator.usage import runs as usage

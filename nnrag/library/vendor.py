@@ -1,5 +1,5 @@
 """Vendoring: chosen blocks written into a package of the user's project (see
-:mod:`nnrag.extract.package`), then each checked by the gate as imported from that package.
+:mod:`nnrag.extraction.package`), then each checked by the gate as imported from that package.
 
 A package folder remembers what was vendored into it (``vendor.json``): vendoring more blocks
 into it later rewrites the whole package, so definitions the old and new blocks share are still
@@ -17,9 +17,9 @@ from typing import Sequence
 from .._version import __version__
 from ..db import connect
 from ..errors import NnragError, VendorError
-from ..extract.block import Extractors
-from ..extract.package import MANIFEST, Item, Member, vendor_package
-from ..index.lookup import BlockRef, resolve_block
+from ..extraction.block import Extractors
+from ..extraction.package import MANIFEST, Item, Member, vendor_package
+from ..indexing.lookup import BlockRef, resolve_block
 from ..progress import ProgressFn
 from ..validator.record import Limits, ValidationRecord
 from ..validator.usage import runs as usage

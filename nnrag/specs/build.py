@@ -14,9 +14,9 @@ from typing import Any
 
 from ..db import Database
 from ..errors import NotFoundError
-from ..index.lookup import resolve_block
+from ..indexing.lookup import resolve_block
 from ..library.records import library_row
-from ..sources.spec import origin
+from ..sourcing.spec import origin
 from ..workspace import Workspace
 from .model import BlockSpec, Parameter, Provenance, ShapeProbe, Submodule, Validation
 from .config_docs import PackageDocs
@@ -148,7 +148,7 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
 
 
 def find_row(conn: sqlite3.Connection, name: str, source: str | None = None) -> sqlite3.Row:
-    """The library row of the one block a name means (see :func:`nnrag.index.lookup.resolve_block`)."""
+    """The library row of the one block a name means (see :func:`nnrag.indexing.lookup.resolve_block`)."""
     ref = resolve_block(conn, name, source, in_library=True)
     row = library_row(conn, ref.block_id)
     if row is None:  # pragma: no cover - resolve_block checked the library

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
-from ..index.resolve import absolute_module
+from ..indexing.resolve import absolute_module
 from ..validator.usage.readme import FENCE, readme_files
 
 _NOTE_CHARS = 500  # of a section's prose

@@ -16,7 +16,7 @@ import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..index.parse import branches
+from ..indexing.parse import branches
 from .docstrings import first_sentence
 from .mechanisms import mechanisms
 from .model import ForwardSignature, Parameter

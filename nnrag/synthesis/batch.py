@@ -7,7 +7,7 @@ from typing import Any
 
 from ..db import connect
 from ..progress import ProgressFn
-from ..search.index import SearchIndex
+from ..retrieval.index import SearchIndex
 from ..specs import cache
 from ..validator.record import Limits
 from ..workspace import Workspace

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 from torch import nn
 
-from ..index.attributes import assigned_on_self
+from ..indexing.attributes import assigned_on_self
 from .arguments import Sizes, is_depth, module_instance
 from .source import source_tree
 from .usage.recipes import construct

@@ -25,7 +25,7 @@ from .factories import factory_functions
 from .readme import README_UNIT, blocks_using, code_blocks, readme_files
 from .tables import TABLE_UNIT, table_names
 from ...db import Database
-from ...extract.lending import lenders
+from ...extraction.lending import lenders
 from ..envs import missing_module
 from ..record import gate_version
 

@@ -30,7 +30,7 @@ def _installed_digest() -> bytes:
 def extraction_keys(conn: sqlite3.Connection, prefer: str) -> dict[str, str]:
     """The key of every extraction made now from this index with ``prefer``, by source name."""
     # the code a block's file comes from: extraction and what it imports (the header's version too)
-    common = code_key("nnrag.extract").encode() + _installed_digest() + prefer.encode()
+    common = code_key("nnrag.extraction").encode() + _installed_digest() + prefer.encode()
     # not the source's root: a download's lies in the home's cache, which a copied or moved home
     # finds elsewhere, and the file depends on what the folder holds, not where it is
     rows = {r["id"]: r for r in conn.execute(

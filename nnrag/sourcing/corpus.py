@@ -9,7 +9,7 @@ TOML::
     include = ["timm/layers", "timm/models"]
     exclude = ["**/_builder.py"]
     symbols = ["*Attention*", "BlurPool*"]   # keep only blocks whose class name matches
-    default_excludes = true       # tests/, docs/, setup.py, ... (see nnrag.sources.spec)
+    default_excludes = true       # tests/, docs/, setup.py, ... (see nnrag.sourcing.spec)
 
 nn-rag JSON::
 

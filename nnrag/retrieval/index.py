@@ -293,7 +293,7 @@ class SearchIndex:
         """What the index's rows are made by: the model, the vector store, and the code of search and
         of what it imports (the text views, the glossary, the specs): other code makes the next
         search sync first and read every block again, embedding only texts not embedded before."""
-        return [collection_name(self.embedder), self.chroma_url or "embedded", code_key("nnrag.search")]
+        return [collection_name(self.embedder), self.chroma_url or "embedded", code_key("nnrag.retrieval")]
 
     def stale(self) -> bool:
         with self._store() as store:

@@ -12,7 +12,7 @@ import builtins
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ..index.parse import branches, is_type_checking
+from ..indexing.parse import branches, is_type_checking
 from .scope import UnitNames, analyze
 
 

@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 from ..codekeys import code_key
 from ..db import decode_source
-from ..sources.spec import (  # reasons a file is recorded but not parsed
+from ..sourcing.spec import (  # reasons a file is recorded but not parsed
     REASON_BINARY,
     REASON_ENCODING,
     REASON_PARSER_LIMIT,
@@ -31,7 +31,7 @@ from ..sources.spec import (  # reasons a file is recorded but not parsed
 def parser_version() -> str:
     """What a parse records is made by this code: a source parsed by other code is parsed again in
     full on its next index, whatever its files' stats say."""
-    return code_key("nnrag.index.parse")
+    return code_key("nnrag.indexing.parse")
 
 _PY2_MESSAGES = (
     "Missing parentheses in call to 'print'",

@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Callable
 
 from ..db import file_text
-from ..index.resolve import ModuleInfo
+from ..indexing.resolve import ModuleInfo
 from .plan import DefTarget, UnitKey
 from .units import ModuleUnits
 
@@ -23,7 +23,7 @@ _REGISTERED_AS = re.compile(
 
 
 class RegistryNames:
-    """Registered names of the modules an :class:`~nnrag.extract.closure.Extractor` may copy from
+    """Registered names of the modules an :class:`~nnrag.extraction.closure.Extractor` may copy from
     (its own source first, then its lenders)."""
 
     conn: sqlite3.Connection

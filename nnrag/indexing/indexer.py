@@ -28,8 +28,8 @@ from ..errors import ConfigError, IndexStoreError, SourceError
 from ..workspace import Workspace
 from .discovery import discover, discovery_version
 from ..progress import ProgressFn
-from ..sources.fetch import materialize
-from ..sources.spec import REASON_PARSER_CRASH, Materialized, SourceSpec, module_name
+from ..sourcing.fetch import materialize
+from ..sourcing.spec import REASON_PARSER_CRASH, Materialized, SourceSpec, module_name
 from .parse import ParsedFile, parse_batch, parser_version
 from .store import PARSE_AGAIN, Store, open_or_rebuild
 

@@ -10,7 +10,7 @@ from fnmatch import fnmatchcase
 from ..db import connect
 from ..errors import NotFoundError
 from ..workspace import Workspace
-from ..sources.spec import DEFAULT_MAX_FILE_BYTES, SourceSpec, parse_source
+from ..sourcing.spec import DEFAULT_MAX_FILE_BYTES, SourceSpec, parse_source
 from .store import Store
 
 

@@ -1,9 +1,9 @@
 """The dependency closure of a block: every top-level statement of its source it needs, transitively.
 
-Each statement's global names come from :mod:`nnrag.extract.scope` (the compiler's scoping);
+Each statement's global names come from :mod:`nnrag.extraction.scope` (the compiler's scoping);
 each name is then followed in its module: to the statements that bind it there (definitions,
 assignments, compound ``try``/``if`` statements, plus statements that fill a registry in place),
-through imports of every form with :class:`~nnrag.index.resolve.Resolver`, or out of the
+through imports of every form with :class:`~nnrag.indexing.resolve.Resolver`, or out of the
 source, where it stays an import statement. Dependencies always come from the block's own source:
 a name from another source, indexed or not, is an external import.
 """
@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME
-from ..index.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
+from ..indexing.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
 from .fillers import without_failing_fillers
 from .lending import lenders
 from .native import is_extension, loads_library_by_path

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..db import connect
-from ..index.lookup import BlockRef
+from ..indexing.lookup import BlockRef
 from ..workspace import Workspace
 from .assemble import Assembled
 from .block import Extractors

@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from ..db import connect
-from ..index.lookup import BlockRef, resolve_block
-from ..sources.spec import origin
+from ..indexing.lookup import BlockRef, resolve_block
+from ..sourcing.spec import origin
 from ..workspace import Workspace
 from .assemble import Assembled, Provenance, assemble
 from .closure import Extractor

@@ -1,7 +1,7 @@
 """Well-known ``nn.Module`` classes that live outside the indexed corpus.
 
 A class deriving from ``torch.nn.Conv2d`` is a block even when torch is not indexed. The table
-for ``torch.nn`` is generated from torch itself (``python -m nnrag.index.known_bases``) and
+for ``torch.nn`` is generated from torch itself (``python -m nnrag.indexing.known_bases``) and
 shipped as data, so discovery never imports torch. Entries map a dotted name to whether the class
 has a ``forward`` of its own (``nn.ModuleList`` is a Module without one).
 """

@@ -26,14 +26,14 @@ from . import known_bases
 from ..codekeys import code_key
 from .categories import guess_category
 from .generated import template_copies
-from ..sources.globs import matches_any
+from ..sourcing.globs import matches_any
 from .parse import COND_TYPE_CHECKING, KIND_CLASS, reached_stubs
 from .resolve import DefInfo, ModuleInfo, Ref, Resolver, load_modules
 
 def discovery_version() -> str:
     """What discovery writes (its verdicts, the category guess) is made by this code: an index
     discovered by other code runs discovery again, even when no file changed."""
-    return code_key("nnrag.index.discovery")
+    return code_key("nnrag.indexing.discovery")
 
 log = logging.getLogger(__name__)
 
