@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nnrag.indexing.categories import guess_category, split_words
+from nnrag.indexing.categories import guess_category, spaced_name
 
 M = "torch.nn.Module"
 
@@ -55,6 +55,6 @@ def test_guess_category(name: str, chain: tuple[str, ...], module: str, doc: str
 
 
 def test_split_words() -> None:
-    assert split_words("BlurPool2d") == "Blur Pool2d"
-    assert split_words("SEModule") == "SE Module"
-    assert split_words("squeeze_excite") == "squeeze excite"
+    assert spaced_name("BlurPool2d") == "Blur Pool2d"
+    assert spaced_name("SEModule") == "SE Module"
+    assert spaced_name("squeeze_excite") == "squeeze excite"

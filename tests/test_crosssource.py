@@ -153,14 +153,14 @@ def test_a_bare_folder_named_like_a_corpus_package_is_not_an_installed_distribut
     ("LIST = list('abc')\n", "LIST = list('abc')\n"),
 ])
 def test_a_copied_registry_keeps_the_scope_it_infers_from_its_package(statement: str, expected: str) -> None:
-    from nnrag.extraction.scopes import keep_scopes
+    from nnrag.extraction.registry_scopes import keep_scopes
 
     assert keep_scopes(statement, frozenset({"Registry"}), "pkg.registry") == expected
 
 
 def test_registries_that_infer_their_scope_are_mmengines_copied_or_imported() -> None:
     from nnrag.extraction.plan import DefTarget, ExtImport
-    from nnrag.extraction.scopes import self_scoped
+    from nnrag.extraction.registry_scopes import self_scoped
 
     assert self_scoped(DefTarget("mmengine.registry.registry", "Registry"))
     assert self_scoped(ExtImport("mmengine.registry", "Registry"))

@@ -405,7 +405,7 @@ def test_technique_definitions_match_class_names_and_never_restate_an_eval_query
     assert describe(split_words("CoordAttn"))[0].startswith("coordinate attention")
     assert describe(split_words("Scale")) == [] and describe(split_words("ResidualBlockOfMine")) == []
     # model-level abbreviations are spelled out beside the name's words; GRU's "gated ... unit" is not
-    from nnrag.retrieval.glossary import expand
+    from nnrag.retrieval.abbreviations import expand
     assert expand(split_words("PerformerEncDec")) == "performer enc dec (encoder; decoder)"
     assert expand(split_words("ReformerLM")) == "reformer lm (language model)" and expand(split_words("GRUCell")) == "gru cell"
 

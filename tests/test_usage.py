@@ -173,12 +173,12 @@ _RUNNER = """
 import importlib.util, json, sys
 assert importlib.util.find_spec("upkg") is None
 import torch
-from nnrag.validator.usage.recipes import Resolver, call_args
+from nnrag.validator.usage.recipes import RecipeResolver, call_args
 spec = importlib.util.spec_from_file_location("block", "block.py")
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
 entry = json.loads(sys.argv[2])
-resolve = Resolver(vars(mod), lambda m: m.split(".")[0] in sys.stdlib_module_names | {"torch"})
+resolve = RecipeResolver(vars(mod), lambda m: m.split(".")[0] in sys.stdlib_module_names | {"torch"})
 args, kwargs = call_args(entry["init"], resolve)
 model = getattr(mod, sys.argv[1])(*args, **kwargs)
 args, kwargs = call_args(entry["call"], resolve)
@@ -335,9 +335,9 @@ def test_recipes_keep_small_integer_tensors_and_sets() -> None:
     as fresh random integers in their range; a data sample's field names are a set."""
     import torch
 
-    from nnrag.validator.usage.recipes import Resolver, dump, load
+    from nnrag.validator.usage.recipes import RecipeResolver, dump, load
 
-    resolve = Resolver({}, lambda module: False)
+    resolve = RecipeResolver({}, lambda module: False)
     shapes = torch.tensor([[32, 32], [16, 16], [8, 8]])
     again = load(dump(shapes, {}), resolve)
     assert again.dtype == torch.int64 and again.tolist() == shapes.tolist()
@@ -350,7 +350,7 @@ def test_recipes_keep_small_integer_tensors_and_sets() -> None:
     # a named tuple whose class the file lacks reads by field and by position (EfficientNet's BlockArgs)
     args = load(dump(_BlockArgs(3, 6), {}), resolve)
     assert args == (3, 6) and args.expand_ratio == 6 and type(args).__name__ == "_BlockArgs"
-    assert type(load(dump(_BlockArgs(3, 6), {}), Resolver({"_BlockArgs": _BlockArgs}, lambda m: False))) is _BlockArgs
+    assert type(load(dump(_BlockArgs(3, 6), {}), RecipeResolver({"_BlockArgs": _BlockArgs}, lambda m: False))) is _BlockArgs
 
 
 class _Settings(dict):

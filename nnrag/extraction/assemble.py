@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from .._version import __version__
 from .plan import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, ModTarget, Namespace, Target, UnitKey, UnitPlan
 from .requirements import Requirement, is_stdlib, modules_in, requirements_of
-from .scopes import keep_scopes, self_scoped
+from .registry_scopes import keep_scopes, self_scoped
 from .unavailable import defer, guard_imports, helper
 
 

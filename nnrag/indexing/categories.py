@@ -58,8 +58,10 @@ _BASE_HINTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def split_words(name: str) -> str:
-    """``BlurPool2d`` -> ``Blur Pool 2d``; ``SEModule`` -> ``SE Module``; snake_case likewise."""
+def spaced_name(name: str) -> str:
+    """A class name as words in its own case, for the category rules: ``BlurPool2d`` -> ``Blur
+    Pool2d``; ``SEModule`` -> ``SE Module``; snake_case likewise. (Search splits names further and
+    in lower case: ``nnrag.retrieval.lexical.split_words``.)"""
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|_+", " ", name)
     return re.sub(r"\s+", " ", spaced).strip()
 
@@ -75,7 +77,7 @@ _PART_WORDS = frozenset("Head Heads Layer Block Output Outputs Embedding Embeddi
 def _task_model(name: str) -> bool:
     """``LongformerForTokenClassification``, ``BertForPreTraining``: a whole model with a task head
     (the words after "For" name the task), not a ``BigBirdForQuestionAnsweringHead``."""
-    words = split_words(name).split()
+    words = spaced_name(name).split()
     return "For" in words[1:-1] and words[-1] not in _PART_WORDS
 
 
@@ -86,7 +88,7 @@ def _named_after_module(name: str, module: str) -> bool:
     parts = module.split(".")
     stem = _normalized(parts[-1])
     return ("models" in parts[:-1] and bool(stem) and _normalized(name).removesuffix("distilled") == stem
-            and split_words(name).split()[-1] not in ("Loss", "Layer", "Block"))
+            and spaced_name(name).split()[-1] not in ("Loss", "Layer", "Block"))
 
 
 def guess_category(name: str, chain: tuple[str, ...] | list[str], module: str, docstring: str | None) -> str:
@@ -97,8 +99,8 @@ def guess_category(name: str, chain: tuple[str, ...] | list[str], module: str, d
         for hint, category in _BASE_HINTS:
             if hint in base:
                 return category
-    words = split_words(name)
-    for texts in ((words,), (" ".join(split_words(b.rsplit(".", 1)[-1]) for b in chain[1:2]),)):
+    words = spaced_name(name)
+    for texts in ((words,), (" ".join(spaced_name(b.rsplit(".", 1)[-1]) for b in chain[1:2]),)):
         for text in texts:
             for category, pattern in _RULES:
                 if pattern.search(text):
@@ -106,7 +108,7 @@ def guess_category(name: str, chain: tuple[str, ...] | list[str], module: str, d
     # the file and its package say what a block is, the distribution's own name does not: every
     # class of x_transformers.x_transformers or vit_pytorch.cait would be a transformer or a ViT
     parts = module.split(".")
-    module_words = " ".join(split_words(p) for p in parts[-2:] if p != parts[0])
+    module_words = " ".join(spaced_name(p) for p in parts[-2:] if p != parts[0])
     first_sentence = (docstring or "").split(".")[0][:200]
     for text in (module_words, first_sentence):
         for category, pattern in _RULES:

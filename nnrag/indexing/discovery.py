@@ -61,7 +61,9 @@ class ClassNode:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Judgement:
+    """What discovery concludes about one class: whether it is a block, and why."""
+
     is_block: bool
     is_module: bool
     forward: str | None
@@ -190,7 +192,7 @@ class Discoverer:
             out.append(ROOT_NAME)
         return out
 
-    def judge(self, mod: ModuleInfo, d: DefInfo) -> Verdict:
+    def judge(self, mod: ModuleInfo, d: DefInfo) -> Judgement:
         node = self.node(mod, d)
         is_module = self.is_module(node) and not node.is_root
         mro = _c3(node, self._mro)
@@ -213,7 +215,7 @@ class Discoverer:
         # forward → apply_func → apply_transform across the MRO) leaves the class abstract
         abstract |= {f"{stub}@forward" for stub in reached_stubs(resolve)}
         unresolved = tuple(u for n in mro for u in n.unresolved)
-        return Verdict(
+        return Judgement(
             is_block=is_module and forward == "concrete" and not abstract,
             is_module=is_module,
             forward=forward,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 
-from .glossary import ABBREVIATIONS
+from .abbreviations import ABBREVIATIONS
 
 _MAX_MATCHES = 2
 

@@ -3,7 +3,7 @@ most telling first) and the lexical one BM25 reads (every field, in full)."""
 
 from __future__ import annotations
 
-from .glossary import expand, expand_only
+from .abbreviations import expand, expand_only
 from .lexical import LexicalDoc, split_words
 from .techniques import describe
 from ..specs.build import SpecBundle

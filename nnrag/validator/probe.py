@@ -26,7 +26,7 @@ from .companions import companion_recipes, offer
 from .repairs import forward_repairs, repairs
 from .inputs import FIELDS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
-from .usage.recipes import Resolver, Unrecordable, call_args, dump
+from .usage.recipes import RecipeResolver, Unrecordable, call_args, dump
 from .sandbox import SandboxViolation
 
 _MAX_FORWARD_TRIES = 40  # forward calls per candidate, over all constructor attempts
@@ -167,7 +167,7 @@ def _bound(cls: type, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]
         return {**{f"arg{i}": a for i, a in enumerate(args)}, **kwargs}
 
 
-def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: Resolver, errors: dict[str, BaseException]) -> Iterator[tuple[nn.Module, dict[str, Any], Any, dict[str, Any]]]:
+def _from_usage(cls: type, hints: list[dict[str, Any]], resolve: RecipeResolver, errors: dict[str, BaseException]) -> Iterator[tuple[nn.Module, dict[str, Any], Any, dict[str, Any]]]:
     """Models built as the source's own code built them, each with its arguments by name, its
     recorded call (or None) and the recipe of its construction."""
     for entry in hints:
@@ -242,14 +242,14 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     result["stage"] = "instantiate"
     progress("instantiate")
     cls = _find_class(module, path, class_name)
-    offer(companions, Resolver(vars(module), _importable(path)))
+    offer(companions, RecipeResolver(vars(module), _importable(path)))
     result["class_name"] = cls.__qualname__
     errors: dict[str, BaseException] = {}  # the first error of each stage: the likeliest attempt's
     budget = _Budget(_MAX_FORWARD_TRIES, _SEARCH_S)
 
     def attempts() -> Iterator[tuple[nn.Module, dict[str, str], Any, dict[str, Any], Sizes, dict[str, Any] | None]]:
         if hints:
-            resolve = Resolver(vars(module), _importable(path))
+            resolve = RecipeResolver(vars(module), _importable(path))
             for model, bound, call, init in _from_usage(cls, hints, resolve, errors):
                 result["arguments"] = "recorded"
                 # a recorded construction without a recorded call: its widths size the guessed inputs

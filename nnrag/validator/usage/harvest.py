@@ -37,7 +37,7 @@ from .configs import CONFIG_UNIT
 from .examples import EXAMPLE_SUFFIX, example_sources
 from .readme import README_UNIT, code_blocks, imported_modules
 from ..record import CANDIDATE_MODULE
-from .recipes import Resolver, Unrecordable, call_args, dump, ref
+from .recipes import RecipeResolver, Unrecordable, call_args, dump, ref
 from .tables import TABLE_UNIT, run_tables
 
 _ENTRIES_PER_CLASS = 3
@@ -268,7 +268,7 @@ def _run_passed(module_name: str, qualname: str, recipe: dict[str, Any], recorde
     cls: Any = module
     for part in qualname.split("."):
         cls = getattr(cls, part)
-    resolve = Resolver(vars(module), lambda name: name != CANDIDATE_MODULE)
+    resolve = RecipeResolver(vars(module), lambda name: name != CANDIDATE_MODULE)
     args, kwargs = call_args(recipe["init"], resolve)
     model = cls(*args, **kwargs)
     model.eval()

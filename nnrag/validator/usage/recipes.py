@@ -110,7 +110,7 @@ def dump(value: Any, instances: dict[int, dict[str, Any]], depth: int = 0) -> An
     raise Unrecordable(f"no recipe for {type(value).__name__}")
 
 
-class Resolver:
+class RecipeResolver:
     """Looks names up in the candidate's namespace first; imports only packages the candidate
     itself imports (torch, the standard library), never the package the block was taken from."""
 
@@ -144,7 +144,7 @@ class Resolver:
         return obj
 
 
-def load(recipe: Any, resolve: Resolver) -> Any:
+def load(recipe: Any, resolve: RecipeResolver) -> Any:
     """Rebuild a value from its recipe."""
     if "v" in recipe:
         return recipe["v"]
@@ -212,11 +212,11 @@ class AttributeDict(OrderedDict):
             raise AttributeError(name) from None
 
 
-def call_args(recipe: dict[str, Any], resolve: Resolver) -> tuple[list[Any], dict[str, Any]]:
+def call_args(recipe: dict[str, Any], resolve: RecipeResolver) -> tuple[list[Any], dict[str, Any]]:
     return [load(a, resolve) for a in recipe["args"]], {k: load(v, resolve) for k, v in recipe["kwargs"].items()}
 
 
-def construct(recipe: dict[str, Any], resolve: Resolver) -> Any:
+def construct(recipe: dict[str, Any], resolve: RecipeResolver) -> Any:
     cls = resolve(*recipe["cls"])
     args, kwargs = call_args(recipe, resolve)
     return cls(*args, **kwargs)
