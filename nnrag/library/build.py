@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from ..db import connect
+from ..db import connect, read_meta, write_meta
 from ..extraction.lending import check_prefer
 from ..extraction.many import Extracted, extract_many
 from ..extraction.key import extraction_keys
@@ -81,20 +81,16 @@ def build_library(
         ).fetchall()
         # discovery may have guessed a category again (a new discovery version): verdicts stand, categories
         # follow, stamped as every write of a row is, so search sees the library changed
-        now = time.time()
-        conn.executemany("UPDATE library SET category=?, updated_at=? WHERE block_id=? AND category IS NOT ?",
-                         [(ref.category, now, ref.block_id, ref.category) for ref in map(BlockRef.from_row, rows)])
+        records.follow_categories(conn, [BlockRef.from_row(r) for r in rows])
         selected = [r for r in rows if (wanted is None or r["source"] in wanted) and (names is None or r["name"] in names)]
         if limit is not None:
             selected = selected[:limit]
         known = {r["block_id"]: r for r in conn.execute(
-            "SELECT block_id, code_sha1, gate_version, status, code, json_extract(record, '$.waits_for') AS waits_for,"
-            " json_extract(record, '$.extracted_as') AS extracted_as, json_extract(record, '$.environment') AS judged_in,"
-            " json_extract(record, '$.not_installable') AS not_installable,"
-            " json_extract(record, '$.usage_waits_for') AS usage_waits_for,"
+            "SELECT block_id, code_sha1, gate_version, status, code,"
             # what a block stored unjudged is validated from without extracting again
             " CASE WHEN status='not-run' THEN record END AS record,"
             " CASE WHEN status='not-run' THEN files END AS files, extract_s FROM library")}
+        notes = records.notes(conn)
         prefer = check_prefer(prefer)
         pending: list[records.Candidate] = []
         extract_times: list[float] = []
@@ -102,14 +98,14 @@ def build_library(
         # files made under the same extraction key (per source) are made again identically: reused
         # without extracting; under another key (a corpus or nnrag that is gone) they tell nothing
         keys = extraction_keys(conn, prefer)
-        stored = conn.execute("SELECT value FROM meta WHERE key='extraction_keys'").fetchone()
-        before = json.loads(stored["value"]) if stored else {}
+        stored = read_meta(conn, "extraction_keys")
+        before = json.loads(stored) if stored else {}
         for source in set(before) | set(keys):
             if before.get(source) != keys.get(source):
-                conn.execute("DELETE FROM extracted WHERE substr(block_id, 1, ?) = ?", (len(source) + 1, source + ":"))
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('extraction_keys', ?)", (json.dumps(keys, sort_keys=True),))
-        conn.execute("DELETE FROM meta WHERE key='extraction_key'")  # the one key of every source, before
-        made = dict(conn.execute("SELECT block_id, code_sha1 FROM extracted").fetchall())
+                records.forget_extractions(conn, source)
+        write_meta(conn, "extraction_keys", json.dumps(keys, sort_keys=True))
+        write_meta(conn, "extraction_key", None)  # the one key of every source, before
+        made = records.extractions(conn)
         imported: Counter[str] = Counter()  # how many files import each module of the package they import the rest of
 
         def install_may_change(prev: sqlite3.Row) -> bool:
@@ -118,17 +114,17 @@ def build_library(
             had its environment as that environment stands now."""
             if requirements != "install":
                 return False
-            if prev["usage_waits_for"] and harvest:
+            noted = notes.get(prev["block_id"], records.BuildNotes())
+            if noted.usage_waits_for and harvest:
                 return True
-            if not (prev["waits_for"] or prev["code"] == MISSING_DEPENDENCY):
+            if not (noted.waits_for or prev["code"] == MISSING_DEPENDENCY):
                 return False
-            judged, refused = (json.loads(prev[k]) if prev[k] else None for k in ("judged_in", "not_installable"))
-            return bool(prev["waits_for"]) or not settled_by_install(workspace, judged, refused)
+            return bool(noted.waits_for) or not settled_by_install(workspace, noted.environment, noted.not_installable)
 
         def same_file(block_id: str, sha1: str | None) -> bool:
             """Whether the stored record of ``block_id`` is of the file of SHA-1 ``sha1``."""
             prev = known.get(block_id)
-            return bool(prev and sha1 and sha1 in (prev["code_sha1"], prev["extracted_as"]))
+            return bool(prev and sha1 and sha1 in (prev["code_sha1"], notes[block_id].extracted_as))
 
         def reusable(block_id: str, sha1: str | None) -> bool:
             """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
@@ -187,7 +183,7 @@ def build_library(
                 report.count(ref.source, False, x.issues[0].code)
                 return
             sha1 = records.code_sha1(x.assembled.code)
-            conn.execute("INSERT OR REPLACE INTO extracted VALUES (?, ?)", (ref.block_id, sha1))
+            records.remember_extraction(conn, ref.block_id, sha1)
             if reusable(ref.block_id, sha1):
                 reuse(ref)
                 return
@@ -232,9 +228,7 @@ def build_library(
                         if requirements == "install":  # counted after its second chance
                             records.save(conn, workspace, candidate.verdict(record, awaiting_usage()))
                         else:  # redone when a build may install what it waits for
-                            verdict = candidate.verdict(record)
-                            verdict.record["waits_for"] = needs
-                            records.save(conn, workspace, verdict)
+                            records.save(conn, workspace, candidate.verdict(record).noted(waits_for=needs))
                             report.count(candidate.ref.source, record.ok, record.code)
                     else:
                         record = explain_corpus_import(record, corpus)
@@ -263,8 +257,7 @@ def build_library(
             for block_id, source in conn.execute("SELECT block_id, source FROM library").fetchall():
                 if (wanted is None or source in wanted) and block_id not in current:
                     # the block is gone from its source: drop the stale file
-                    records.file_for(workspace, block_id).unlink(missing_ok=True)
-                    conn.execute("DELETE FROM library WHERE block_id=?", (block_id,))
+                    records.drop(conn, workspace, block_id)
     report.seconds = time.perf_counter() - started
     report.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return report

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import replace
+from typing import Sequence
 
 from ..db import Database
 from ..errors import ValidatorUnavailable
@@ -108,7 +109,7 @@ def explain_corpus_import(record: ValidationRecord, corpus: frozenset[str]) -> V
                                    f"only an installed {distribution_for(top) or top} provides)")
 
 
-def settled_by_install(workspace: Workspace, judged_in: list[str] | None, not_installable: list[str] | None) -> bool:
+def settled_by_install(workspace: Workspace, judged_in: Sequence[str] | None, not_installable: Sequence[str] | None) -> bool:
     """Whether a block's missing-dependency verdict already had its requirement environment (the
     record's ``environment``, or ``not_installable`` when pip could not make it) and that
     environment stands as it did: another ``--requirements install`` build would find the same.
@@ -156,9 +157,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
         """Settle ``items`` with the verdict they came with, ``why`` added to its message."""
         nonlocal done
         for candidate, last in items:
-            verdict = candidate.verdict(replace(last, message=f"{last.message} ({why})"[:2000]))
-            verdict.record.update(noted)
-            settle(verdict)
+            settle(candidate.verdict(replace(last, message=f"{last.message} ({why})"[:2000])).noted(**noted))
         done += len(items)
         if progress:
             progress("environments", done, len(waiting))
@@ -186,9 +185,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                         if retry is not None and not record.ok and record.code in RETRY_CODES:
                             retry.append(Retry(candidate, record, requirements))
                         else:
-                            verdict = candidate.verdict(explain_corpus_import(record, corpus))
-                            verdict.record["environment"] = list(requirements)
-                            settle(verdict)
+                            settle(candidate.verdict(explain_corpus_import(record, corpus)).noted(environment=requirements))
                             rescued += record.ok
                         if progress:
                             progress("environments", done, len(waiting))

@@ -9,13 +9,13 @@ import os
 import sqlite3
 import time
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ..db.schema import NOT_RUN
 from ..extraction.assemble import Assembled
-from ..indexing.lookup import BlockRef
+from ..indexing.lookup import BlockRef, find_blocks, one_block
 from ..validator.record import ValidationRecord, gate_version
 from ..workspace import Workspace, safe_name
 
@@ -31,6 +31,37 @@ JOIN sources s ON s.name = l.source
 JOIN blocks b ON b.source_id = s.id AND b.qualname = l.qualname
 JOIN files f ON f.id = b.file_id
 """
+
+
+@dataclass(frozen=True)
+class BuildNotes:
+    """What a build keeps beside a block's validation record, in the same JSON column ``record``:
+    why another build may judge the block again, or keep its verdict though its file differs.
+    Written by :func:`save` and read by :func:`notes` only."""
+
+    waits_for: str | None = None  # a distribution it misses; a build that may install it judges it again
+    environment: tuple[str, ...] | None = None  # the requirements of the environment it was judged in
+    not_installable: tuple[str, ...] | None = None  # requirements pip could not install for it
+    usage_waits_for: tuple[str, ...] | None = None  # distributions its source's harvest could not import
+    extracted_as: str | None = None  # SHA-1 of its usual file, when the verdict is of one re-extracted with usage
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None}
+
+
+def notes(conn: sqlite3.Connection) -> dict[str, BuildNotes]:
+    """Every library block's build notes, by block id (read in SQLite: the records are not parsed)."""
+    names = [f.name for f in fields(BuildNotes)]
+    lists = {f.name for f in fields(BuildNotes) if str(f.type).startswith("tuple")}  # json_extract gives them as JSON text
+    columns = ", ".join(f"json_extract(record, '$.{n}') AS {n}" for n in names)
+    out: dict[str, BuildNotes] = {}
+    for row in conn.execute(f"SELECT block_id, {columns} FROM library"):
+        values = {n: tuple(json.loads(row[n])) if n in lists else row[n] for n in names if row[n] is not None}
+        out[row["block_id"]] = BuildNotes(**values) if values else _NO_NOTES
+    return out
+
+
+_NO_NOTES = BuildNotes()
 
 
 @dataclass(frozen=True)
@@ -51,6 +82,12 @@ class Verdict:
     gate_version: str
     assembled: Assembled | None = None
     files: dict[str, str] = field(default_factory=dict, compare=False)  # path -> sha1 of each file it copies
+    notes: BuildNotes = _NO_NOTES
+
+    def noted(self, **changes: Any) -> "Verdict":
+        """The same verdict with build notes changed (``environment=...``)."""
+        return replace(self, notes=replace(self.notes, **{k: tuple(v) if isinstance(v, list) else v
+                                                          for k, v in changes.items()}))
 
 
 @dataclass(frozen=True)
@@ -149,15 +186,52 @@ def save(conn: sqlite3.Connection, workspace: Workspace, v: Verdict) -> None:
             "files": json.dumps(v.files),
             "requirements": json.dumps([r.pep508 for r in a.requirements] if a else []),
             "status": v.status, "stage": v.stage, "code": v.code, "message": v.message,
-            "record": json.dumps(v.record, default=str), "gate_version": v.gate_version, "extract_s": v.extract_s,
+            "record": json.dumps({**v.record, **v.notes.to_dict()}, default=str), "gate_version": v.gate_version, "extract_s": v.extract_s,
             "updated_at": time.time(),
         },
     )
 
 
+def drop(conn: sqlite3.Connection, workspace: Workspace, block_id: str) -> None:
+    """Remove a block gone from its source: its row and its file."""
+    file_for(workspace, block_id).unlink(missing_ok=True)
+    conn.execute("DELETE FROM library WHERE block_id=?", (block_id,))
+
+
+def follow_categories(conn: sqlite3.Connection, refs: list[BlockRef]) -> None:
+    """Give stored blocks the category discovery guesses now (a new discovery may guess again):
+    verdicts stand, and each changed row is stamped as every write is, so search sees the change."""
+    now = time.time()
+    conn.executemany("UPDATE library SET category=?, updated_at=? WHERE block_id=? AND category IS NOT ?",
+                     [(ref.category, now, ref.block_id, ref.category) for ref in refs])
+
+
+def extractions(conn: sqlite3.Connection) -> dict[str, str]:
+    """Block id -> SHA-1 of the file the last extraction under the current key made."""
+    return dict(conn.execute("SELECT block_id, code_sha1 FROM extracted").fetchall())
+
+
+def remember_extraction(conn: sqlite3.Connection, block_id: str, sha1: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO extracted VALUES (?, ?)", (block_id, sha1))
+
+
+def forget_extractions(conn: sqlite3.Connection, source: str) -> None:
+    """Forget what was extracted from ``source``: its extraction key changed."""
+    conn.execute("DELETE FROM extracted WHERE substr(block_id, 1, ?) = ?", (len(source) + 1, source + ":"))
+
+
 def library_rows(conn: sqlite3.Connection, where: str = "", args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
     """Library rows joined with their block, file and source (see ``LIBRARY_ROW``), by block id."""
     return conn.execute(LIBRARY_ROW + where + " ORDER BY l.block_id", args).fetchall()
+
+
+def resolve_library_block(conn: sqlite3.Connection, name: str, source: str | None = None) -> BlockRef:
+    """The one block of the library a name means (see :func:`nnrag.indexing.lookup.resolve_block`)."""
+    held = [ref for ref in find_blocks(conn, name, source)
+            if conn.execute("SELECT 1 FROM library WHERE block_id=?", (ref.block_id,)).fetchone()]
+    where = f" in source {source!r}" if source else ""
+    return one_block(held, name, source, f"no block named {name!r}{where} in the library; `nnrag build` extracts and "
+                                         "validates blocks, `nnrag blocks` lists discovered ones")
 
 
 def library_row(conn: sqlite3.Connection, block_id: str) -> sqlite3.Row | None:

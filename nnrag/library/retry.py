@@ -141,15 +141,15 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
     waiting: dict[str, list[str]] = {}  # block id -> those its verdict records (``usage_waits_for``)
 
     def settle(item: Retry, record: ValidationRecord, requirements: tuple[str, ...], first: Retry | None = None) -> None:
-        verdict = item.candidate.verdict(record)
+        noted: dict[str, object] = {}
         if requirements:
-            verdict.record["environment"] = list(requirements)
+            noted["environment"] = requirements
         if not record.ok and stopped.get(item.candidate.ref.source):
-            verdict.record["usage_waits_for"] = waiting[item.candidate.ref.block_id] = stopped[item.candidate.ref.source]
+            noted["usage_waits_for"] = waiting[item.candidate.ref.block_id] = stopped[item.candidate.ref.source]
         if first is not None and first is not item:  # re-extracted with what its usage names: the
             # next build extracts the block as before and keeps this verdict while that is unchanged
-            verdict.record["extracted_as"] = records.code_sha1(first.candidate.code)
-        records.save(db.conn, workspace, verdict)
+            noted["extracted_as"] = records.code_sha1(first.candidate.code)
+        records.save(db.conn, workspace, item.candidate.verdict(record).noted(**noted))
         report.count(item.candidate.ref.source, record.ok, record.code)
 
     def check(src: str, items: list[Retry], checker: "Gate", requirements: tuple[str, ...]) -> None:
