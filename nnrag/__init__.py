@@ -31,7 +31,7 @@ from .workspace import Workspace
 if TYPE_CHECKING:
     from .agent.agent import AgentResult, Step
     from .curate.dedup import DedupReport
-    from .curate.export import ExportReport, Format
+    from .datasets.export import ExportReport, Format
     from .curate.lookup import Duplicates
     from .extraction.block import Extraction
     from .indexing.catalog import Block, SourceInfo, Stats
@@ -372,7 +372,7 @@ def export(
     manifest and a dataset card (see docs/curation.md)."""
     from pathlib import Path
 
-    from .curate.export import ExportOptions, export as run
+    from .datasets.export import ExportOptions, export as run
     from .db import connect
 
     options = ExportOptions(format=format, validated_only=validated_only, licenses=tuple(licenses) if licenses else None,

@@ -123,7 +123,7 @@ def test_export_writes_leakage_free_splits_with_a_card_and_loads_with_datasets(c
 
     allowed = nnrag.export(tmp_path / "apache", home=copies, licenses=["Apache-2.0"])
     assert allowed.examples == 0 and allowed.excluded == {"license not allowed": 8}
-    from nnrag.curate.export import license_allowed
+    from nnrag.datasets.export import license_allowed
 
     ok = {"mit", "apache-2.0", "bsd-3-clause"}
     assert license_allowed("Apache-2.0 WITH LLVM-exception AND MIT", ok) and license_allowed("GPL-3.0 OR MIT", ok)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import nnrag
@@ -11,7 +12,7 @@ PACKAGE = Path(nnrag.__file__).parent
 # Bottom to top. Shared ground first: errors, settings, the home, the database.
 LAYERS = [
     {"_version", "errors", "progress", "workspace", "config", "codekeys", "db"},
-    {"sourcing"}, {"indexing"}, {"extraction"}, {"validator"}, {"library"}, {"specs"}, {"retrieval"}, {"curate"}, {"synthesis"},
+    {"sourcing"}, {"indexing"}, {"extraction"}, {"validator"}, {"library"}, {"specs"}, {"curate"}, {"retrieval"}, {"synthesis"}, {"datasets"},
     {"tools"}, {"agent"}, {"serve"}, {"lemur"}, {"evals"}, {"cli", "__main__"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
@@ -86,3 +87,41 @@ def test_every_module_imports_by_its_dotted_path_and_the_api_survives() -> None:
         assert reached is module, dotted
     hidden = sorted(name for name in functions if not inspect.isfunction(getattr(nnrag, name)))
     assert not hidden and {"index", "search", "extract", "sources"} <= functions, hidden
+
+
+_WRITE = re.compile(r"\b(?:INSERT(?: OR \w+)? INTO|REPLACE INTO|UPDATE|DELETE FROM)\s+(\w+)")
+_READ = re.compile(r"\b(?:FROM|JOIN)\s+(\w+)")
+
+
+def _sql(path: Path) -> list[tuple[int, str]]:
+    """The SQL-looking text of a module's string literals (an f-string's literal parts, with each
+    placeholder as ``{}``), with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append((node.lineno, node.value))
+        elif isinstance(node, ast.JoinedStr):
+            found.append((node.lineno, "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)))
+    return found
+
+
+def test_every_table_has_one_owner_that_alone_writes_it_and_no_stage_below_reads_it() -> None:
+    from nnrag.db.schema import OWNERS, SEARCH_FIELDS, TABLES
+
+    created = set(re.findall(r"CREATE (?:VIRTUAL )?TABLE IF NOT EXISTS (\w+)", TABLES))
+    created |= {f"search_{f}" for f in SEARCH_FIELDS} if "search_" in created else set()
+    assert created - {"search_"} == set(OWNERS), set(OWNERS) ^ (created - {"search_"})
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        own = rel.parts[0].removesuffix(".py")
+        if own == "db":
+            continue
+        for line, text in _sql(path):
+            for table in _WRITE.findall(text.replace("search_{}", "search_name")):
+                if table in OWNERS and OWNERS[table] != own:
+                    wrong.append(f"{rel}:{line} writes {table}, which {OWNERS[table]} owns")
+            for table in _READ.findall(text.replace("search_{}", "search_name")):
+                if table in OWNERS and RANK[own] < RANK[OWNERS[table]]:
+                    wrong.append(f"{rel}:{line} reads {table} of {OWNERS[table]}, a stage above {own}")
+    assert not wrong, "\n".join(wrong)

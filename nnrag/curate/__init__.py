@@ -1,3 +1,3 @@
-"""Curation of the library into datasets: copies at four levels (raw, exact, near, structural)
-stored as clusters, uniqueness against other code such as LEMUR's models, and the fine-tuning
-export of spec -> code pairs with leakage-free splits."""
+"""Curation of the library: copies at four levels (raw, exact, near, structural) stored as
+clusters, and uniqueness against other code such as LEMUR's models. Search groups its results by
+these clusters, and ``nnrag.datasets`` splits its export by them."""

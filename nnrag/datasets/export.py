@@ -27,8 +27,8 @@ from ..specs import cache
 from ..specs.model import BlockSpec
 from ..workspace import Workspace
 from .card import dataset_card
-from .clusters import LEVELS, Thresholds, UnionFind
-from .dedup import SIGNATURE_VERSION, DedupReport, dedup
+from ..curate.clusters import LEVELS, Thresholds, UnionFind
+from ..curate.dedup import SIGNATURE_VERSION, DedupReport, dedup
 
 log = logging.getLogger(__name__)
 

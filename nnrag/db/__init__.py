@@ -29,6 +29,21 @@ log = logging.getLogger(__name__)
 _BUSY_TIMEOUT_S = 30.0
 
 
+def read_meta(conn: sqlite3.Connection, key: str) -> str | None:
+    """The value stored under ``key`` in the database's key-value table ``meta``, None if none."""
+    row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def write_meta(conn: sqlite3.Connection, key: str, value: str | None) -> None:
+    """Store ``value`` under ``key`` in ``meta`` (None removes the key): the one writer of that
+    table besides the schema's own version."""
+    if value is None:
+        conn.execute("DELETE FROM meta WHERE key=?", (key,))
+    else:
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+
 def file_bytes(conn: sqlite3.Connection, sha1: str) -> bytes:
     """The content of an indexed file, stored once by SHA-1."""
     row = conn.execute("SELECT data FROM blobs WHERE sha1=?", (sha1,)).fetchone()
@@ -182,4 +197,5 @@ def connect(workspace: Workspace, *, create: bool = False, kind: type[D] = Datab
     return kind(workspace.index_path)
 
 
-__all__ = ["Database", "Transaction", "connect", "is_disk_full", "disk_full_error", "schema_version", "SCHEMA_VERSION"]
+__all__ = ["Database", "Transaction", "connect", "is_disk_full", "disk_full_error", "schema_version", "SCHEMA_VERSION",
+           "read_meta", "write_meta"]

@@ -237,6 +237,22 @@ CREATE TABLE IF NOT EXISTS dedup_state (key TEXT PRIMARY KEY, value TEXT NOT NUL
 
 TABLES = _INDEX + _LIBRARY + _SEARCH + _ACTIONS + _CURATE
 
+# The stage that owns each table: only its modules write it, and only it and the stages above it
+# (``tests/test_layers.py``) read it. ``meta`` is the database's own key-value table, written
+# through :func:`nnrag.db.write_meta`. The FTS5 tables ``search_<field>`` belong to retrieval.
+OWNERS: dict[str, str] = {
+    "meta": "db",
+    **dict.fromkeys(("sources", "blobs", "files", "definitions", "imports", "blocks"), "indexing"),
+    **dict.fromkeys(("harvests", "usage"), "validator"),
+    **dict.fromkeys(("library", "extracted"), "library"),
+    "specs": "specs",
+    **dict.fromkeys(("dedup_signatures", "dedup_clusters", "dedup_classes", "dedup_state"), "curate"),
+    **dict.fromkeys(("embeddings", "search_state", "search_keys", "search_specs", "search_vectors",
+                     *(f"search_{f}" for f in SEARCH_FIELDS)), "retrieval"),
+    "synthesized": "synthesis",
+    "lemur": "lemur",
+}
+
 
 def _v1_to_v2(conn: sqlite3.Connection) -> None:
     """Release 0.1 versioned only the index tables and created the others on first use; every

@@ -20,6 +20,8 @@ from typing import Any
 
 import nnrag
 from nnrag.db import connect
+from nnrag.retrieval.index import forget_sync
+from nnrag.specs import cache
 from nnrag.workspace import Workspace
 
 _QUERY = "find anti-aliased downsampling"
@@ -28,8 +30,8 @@ _QUERY = "find anti-aliased downsampling"
 def _mark_changed(home: str, n: int) -> None:
     with connect(Workspace.resolve(home)) as store:
         ids = [r[0] for r in store.conn.execute("SELECT block_id FROM specs ORDER BY random() LIMIT ?", (n,))]
-        store.conn.executemany("UPDATE specs SET key='' WHERE block_id=?", [(i,) for i in ids])
-        store.conn.execute("DELETE FROM search_state WHERE name='synced'")
+        cache.build_again(store.conn, ids)
+        forget_sync(store.conn)
         store.conn.commit()
 
 

@@ -11,7 +11,7 @@ from ..db import connect
 from ..errors import NotFoundError
 from ..workspace import Workspace
 from ..sourcing.spec import DEFAULT_MAX_FILE_BYTES, SourceSpec, parse_source
-from .store import Store
+from .store import DiscoveryStamp, Store
 
 
 @dataclass(frozen=True)
@@ -201,8 +201,7 @@ def index_stats(workspace: Workspace) -> Stats:
         failures = dict(
             conn.execute("SELECT reason, COUNT(*) FROM files WHERE status='error' GROUP BY reason ORDER BY 2 DESC").fetchall()
         )
-        meta = conn.execute("SELECT value FROM meta WHERE key='discovery'").fetchone()
-        discovery = json.loads(meta["value"]) if meta else {}
+        discovery = DiscoveryStamp.read(conn)
     return Stats(
         sources=per_source,
         categories=dict(categories.most_common()),
@@ -210,8 +209,8 @@ def index_stats(workspace: Workspace) -> Stats:
         files=sum(int(s["files"]) for s in per_source.values()),  # type: ignore[call-overload]
         lines=sum(int(s["lines"]) for s in per_source.values()),  # type: ignore[call-overload]
         blocks=sum(categories.values()),
-        classes=int(discovery.get("classes", 0)),
-        modules_not_blocks=int(discovery.get("modules_not_blocks", 0)),
-        unresolved_bases=int(discovery.get("unresolved_bases", 0)),
-        template_copies=int(discovery.get("template_copies", 0)),
+        classes=discovery.classes,
+        modules_not_blocks=discovery.modules_not_blocks,
+        unresolved_bases=discovery.unresolved_bases,
+        template_copies=discovery.template_copies,
     )

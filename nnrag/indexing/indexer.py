@@ -31,7 +31,7 @@ from ..progress import ProgressFn
 from ..sourcing.fetch import materialize
 from ..sourcing.spec import REASON_PARSER_CRASH, Materialized, SourceSpec, module_name
 from .parse import ParsedFile, parse_batch, parser_version
-from .store import PARSE_AGAIN, Store, open_or_rebuild
+from .store import PARSE_AGAIN, DiscoveryStamp, Store, open_or_rebuild
 
 log = logging.getLogger(__name__)
 
@@ -381,8 +381,7 @@ def index_sources(
 
 
 def _discovered_by(store: Store) -> str | None:
-    row = store.conn.execute("SELECT value FROM meta WHERE key='discovery'").fetchone()
-    return json.loads(row[0]).get("version") if row else None
+    return DiscoveryStamp.read(store.conn).version
 
 
 def refresh_blocks(store: Store) -> int:
@@ -398,20 +397,8 @@ def refresh_blocks(store: Store) -> int:
                 for b in result.blocks
             ],
         )
-        conn.execute(
-            "INSERT OR REPLACE INTO meta VALUES ('discovery', ?)",
-            (
-                json.dumps(
-                    {
-                        "version": discovery_version(),
-                        "classes": result.classes,
-                        "modules_not_blocks": result.modules_not_blocks,
-                        "unresolved_bases": result.unresolved_bases,
-                        "template_copies": result.template_copies,
-                    }
-                ),
-            ),
-        )
+        DiscoveryStamp(discovery_version(), result.classes, result.modules_not_blocks, result.unresolved_bases,
+                       result.template_copies).write(conn)
     log.info("discovered %d blocks among %d classes (%d copies in template files left out)", len(result.blocks),
              result.classes, result.template_copies)
     return len(result.blocks)

@@ -33,10 +33,8 @@ class BlockRef:
         return f"{self.source}:{self.qualname}"
 
 
-def find_blocks(conn: sqlite3.Connection, name: str, source: str | None = None,
-                in_library: bool = False) -> list[BlockRef]:
-    """Blocks named ``name`` (a class name, ``module.Name`` or a block id), best source first.
-    ``in_library``: only blocks the library holds a record of."""
+def find_blocks(conn: sqlite3.Connection, name: str, source: str | None = None) -> list[BlockRef]:
+    """Blocks named ``name`` (a class name, ``module.Name`` or a block id), best source first."""
     if ":" in name:
         source, name = name.split(":", 1)
     sql = ("SELECT s.name AS source, f.module, b.qualname, b.category FROM blocks b JOIN sources s ON s.id=b.source_id"
@@ -45,21 +43,21 @@ def find_blocks(conn: sqlite3.Connection, name: str, source: str | None = None,
     if source:
         sql += " AND s.name=?"
         args.append(source)
-    if in_library:
-        sql += " AND EXISTS (SELECT 1 FROM library l WHERE l.source=s.name AND l.qualname=b.qualname)"
     rows = conn.execute(sql + " ORDER BY s.priority, s.name, b.qualname", args).fetchall()
     return [BlockRef.from_row(r) for r in rows]
 
 
-def resolve_block(conn: sqlite3.Connection, name: str, source: str | None = None, in_library: bool = False) -> BlockRef:
+def resolve_block(conn: sqlite3.Connection, name: str, source: str | None = None) -> BlockRef:
     """The one block a name means; an unknown or ambiguous name is an error that says what to do."""
-    found = find_blocks(conn, name, source, in_library)
+    return one_block(find_blocks(conn, name, source), name, source)
+
+
+def one_block(found: list[BlockRef], name: str, source: str | None = None, missing: str | None = None) -> BlockRef:
+    """The one block of ``found``, the blocks ``name`` matched; none (``missing`` says what to do
+    then) or several is an error."""
     if not found:
         where = f" in source {source!r}" if source else ""
-        if in_library:
-            raise NotFoundError(f"no block named {name!r}{where} in the library; `nnrag build` extracts and validates "
-                                "blocks, `nnrag blocks` lists discovered ones")
-        raise NotFoundError(f"no block named {name!r}{where}; `nnrag blocks '*{name}*'` lists similar names")
+        raise NotFoundError(missing or f"no block named {name!r}{where}; `nnrag blocks '*{name}*'` lists similar names")
     if len(found) > 1:
         raise AmbiguousBlockError(name, [b.block_id for b in found])
     return found[0]

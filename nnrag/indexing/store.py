@@ -9,11 +9,11 @@ import json
 import logging
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterable
 
-from ..db import Database
+from ..db import Database, read_meta, write_meta
 from ..errors import IndexStoreError
 from .parse import ParsedFile
 
@@ -32,6 +32,27 @@ class FileState:
     module: str | None
 
 
+@dataclass(frozen=True)
+class DiscoveryStamp:
+    """What the last discovery over the whole index found, and by which code (``meta``'s
+    ``discovery``): ``nnrag stats`` reports it, and another code runs discovery again."""
+
+    version: str | None = None
+    classes: int = 0
+    modules_not_blocks: int = 0
+    unresolved_bases: int = 0
+    template_copies: int = 0
+
+    @classmethod
+    def read(cls, conn: sqlite3.Connection) -> "DiscoveryStamp":
+        text = read_meta(conn, "discovery")
+        data = json.loads(text) if text else {}
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        write_meta(conn, "discovery", json.dumps(asdict(self)))
+
+
 # A file's mtime that no file has: its content is parsed again even if its hash is unchanged.
 PARSE_AGAIN = -1
 
@@ -48,13 +69,12 @@ class Store(Database):
 
     def parsed_by(self, source_id: int) -> str | None:
         """The parser version that parsed the source's files (None before the stamp existed)."""
-        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (f"parser:{source_id}",)).fetchone()
-        return row["value"] if row else None
+        return read_meta(self.conn, f"parser:{source_id}")
 
     def mark_for_parse(self, source_id: int, version: str) -> None:
         """Have every file of the source parsed again (by ``version``, which the stamp records)."""
         self.conn.execute("UPDATE files SET mtime_ns=? WHERE source_id=?", (PARSE_AGAIN, source_id))
-        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (f"parser:{source_id}", version))
+        write_meta(self.conn, f"parser:{source_id}", version)
 
     # -- files ---------------------------------------------------------------------------
     def file_states(self, source_id: int) -> dict[str, FileState]:

@@ -456,6 +456,11 @@ def _synced(conn: sqlite3.Connection) -> str | None:
     return _state(conn, "synced")
 
 
+def forget_sync(conn: sqlite3.Connection) -> None:
+    """Have the next search check the library against the index again, as after a build."""
+    conn.execute("DELETE FROM search_state WHERE name='synced'")
+
+
 def _state(conn: sqlite3.Connection, name: str) -> str | None:
     row = conn.execute("SELECT value FROM search_state WHERE name=?", (name,)).fetchone()
     return row["value"] if row else None

@@ -14,8 +14,7 @@ from typing import Any
 
 from ..db import Database
 from ..errors import NotFoundError
-from ..indexing.lookup import resolve_block
-from ..library.records import library_row
+from ..library.records import library_row, resolve_library_block
 from ..sourcing.spec import origin
 from ..workspace import Workspace
 from .model import BlockSpec, Parameter, Provenance, ShapeProbe, Submodule, Validation
@@ -149,9 +148,9 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
 
 def find_row(conn: sqlite3.Connection, name: str, source: str | None = None) -> sqlite3.Row:
     """The library row of the one block a name means (see :func:`nnrag.indexing.lookup.resolve_block`)."""
-    ref = resolve_block(conn, name, source, in_library=True)
+    ref = resolve_library_block(conn, name, source)
     row = library_row(conn, ref.block_id)
-    if row is None:  # pragma: no cover - resolve_block checked the library
+    if row is None:  # pragma: no cover - resolve_library_block checked the library
         raise NotFoundError(f"{ref.block_id} is not in the library; `nnrag build` adds it")
     return row
 

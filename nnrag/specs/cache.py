@@ -68,6 +68,11 @@ def refresh(store: Database, workspace: Workspace, progress: Callable[[int, int]
     return Refresh(built, removed, failed)
 
 
+def build_again(conn: sqlite3.Connection, ids: list[str]) -> None:
+    """Have the next :func:`refresh` build the specs of ``ids`` again, as if their blocks changed."""
+    conn.executemany("UPDATE specs SET key='' WHERE block_id=?", [(i,) for i in ids])
+
+
 def bundles(store: Database, ids: list[str] | None = None) -> Iterator[SpecBundle]:
     sql = "SELECT spec, docstring, identifiers, fingerprint, context, notes, comments, readme, heading FROM specs"
     rows = store.conn.execute(sql + " ORDER BY block_id").fetchall() if ids is None else [
