@@ -39,7 +39,7 @@ def test_a_copy_of_the_code_has_the_same_keys(checkout: Path) -> None:
 def test_a_changed_rule_changes_the_key_of_every_stage_that_imports_it(checkout: Path) -> None:
     before = {r: code_key(r, base=checkout) for r in ("nnrag.validator", "nnrag.specs", "nnrag.indexing.discovery")}
     # a guessing rule of the gate: the nodes of the graph a message-passing layer gets
-    _edit(checkout / "validator" / "inputs.py", "GRAPH_NODES = 8", "GRAPH_NODES = 9")
+    _edit(checkout / "validator" / "probing" / "inputs.py", "GRAPH_NODES = 8", "GRAPH_NODES = 9")
     after = {r: code_key(r, base=checkout) for r in before}
     assert after["nnrag.validator"] != before["nnrag.validator"]
     assert after["nnrag.indexing.discovery"] == before["nnrag.indexing.discovery"]  # discovery never imports the gate
@@ -55,7 +55,7 @@ def test_comments_and_docstrings_change_no_key(checkout: Path) -> None:
     text = gate.read_text()
     first_doc = text.index('"""') + 3
     gate.write_text("# a comment that says why\n" + text[:first_doc] + "Reworded. " + text[first_doc:])
-    _edit(checkout / "validator" / "arguments.py", "\ndef ", "\n\n# a note between functions\ndef ")
+    _edit(checkout / "validator" / "probing" / "arguments.py", "\ndef ", "\n\n# a note between functions\ndef ")
     assert code_key("nnrag.validator", base=checkout) == before
     # storage is not what a stage makes: the database's module is left out
     assert not any(m.startswith("nnrag.db") for m in modules(("nnrag.validator", "nnrag.specs"), checkout))

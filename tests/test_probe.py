@@ -13,14 +13,14 @@ import pytest
 import torch
 from torch import nn
 
-from nnrag.validator.arguments import Sizes, constructor_attempts
-from nnrag.validator.inputs import forward_calls, input_shapes
-from nnrag.validator.shape_errors import input_repairs
+from nnrag.validator.probing.arguments import Sizes, constructor_attempts
+from nnrag.validator.probing.inputs import forward_calls, input_shapes
+from nnrag.validator.probing.shape_errors import input_repairs
 
 
 def _probed(tmp_path: Path, source: str, class_name: str) -> dict[str, object]:
     """The probe's record of ``class_name`` from a file holding ``source``, run in process."""
-    from nnrag.validator.probe import run
+    from nnrag.validator.probing.probe import run
 
     path = tmp_path / "blocks.py"
     path.write_text(textwrap.dedent(source))
@@ -89,7 +89,7 @@ def test_loss_targets_include_class_indices_and_signs() -> None:
 def test_integers_become_the_pairs_their_annotations_ask_for() -> None:
     from typing import List, Optional, Tuple, Union
 
-    from nnrag.validator.arguments import guess_value
+    from nnrag.validator.probing.arguments import guess_value
 
     sizes = Sizes()
     assert guess_value("window_size", list[int], sizes) == [4, 4]  # code calls window_size.copy()
@@ -104,7 +104,7 @@ def test_a_layer_named_by_a_string_gets_a_common_name() -> None:
     import inspect
     from typing import Tuple, Union
 
-    from nnrag.validator.arguments import guess_value
+    from nnrag.validator.probing.arguments import guess_value
 
     sizes, empty = Sizes(), inspect.Parameter.empty
     assert guess_value("norm_name", Union[Tuple, str], sizes) == "batch"  # MONAI's layer specifiers
@@ -152,7 +152,7 @@ class TokenLoss(nn.Module):
 
 
 def test_layers_are_recognised_by_what_they_have_not_only_their_name() -> None:
-    from nnrag.validator.inputs import layer_kind
+    from nnrag.validator.probing.inputs import layer_kind
 
     assert layer_kind(Linear()) is None and layer_kind(nn.Linear(3, 4)) == "linear"
     shapes = input_shapes(Linear(), {"dim": 8}, Sizes())  # no AttributeError from reading in_features
@@ -163,8 +163,8 @@ def test_layers_are_recognised_by_what_they_have_not_only_their_name() -> None:
 
 
 def test_an_error_of_the_gates_own_code_is_a_probe_error_not_the_blocks() -> None:
-    from nnrag.validator.inputs import make_tensor
-    from nnrag.validator.probe import classify, raised_by_probe
+    from nnrag.validator.probing.inputs import make_tensor
+    from nnrag.validator.probing.probe import classify, raised_by_probe
 
     with pytest.raises(ValueError) as ours:
         make_tensor("long:many", (2, 3))  # a malformed kind: the probe's own bug
@@ -231,7 +231,7 @@ class Tabled(nn.Module):
 
 
 def test_a_value_the_class_looks_up_in_its_own_table_is_one_of_its_keys() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     model, kwargs, error = _instantiate(Tabled, {"depth": 1}, Sizes())
     assert error is None and kwargs == {"depth": 18} and len(model.layers) == 4  # type: ignore[union-attr]
@@ -251,7 +251,7 @@ class Chooses(nn.Module):
 
 
 def test_enums_get_a_member_and_a_named_argument_the_choice_its_error_lists() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     first = next(iter(constructor_attempts(Chooses)))[1]
     assert first["mode"] is Mode.FAST and first["hidden_act"] == "relu"
@@ -304,7 +304,7 @@ class Assembled(nn.Module):
 
 
 def test_constructor_arguments_are_read_off_the_code_the_error_came_from() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     model, kwargs, error = _instantiate(ModeLoss, next(iter(constructor_attempts(ModeLoss)))[1], Sizes())
     assert error is None, error
@@ -318,7 +318,7 @@ def test_constructor_arguments_are_read_off_the_code_the_error_came_from() -> No
 
 
 def test_a_forward_that_wants_a_list_of_images_gets_one() -> None:
-    from nnrag.validator.inputs import make_tensor
+    from nnrag.validator.probing.inputs import make_tensor
 
     error = ValueError("images is expected to be a list of 3d tensors of shape [C, H, W], got torch.Size([2, 16, 16, 16])")
     kind, shape = input_repairs(error, "float", (2, 16, 16, 16), Sizes(), 16)[0]
@@ -382,7 +382,7 @@ def test_a_dataclass_config_is_built_small() -> None:
 
 
 def test_config_attributes_layer_lists_and_literals_are_guessed_from_the_code() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     model, kwargs, error = _instantiate(Configured, next(iter(constructor_attempts(Configured)))[1], Sizes())
     assert error is None, error
@@ -414,7 +414,7 @@ class Staged(nn.Module):
 
 
 def test_an_argument_the_failing_line_uses_as_a_sequence_becomes_a_list() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     model, kwargs, error = _instantiate(Pyramid, {"in_channels": 16, "out_channels": 16}, Sizes())
     assert error is None and kwargs["in_channels"] == [16, 16] and len(model.lateral) == 2  # type: ignore[union-attr]
@@ -444,7 +444,7 @@ class Built(nn.Module):
 
 
 def test_a_layer_class_called_with_more_arguments_than_it_takes_becomes_a_builder() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     kwargs = next(iter(constructor_attempts(Built)))[1]
     assert isinstance(kwargs["conv_builder"], type) and kwargs["conv_builder"] is not nn.Identity
@@ -471,7 +471,7 @@ class HiddenRanged(Ranged):
 
 
 def test_numbers_follow_their_annotations_also_when_one_cannot_be_evaluated() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     kwargs = next(iter(constructor_attempts(Ranged)))[1]
     assert kwargs["sign"] == (0.1, 0.5) and kwargs["factor"] == 2.0 and kwargs["missing"] == 16
@@ -495,7 +495,7 @@ class AtomTypes(nn.Module):
 
 
 def test_a_graph_encoder_gets_integer_features_and_a_fresh_batch_each_call() -> None:
-    from nnrag.validator.probe import _backward, _Budget, _forward
+    from nnrag.validator.probing.probe import _backward, _Budget, _forward
 
     found, error = _forward(AtomTypes(), {}, Sizes(), _Budget(40, 30.0))
     assert error is None and found is not None
@@ -536,7 +536,7 @@ class StacksLabels(nn.Module):
 
 
 def test_a_detector_gets_the_meta_information_of_its_images() -> None:
-    from nnrag.validator.probe import _backward, _Budget, _forward
+    from nnrag.validator.probing.probe import _backward, _Budget, _forward
 
     found, error = _forward(StacksLabels(), {}, Sizes(), _Budget(40, 30.0))  # optional: tried without first
     assert error is None and found is not None and found[1] == {}
@@ -569,7 +569,7 @@ class ResetsParts(nn.Module):
 
 
 def test_a_missing_self_is_never_repaired_as_an_argument() -> None:
-    from nnrag.validator.repairs import repairs
+    from nnrag.validator.probing.repairs import repairs
 
     error = TypeError("Part.reset_parameters() missing 1 required positional argument: 'self'")
     changes = list(repairs(ResetsParts, {"encoder": Part}, error, Sizes()))
@@ -590,7 +590,7 @@ class ScatterSum(nn.Module):
 
 
 def test_a_required_index_gets_a_valid_index_vector() -> None:
-    from nnrag.validator.probe import _Budget, _forward
+    from nnrag.validator.probing.probe import _Budget, _forward
 
     found, error = _forward(ScatterSum(), {}, Sizes(), _Budget(40, 30.0))
     assert error is None and found is not None
@@ -610,14 +610,14 @@ class Rates(nn.Module):
 
 
 def test_sequences_take_the_length_the_code_unpacks_or_the_depth_states() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     _, kwargs, error = _instantiate(Rates, {"rates": [2, 2], "decoder_channels": [16, 16], "n_blocks": 1}, Sizes())
     assert error is None and kwargs == {"rates": [2, 2, 2], "decoder_channels": [16], "n_blocks": 1}
 
 
 def test_a_number_forward_calls_as_the_inner_layer_becomes_a_layer(tmp_path: Path) -> None:
-    from nnrag.validator.probe import run
+    from nnrag.validator.probing.probe import run
 
     path = tmp_path / "wrapper.py"
     path.write_text(textwrap.dedent("""
@@ -635,7 +635,7 @@ def test_a_number_forward_calls_as_the_inner_layer_becomes_a_layer(tmp_path: Pat
 
 
 def test_a_layer_class_given_for_a_function_forward_calls_becomes_an_instance(tmp_path: Path) -> None:
-    from nnrag.validator.probe import run
+    from nnrag.validator.probing.probe import run
 
     path = tmp_path / "residual.py"
     path.write_text(textwrap.dedent("""
@@ -672,21 +672,21 @@ class SequenceWrapper(nn.Module):
 
 
 def test_an_attribute_a_constructor_sets_is_answered_with_an_instance_of_that_class() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     model, kwargs, error = _instantiate(SequenceWrapper, {"net": 16}, Sizes())
     assert error is None and isinstance(kwargs["net"], Decoder) and model.max_seq_len == 8  # type: ignore[union-attr]
 
 
 def test_the_number_of_spatial_dimensions_is_two() -> None:
-    from nnrag.validator.arguments import guess_value
+    from nnrag.validator.probing.arguments import guess_value
 
     # a layer factory indexes its 1-D/2-D/3-D classes with it: a channel count would overflow
     assert [guess_value(n, inspect.Parameter.empty, Sizes()) for n in ("spatial_dims", "dim", "ndim")] == [2, 16, 2]
 
 
 def test_a_module_an_attempt_finds_missing_outranks_an_earlier_wrong_guess(tmp_path: Path) -> None:
-    from nnrag.validator.probe import StageFailure, run
+    from nnrag.validator.probing.probe import StageFailure, run
 
     path = tmp_path / "optional.py"
     path.write_text(textwrap.dedent("""
@@ -721,14 +721,14 @@ class CausalLayers(Layers):
 
 
 def test_a_parameter_left_at_none_that_the_message_names_is_given_a_value() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     model, kwargs, error = _instantiate(CausalLayers, {"dim": 16}, Sizes())
     assert error is None and kwargs == {"dim": 16, "depth": 1, "heads": 2, "out_features": 16} and len(model.layers) == 1  # type: ignore[union-attr]
 
 
 def test_a_block_whose_first_operation_is_in_place_passes_backward(tmp_path: Path) -> None:
-    from nnrag.validator.probe import run
+    from nnrag.validator.probing.probe import run
 
     path = tmp_path / "inplace.py"
     path.write_text(textwrap.dedent("""
@@ -788,8 +788,8 @@ class ScoresQueries(nn.Module):
 
 
 def test_inputs_take_the_shapes_their_docstring_states() -> None:
-    from nnrag.validator.documented import Documented, documented_inputs
-    from nnrag.validator.probe import _Budget, _forward
+    from nnrag.validator.probing.documented import Documented, documented_inputs
+    from nnrag.validator.probing.probe import _Budget, _forward
 
     assert documented_inputs(OrientsRegions()) == {"laf": Documented(("B", "N", "2", "3")),
                                                    "img": Documented(("B", "1", "H", "W"))}
@@ -817,7 +817,7 @@ class ScattersRows(nn.Module):
 
 
 def test_an_index_into_the_rows_gets_valid_positions() -> None:
-    from nnrag.validator.probe import _Budget, _forward
+    from nnrag.validator.probing.probe import _Budget, _forward
 
     found, error = _forward(ScattersRows(), {}, Sizes(), _Budget(40, 30.0))
     assert error is None and found is not None
@@ -840,7 +840,7 @@ class Related(nn.Module):
 
 
 def test_arguments_take_the_relations_the_messages_state() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     _, kwargs, error = _instantiate(Related, {"in_channels": 16, "out_channels": 16}, Sizes())
     assert error is None and kwargs == {"in_channels": 32, "out_channels": 16, "groups": 16, "order": 8}
@@ -881,7 +881,7 @@ class DropsPatches(nn.Module):
 
 
 def test_a_probability_is_guessed_as_a_probability() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     sizes, kwargs = next(constructor_attempts(DropsPatches))
     _, kwargs, error = _instantiate(DropsPatches, kwargs, sizes)
@@ -889,7 +889,7 @@ def test_a_probability_is_guessed_as_a_probability() -> None:
 
 
 def test_inputs_take_the_ranks_channels_and_kinds_checks_state() -> None:
-    from nnrag.validator.inputs import make_tensor
+    from nnrag.validator.probing.inputs import make_tensor
 
     sizes = Sizes()
 
@@ -944,7 +944,7 @@ class Sampled(nn.Module):
 
 
 def test_arguments_take_the_parity_and_kind_the_code_needs() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     _, kwargs, error = _instantiate(Smoothing, {"window_length": 16, "sigma": [16, 16]}, Sizes())
     assert error is None and kwargs == {"window_length": 17, "sigma": [16.0, 16.0]} and isinstance(kwargs["sigma"][0], float)
@@ -1044,7 +1044,7 @@ class NoPostNorm(nn.Module):
 
 
 def test_an_option_on_by_default_the_message_rules_out_is_turned_off() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     _, kwargs, error = _instantiate(NoPostNorm, {"num_layers": 1}, Sizes())
     assert error is None and kwargs == {"num_layers": 1, "post_norm_cfg": None}
@@ -1059,7 +1059,7 @@ class Encoder(nn.Module):
 
 
 def test_a_guessed_argument_the_message_names_goes_back_to_its_default() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     _, kwargs, error = _instantiate(Encoder, {"out_channels": 16, "depth": 1}, Sizes())
     assert error is None and kwargs == {"out_channels": 16, "depth": 5}
@@ -1090,8 +1090,8 @@ class WrapsLoss(nn.Module):
 
 
 def test_an_argument_a_check_says_must_be_callable_gets_a_layer() -> None:
-    from nnrag.validator.arguments import Passthrough
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.arguments import Passthrough
+    from nnrag.validator.probing.probe import _instantiate
 
     _, kwargs, error = _instantiate(WrapsLoss, {"loss": 16}, Sizes())
     assert error is None and isinstance(kwargs["loss"], Passthrough)
@@ -1112,7 +1112,7 @@ class FinalConvs(nn.Module):
 
 
 def test_a_helper_parameter_is_traced_to_the_argument_its_caller_passed() -> None:
-    from nnrag.validator.probe import _instantiate
+    from nnrag.validator.probing.probe import _instantiate
 
     _, kwargs, error = _instantiate(FinalConvs, {"in_channels": 16, "out_channels": 16, "final_conv_channels": 16}, Sizes())
     assert error is None and kwargs["final_conv_channels"] == [16, 16] and kwargs["out_channels"] == 16

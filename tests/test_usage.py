@@ -394,7 +394,7 @@ def test_attributes_a_class_defines_and_reads_off_its_arguments() -> None:
 def test_companions_are_built_one_block_deep_where_their_recipe_gives_a_depth() -> None:
     """A companion recorded at its real size (a 12-layer decoder inside its wrapper) is built with
     one block first: the block that needs it reads its attributes, not its depth."""
-    from nnrag.validator.companions import shallow
+    from nnrag.validator.probing.companions import shallow
 
     decoder = {"cls": ["m", "Decoder"], "args": [], "kwargs": {"dim": {"v": 512}, "depth": {"v": 12}}}
     recipe = {"cls": ["m", "TransformerWrapper"], "args": [{"v": 20000}],

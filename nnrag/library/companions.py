@@ -6,7 +6,7 @@ number has neither, and the first check fails with ``'int' object has no attribu
 The classes of the source that define that attribute are found here, from the index alone (their
 ``__init__`` assigns ``self.<attribute>``, or their body binds it); the block is extracted again
 with them, and those that passed the gate are rebuilt in the sandbox from their recorded
-construction (see ``nnrag.validator.companions``).
+construction (see ``nnrag.validator.probing.companions``).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def _guarded() -> list[tuple[object, str, object, object]]:
     import torch
     from torch import nn
 
-    from . import arguments, frames, inputs, probe, repairs, shape_errors, source
+    from .probing import arguments, frames, inputs, probe, repairs, shape_errors, source
 
     owners: list[tuple[object, str]] = [
         (nn.Module, n) for n in ("__call__", "_call_impl", "__getattr__", "__setattr__", "parameters",
@@ -136,7 +136,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         os.write(report_fd, (json.dumps({"isolation": result["isolation"]}) + "\n").encode())
         import torch
 
-        from . import probe
+        from .probing import probe
 
         torch.set_num_threads(1)
         started = time.perf_counter()
@@ -583,7 +583,7 @@ def _unfinished(killed: str | None, status: int, limits: Limits) -> dict[str, An
 def main() -> None:
     # -I ignores PYTHONDONTWRITEBYTECODE; a child writing a .pyc into site-packages is a violation
     sys.dont_write_bytecode = True
-    from . import probe  # noqa: F401  (children must not import, and so write, anything of ours)
+    from .probing import probe  # noqa: F401  (children must not import, and so write, anything of ours)
 
     # ``--preload a,b``: modules of installed distributions many candidates import (Gate.preload)
     more = sys.argv[sys.argv.index("--preload") + 1].split(",") if "--preload" in sys.argv[:-1] else []
@@ -593,7 +593,7 @@ def main() -> None:
             __import__(name)
         except Exception:
             pass
-    from . import weights
+    from .probing import weights
     from .sandbox import kernel_confinement, prepare_view, status_kb
 
     kernel_confinement()  # asked once here (a fork), inherited by every candidate

@@ -19,15 +19,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import record as R
+from .. import record as R
 from . import weights
 from .arguments import Sizes, constructor_attempts, is_depth
 from .companions import companion_recipes, offer
 from .repairs import forward_repairs, repairs
 from .inputs import FIELDS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
-from .usage.recipes import RecipeResolver, Unrecordable, call_args, dump
-from .sandbox import SandboxViolation
+from ..usage.recipes import RecipeResolver, Unrecordable, call_args, dump
+from ..sandbox import SandboxViolation
 
 _MAX_FORWARD_TRIES = 40  # forward calls per candidate, over all constructor attempts
 # Seconds of guessing after which no new attempt starts (one under way finishes). A block whose

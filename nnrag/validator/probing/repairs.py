@@ -25,7 +25,7 @@ from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, 
 from .source import failing_statement, source_tree as _tree, static_value
 from .asserts import asserted_arguments
 from .frames import IDENTIFIER, called_in_line, candidate_frames, held_under, named_in_line, passed_as
-from ..indexing.attributes import read_off
+from ...indexing.attributes import read_off
 from .companions import having
 
 

@@ -17,10 +17,10 @@ from typing import Any, Callable, Iterator
 
 from torch import nn
 
-from ..indexing.attributes import assigned_on_self
+from ...indexing.attributes import assigned_on_self
 from .arguments import Sizes, is_depth, module_instance
 from .source import source_tree
-from .usage.recipes import construct
+from ..usage.recipes import construct
 
 # Builders of the instances a request's companions describe (see nnrag.library.companions): set by
 # the probe for each candidate (:func:`offer`); read deep inside the repairs, which every
