@@ -1327,3 +1327,54 @@ def test_a_token_sequence_gets_its_grid_as_the_input_size(tmp_path: Path) -> Non
     assert result["stage"] == "backward", result
     shapes = result["input_shapes"]
     assert len(shapes[0]) == 3 and shapes[1] == ["int", "int"]  # type: ignore[index]
+
+
+# One case per rule of INPUT_RULES: (the forward's signature after ``self``, the main input's
+# shape, the parameter looked at, a check of the value given).
+_RULE_CASES: dict[str, tuple[str, tuple[int, ...], str, Any]] = {
+    "graph edges": ("x, edge_index", (8, 16), "edge_index", lambda v: v.shape[0] == 2 and v.dtype == torch.long),
+    "dense adjacency": ("x, adj", (8, 16), "adj", lambda v: v.shape == (8, 8) and bool((v.diagonal() == 1).all())),
+    "edge weights or attributes": ("x, edge_index, edge_weight", (8, 16), "edge_weight", lambda v: v.shape == (24,)),
+    "token grid side": ("x, H, W", (2, 16, 8), "W", lambda v: v == 4),
+    "token grid shape": ("x, hw_shape", (2, 16, 8), "hw_shape", lambda v: v == (4, 4)),
+    "tuple of ints": ("x, window: Tuple[int, int]", (2, 3, 8, 8), "window", lambda v: v == (8, 8)),
+    "rows a scatter writes": ("x, dim_size", (8, 16), "dim_size", lambda v: v == 8),
+    "flag": ("x, multimask_output: bool", (2, 3, 8, 8), "multimask_output", lambda v: v is False),
+    "mask": ("x, attn_mask", (2, 5, 8), "attn_mask", lambda v: v is None),
+    "row index": ("x, batch", (8, 16), "batch", lambda v: v.shape == (8,) and v.dtype == torch.long),
+    "diffusion timestep": ("x, t", (2, 3, 8, 8), "t", lambda v: v.shape == (2,)),
+    "boxes": ("x, rois", (2, 3, 8, 8), "rois", lambda v: v.dim() == 2 and v.shape[1] == 5),
+    "unpooling indices": ("x, indices", (2, 3, 4, 4), "indices", lambda v: v.shape == (2, 3, 4, 4) and v.dtype == torch.long),
+    "variance": ("x, var", (2, 8), "var", lambda v: bool((v > 0).all())),
+    "rotary pair": ("x, position_embeddings: Tuple[Tensor, Tensor]", (2, 5, 8), "position_embeddings",
+                    lambda v: len(v) == 2 and v[0].shape == (2, 5, 4)),
+    "earlier outputs": ("x, prev: List[Tensor]", (2, 8), "prev", lambda v: isinstance(v, list) and len(v) == 2),
+    "target": ("pred, target", (2, 8), "target", lambda v: v.shape == (2, 8)),
+    "like the main input": ("x, memory", (2, 5, 8), "memory", lambda v: v.shape == (2, 5, 8)),
+}
+
+
+@pytest.mark.parametrize("rule_name", [r.name for r in __import__(
+    "nnrag.validator.probing.inputs", fromlist=["INPUT_RULES"]).INPUT_RULES])
+def test_each_input_rule_fills_its_parameter_first(rule_name: str) -> None:
+    """The gate's guesses for forward parameters are one ordered table; each rule has a case here,
+    and in its case it is the rule that fills the parameter (no earlier rule takes it)."""
+    import inspect
+    from typing import List, Tuple  # noqa: F401  (the signatures' annotations)
+
+    from nnrag.validator.probing.inputs import Filling, fill
+
+    signature, shape, name, check = _RULE_CASES[rule_name]
+    namespace: dict[str, Any] = {"nn": torch.nn, "Tensor": torch.Tensor, "Tuple": Tuple, "List": List}
+    exec(f"class Probed(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.head_dim = 4\n\n"
+         f"    def forward(self, {signature}):\n        return None\n", namespace)
+    module = namespace["Probed"]()
+    param = inspect.signature(module.forward).parameters[name]
+    rule, value = fill(Filling(module, torch.rand(shape), given=1), param, name.lower())
+    assert rule.name == rule_name and check(value), (rule.name, value)
+
+
+def test_every_input_rule_has_a_case() -> None:
+    from nnrag.validator.probing.inputs import INPUT_RULES
+
+    assert [r.name for r in INPUT_RULES] == list(_RULE_CASES)

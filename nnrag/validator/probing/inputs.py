@@ -9,8 +9,9 @@ from __future__ import annotations
 import inspect
 import itertools
 import re
+from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
 import torch
@@ -419,6 +420,163 @@ def feature_levels(module: nn.Module, param: inspect.Parameter, main: torch.Tens
     return tuple(maps) if "uple[" in annotation else maps
 
 
+@dataclass
+class Filling:
+    """What the rules filling one call's parameters share."""
+
+    module: nn.Module
+    main: torch.Tensor  # the main input, already placed
+    given: int = 0  # positional arguments placed so far
+    tokens_side: int | None = None  # a token grid's side, once one parameter asked for it
+
+
+_NOT_MINE = object()  # a rule's answer when the parameter is not one it fills
+
+
+@dataclass(frozen=True)
+class InputRule:
+    """One guess for a required ``forward`` parameter after the main input: ``fill`` gives its
+    value, or ``_NOT_MINE``. ``role`` says what else the probe does with it: a mask is tried all
+    kept next, a rotary pair also per position, a target also in other forms."""
+
+    name: str
+    fill: Callable[[Filling, inspect.Parameter, str], Any]  # (shared state, parameter, its name in lower case)
+    role: Literal["value", "mask", "rotary", "target"] = "value"
+
+
+def _edges(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    return ring_edges(f.main.shape[0]) if n in ("edge_index", "edges") else _NOT_MINE
+
+
+def _adjacency(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """A dense adjacency of the same ring as ``_edges``."""
+    if n not in ("adj", "adj_t"):
+        return _NOT_MINE
+    nodes = f.main.shape[0]
+    return ((torch.eye(nodes) + torch.eye(nodes).roll(1, 0) + torch.eye(nodes).roll(-1, 0)) > 0).float()
+
+
+def _edge_values(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    if n not in ("edge_weight", "edge_attr") or not f.given or f.main.dim() != 2:
+        return _NOT_MINE
+    edges = 3 * f.main.shape[0]
+    dim = getattr(f.module, "edge_dim", None)
+    return torch.rand(edges) if n == "edge_weight" else torch.rand(edges, dim if isinstance(dim, int) else f.main.shape[1])
+
+
+def _grid_side(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """A token grid's height or width, one side for all of them: H * W tokens."""
+    if n not in ("h", "w", "height", "width", "hh", "ww"):
+        return _NOT_MINE
+    f.tokens_side = f.tokens_side or int(round(f.main.shape[1] ** 0.5)) if f.main.dim() == 3 else 4
+    return f.tokens_side
+
+
+def _grid_shape(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """A token sequence's grid: (H, W) with H * W tokens."""
+    if not (n in ("hw_shape", "hw", "size", "feat_size", "shape", "x_size", "spatial_shape")
+            or n == "input_size" and f.main.dim() == 3):
+        return _NOT_MINE
+    side = int(round(f.main.shape[1] ** 0.5)) if f.main.dim() == 3 else 4
+    return (side, side)
+
+
+def _int_tuple(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    length = int_tuple_length(p)
+    return (min(f.main.shape[-1], 16),) * length if length else _NOT_MINE
+
+
+def _row_count(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """Rows a scatter writes: one per input row."""
+    return f.main.shape[0] if n in ("dim_size", "num_nodes", "num_segments", "num_groups") else _NOT_MINE
+
+
+def _flag(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """A flag (``multimask_output: bool``), never a mask."""
+    return False if p.annotation in (bool, "bool") else _NOT_MINE
+
+
+def _mask(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    return None if "mask" in n else _NOT_MINE
+
+
+def _row_index(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """A graph's batch vector, a scatter's target index, DimeNet's ``i``/``idx_kj`` into the rows."""
+    if not (n in ("batch", "index", "idx") or _INDEX_NAME.fullmatch(n) or n in ("i", "j", "k") and "Tensor" in str(p.annotation)):
+        return _NOT_MINE
+    return torch.zeros(f.main.shape[0], dtype=torch.long)
+
+
+def _timestep(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    return torch.rand(f.main.shape[0]) if n in ("t", "timestep", "timesteps", "time", "noise_level", "sigma") else _NOT_MINE
+
+
+def _boxes(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    return _rois(f.main) if n in ("boxes", "rois") and f.main.dim() == 4 else _NOT_MINE
+
+
+def _unpool_indices(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """Index 0 is a valid position in any unpooled output."""
+    return torch.zeros(f.main.shape, dtype=torch.long) if n == "indices" else _NOT_MINE
+
+
+def _variance(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    if n not in ("var", "variance", "std"):
+        return _NOT_MINE
+    return torch.rand_like(f.main) + 0.1 if f.main.is_floating_point() else f.main.clone()
+
+
+def _rotary(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    pair = _rotary_pair(f.module, f.main, p)
+    return _NOT_MINE if pair is None else pair
+
+
+def _earlier_outputs(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """``prev_layers: list[Tensor]``: earlier outputs like the input."""
+    return [f.main.clone(), f.main.clone()] if _TENSOR_LIST.match(annotation_text(p)) else _NOT_MINE
+
+
+def _target(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    return f.main.clone() if n in _TARGET_NAMES else _NOT_MINE
+
+
+def _like_main(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    return f.main.clone()
+
+
+# The probe's guesses for a required ``forward`` parameter after the main input, in the order
+# they are tried: the first rule that fills it gives its value.
+INPUT_RULES: tuple[InputRule, ...] = (
+    InputRule("graph edges", _edges),
+    InputRule("dense adjacency", _adjacency),
+    InputRule("edge weights or attributes", _edge_values),
+    InputRule("token grid side", _grid_side),
+    InputRule("token grid shape", _grid_shape),
+    InputRule("tuple of ints", _int_tuple),
+    InputRule("rows a scatter writes", _row_count),
+    InputRule("flag", _flag),
+    InputRule("mask", _mask, "mask"),
+    InputRule("row index", _row_index),
+    InputRule("diffusion timestep", _timestep),
+    InputRule("boxes", _boxes),
+    InputRule("unpooling indices", _unpool_indices),
+    InputRule("variance", _variance),
+    InputRule("rotary pair", _rotary, "rotary"),
+    InputRule("earlier outputs", _earlier_outputs),
+    InputRule("target", _target, "target"),
+    InputRule("like the main input", _like_main),
+)
+
+
+def fill(filling: Filling, param: inspect.Parameter, name: str) -> tuple[InputRule, Any]:
+    """The first rule of ``INPUT_RULES`` that fills ``param`` (``name``: its name in lower case), and the value."""
+    for rule in INPUT_RULES:
+        value = rule.fill(filling, param, name)
+        if value is not _NOT_MINE:
+            return rule, value
+    raise AssertionError("the last rule fills every parameter")  # pragma: no cover
+
+
 def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | None = None) -> Iterator[tuple[list[Any], dict[str, Any]]]:
     """Arguments for ``forward`` given the main input, the likeliest fill first, then other targets.
     ``init``: the constructor's arguments (an FPN's per-level channels)."""
@@ -446,7 +604,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     rotary: list[tuple[bool, int | str]] = []  # where rotary (cos, sin) pairs go, as ``targets``
     per_position: tuple[torch.Tensor, torch.Tensor] | None = None  # one image's angles, (T, width)
     main_name: str | None = None  # the argument the main input is given as
-    tokens_side = None
+    filling = Filling(module, main)
     for i, p in enumerate(params):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             if i == 0 and p.kind == p.VAR_POSITIONAL:
@@ -467,53 +625,17 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             args.append(main)
             main_name = p.name
             continue
-        if n in ("edge_index", "edges"):
-            value: Any = ring_edges(main.shape[0])
-        elif n in ("adj", "adj_t"):  # a dense adjacency of the same ring
-            nodes = main.shape[0]
-            value = ((torch.eye(nodes) + torch.eye(nodes).roll(1, 0) + torch.eye(nodes).roll(-1, 0)) > 0).float()
-        elif n in ("edge_weight", "edge_attr") and args and main.dim() == 2:
-            edges = 3 * main.shape[0]
-            dim = getattr(module, "edge_dim", None)
-            value = torch.rand(edges) if n == "edge_weight" else torch.rand(edges, dim if isinstance(dim, int) else main.shape[1])
-        elif n in ("h", "w", "height", "width", "hh", "ww"):
-            tokens_side = tokens_side or int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
-            value = tokens_side
-        elif n in ("hw_shape", "hw", "size", "feat_size", "shape", "x_size", "spatial_shape") or n == "input_size" and main.dim() == 3:
-            # a token sequence's grid: (H, W) with H * W tokens
-            side = int(round(main.shape[1] ** 0.5)) if main.dim() == 3 else 4
-            value = (side, side)
-        elif length := int_tuple_length(p):
-            value = (min(main.shape[-1], 16),) * length
-        elif n in ("dim_size", "num_nodes", "num_segments", "num_groups"):  # rows a scatter writes: one per input row
-            value = main.shape[0]
-        elif p.annotation in (bool, "bool"):  # a flag (``multimask_output: bool``), never a mask
-            value = False
-        elif "mask" in n:
-            value = None
-            masks.append((p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args)))
-        elif n in ("batch", "index", "idx") or _INDEX_NAME.fullmatch(n) or n in ("i", "j", "k") and "Tensor" in str(p.annotation):
-            # a graph's batch vector, a scatter's target index, DimeNet's ``i``/``idx_kj`` into the rows
-            value = torch.zeros(main.shape[0], dtype=torch.long)
-        elif n in ("t", "timestep", "timesteps", "time", "noise_level", "sigma"):
-            value = torch.rand(main.shape[0])
-        elif n in ("boxes", "rois") and main.dim() == 4:
-            value = _rois(main)
-        elif n == "indices":  # index 0 is a valid position in any unpooled output
-            value = torch.zeros(main.shape, dtype=torch.long)
-        elif n in ("var", "variance", "std"):
-            value = torch.rand_like(main) + 0.1 if main.is_floating_point() else main.clone()
-        elif (pair := _rotary_pair(module, main, p)) is not None:
-            value = pair
-            per_position = _one_image(pair)
-            rotary.append((p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args)))
-        elif _TENSOR_LIST.match(annotation_text(p)):
-            value = [main.clone(), main.clone()]  # ``prev_layers: list[Tensor]``: earlier outputs like the input
-        else:
-            value = main.clone()
-            if n in _TARGET_NAMES:
-                targets.append((p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args)))
-        where[p.name] = (True, p.name) if p.kind == p.KEYWORD_ONLY else (False, len(args))
+        filling.given = len(args)
+        rule, value = fill(filling, p, n)
+        at = (p.kind == p.KEYWORD_ONLY, p.name if p.kind == p.KEYWORD_ONLY else len(args))
+        if rule.role == "mask":
+            masks.append(at)
+        elif rule.role == "rotary":
+            per_position = _one_image(value)
+            rotary.append(at)
+        elif rule.role == "target":
+            targets.append(at)
+        where[p.name] = at
         if p.kind == p.KEYWORD_ONLY:
             kwargs[p.name] = value
         else:
