@@ -359,6 +359,51 @@ def test_an_ephemeral_loopback_probe_is_no_violation_but_a_known_port_is() -> No
     assert (listener.ok, listener.code) == (False, "sandbox-violation") and "socket.bind" in listener.message
 
 
+PROBES_THE_MACHINE = '''
+import os
+import subprocess
+
+import torch.nn as nn
+
+
+def _physical_cores():
+    """As libraries count cores at import (joblib's loky runs lscpu), with a fallback."""
+    try:
+        out = subprocess.run(["lscpu", "--parse=core"], capture_output=True, text=True).stdout
+        return len({line for line in out.splitlines() if not line.startswith("#")})
+    except OSError:
+        return os.cpu_count()
+
+
+CORES = _physical_cores()
+
+
+class CountsCores(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class NeedsTool(nn.Module):
+    def forward(self, x):
+        subprocess.run(["nvidia-smi"], check=True)
+        return x
+'''
+
+
+def test_a_process_start_is_refused_and_a_library_that_handles_it_passes() -> None:
+    """Starting a process fails with the error the kernel would give; the process never runs. A
+    block whose library probes the machine that way and carries on passes, with the refusal in its
+    record; a block that fails on the refusal is a sandbox violation."""
+    from nnrag.validator.gate import Gate
+
+    with Gate(1) as gate:
+        probing, needing = gate.check_code(PROBES_THE_MACHINE, "CountsCores"), gate.check_code(PROBES_THE_MACHINE, "NeedsTool")
+    assert probing.ok, probing.message
+    assert probing.refused and "lscpu" in probing.refused[0]
+    assert (needing.ok, needing.code, needing.stage) == (False, "sandbox-violation", "forward"), needing.message
+    assert "nvidia-smi" in needing.message and "refused" in needing.message
+
+
 PRETRAINED = '''
 import torch.nn as nn
 from torch.hub import load_state_dict_from_url

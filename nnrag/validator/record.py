@@ -83,6 +83,9 @@ class ValidationRecord:
     seconds: float = 0.0
     peak_mb: float | None = None  # resident memory growth over the warm worker
     isolation: dict[str, str] = field(default_factory=dict)
+    # what the sandbox refused and the candidate carried on without (a process a library starts
+    # to probe the machine at import); a run that failed on a refusal is a sandbox violation
+    refused: list[str] = field(default_factory=list)
     traceback: str = ""
     output: str = ""  # tail of what the candidate printed
 

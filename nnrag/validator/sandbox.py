@@ -51,6 +51,11 @@ _PATH_EVENTS = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "o
                 "shutil.copytree", "os.replace"}
 
 
+# The message of the error a refused process start raises; a failure that carries it is the
+# refusal's doing.
+PROCESS_REFUSED = "starting a process is refused in the sandbox"
+
+
 class SandboxViolation(BaseException):
     """Raised inside the candidate; a BaseException so ``except Exception`` cannot swallow it."""
 
@@ -450,7 +455,7 @@ def _limit(which: int, soft: int, slack: int = 0) -> None:
 
 
 def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str] = (),
-            refuse_processes: bool = False, memory: str = "rss") -> dict[str, str]:
+            memory: str = "rss") -> dict[str, str]:
     """Confine the current (freshly forked, single-threaded) process; ``visible`` are folders it
     must still read (source roots); ``memory`` is how its memory is counted: ``"cgroup-v1"`` or
     ``"cgroup-v2"`` when it has joined a budget's group (see budget.py), else ``"rss"``. With a PID
@@ -496,7 +501,7 @@ def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str]
         isolation["syscalls"] = "seccomp"
     isolation["memory"] = memory if counted else ("rss, memfd and System V shared memory refused"
                                                   if "syscalls" in isolation else "rss")
-    _install_hook(folder, report_fd, refuse_processes)
+    _install_hook(folder, report_fd)
     return isolation
 
 
@@ -547,11 +552,13 @@ def _network_target(event: str, args: tuple) -> str:  # type: ignore[type-arg]
     return repr(target)
 
 
-def _install_hook(folder: Path, report_fd: int, refuse_processes: bool = False) -> None:
-    """Audit what the candidate does. With ``refuse_processes`` (a usage harvest, which imports
-    whole packages and is no verdict) starting a process fails as the kernel would refuse it, with
-    an OSError that libraries probing for a tool handle (matplotlib runs ``fc-list`` at import),
-    instead of ending the run as a violation; the process is never started either way."""
+def _install_hook(folder: Path, report_fd: int) -> None:
+    """Audit what the candidate does. A network call or a write outside its folder ends the run as
+    a violation, even where the candidate catches it. Starting a process fails as the kernel
+    would refuse it, with a PermissionError (``PROCESS_REFUSED``), and is reported as refused:
+    libraries that probe the machine with a tool at import handle that error and carry on
+    (matplotlib runs ``fc-list``, joblib's loky ``lscpu``), and the process never runs either way.
+    A run that fails because of the refusal is a violation (see the worker)."""
     root = str(folder)
     state = {"busy": False}
 
@@ -580,10 +587,13 @@ def _install_hook(folder: Path, report_fd: int, refuse_processes: bool = False) 
         try:
             if event in _NETWORK_EVENTS and not _probes_loopback(event, args):
                 violation("network", f"{event} {_network_target(event, args)[:200]}")
-            elif event in _PROCESS_EVENTS and refuse_processes:
-                raise PermissionError(errno.EPERM, f"starting a process is refused in the sandbox ({event})")
             elif event in _PROCESS_EVENTS:
-                violation("process", f"{event} {str(args[:2])[:200]}")
+                started = f"{event} {str(args[:2])[:200]}"
+                try:
+                    os.write(report_fd, (json.dumps({"refused": f"process: {started}"}) + "\n").encode())
+                except OSError:
+                    pass
+                raise PermissionError(errno.EPERM, f"{PROCESS_REFUSED} ({started})")
             elif event == "open":
                 path, mode, flags = (list(args) + [None, None, 0])[:3]
                 writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _WRITE_FLAGS)

@@ -30,7 +30,7 @@ from typing import Any
 from . import record as R
 from .record import Limits, ValidationRecord
 from .budget import MemoryBudget, remove_stale
-from .sandbox import LOG_NAME, minimal_environment, proc_state
+from .sandbox import LOG_NAME, PROCESS_REFUSED, minimal_environment, proc_state
 from .static import compile_candidate
 
 _POLL_S = 0.05
@@ -125,9 +125,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
 
         base_kb = status_kb("VmRSS")
         try:
-            result["isolation"] = confine(folder, limits, report_fd, request.get("paths") or (),
-                                          refuse_processes=request.get("task") in _TASKS_WITHOUT_PROCESSES,
-                                          memory=memory)
+            result["isolation"] = confine(folder, limits, report_fd, request.get("paths") or (), memory=memory)
         except OSError as e:  # the gate's own failure: no candidate code has run
             result.update(code=R.PROBE_ERROR, message=f"the sandbox could not be set up: {e}"[:500])
             _finish(report_fd, token_fd, result)
@@ -208,12 +206,6 @@ def _close_all_but(kept: set[int]) -> None:
         if fd > start:
             os.closerange(start, fd)
         start = fd + 1
-
-
-# Tasks that run trusted code of nnrag's over untrusted input (a usage harvest imports whole
-# packages, a confined call trains a model): starting a process fails as the kernel would refuse
-# it, so that libraries probing for a tool carry on, instead of ending the run as a violation.
-_TASKS_WITHOUT_PROCESSES = frozenset({"harvest", "run"})
 
 
 def confined_call(function: str, argument: Any) -> Any:
@@ -545,6 +537,11 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
         result = {"ok": False, "stage": next((x["progress"] for x in reversed(lines) if "progress" in x), "import")}
         result.update(_unfinished(killed, status, limits))
     result["isolation"] = isolation  # as the sandbox reported it before the candidate ran
+    result["refused"] = [str(x["refused"]) for x in lines if "refused" in x][:20]
+    if not result.get("ok") and result["refused"] and not violations \
+            and PROCESS_REFUSED in f"{result.get('message', '')}\n{result.get('traceback', '')}":
+        # it failed because it may not start a process: what it needs, the sandbox refuses
+        violations.append(f"process: the run failed on a refused process start ({result.get('message', '')})"[:1000])
     if violations:
         result.update(ok=False, code=R.SANDBOX_VIOLATION, message="; ".join(violations)[:2000])
     result["output"] = output
