@@ -54,6 +54,49 @@ def _global_refs(table: symtable.SymbolTable, early: bool, out_early: set[str], 
         _global_refs(child, child_early, out_early, out_late, augmented)
 
 
+def _class_reads_before_binding(tree: ast.AST) -> set[str]:
+    """Names a class body reads before it binds them itself (``dtype = dtype``, ``n += 1``): a class
+    body looks such a name up among the module's globals, where symtable, which sees the class
+    bind it, records only a local. Classes of the statement and the classes in their bodies, whose
+    bodies run when the statement does."""
+    found: set[str] = set()
+    classes = [n for n in (tree.body if isinstance(tree, ast.Module) else []) if isinstance(n, ast.ClassDef)]
+    while classes:
+        cls = classes.pop()
+        steps = [_in_class_scope(stmt) for stmt in cls.body]
+        bound_here = {name for _, stores in steps for name in stores}
+        bound: set[str] = set()
+        for stmt, (loads, stores) in zip(cls.body, steps):
+            found |= (loads - bound) & bound_here
+            bound |= stores
+            classes += [stmt] if isinstance(stmt, ast.ClassDef) else []
+    return found
+
+
+def _in_class_scope(stmt: ast.stmt) -> tuple[set[str], set[str]]:
+    """The names a class-body statement reads and binds in the class's own scope as it runs: not
+    inside the bodies of the functions, lambdas and classes it defines, nor inside comprehensions
+    (scopes of their own) past their first iterable; an augmented assignment's target is read."""
+    loads: set[str] = set()
+    stores: set[str] = {stmt.name} if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else set()
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name):
+            (loads if isinstance(node.ctx, ast.Load) else stores).add(node.id)
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            loads.add(node.target.id)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            todo += [*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+        elif isinstance(node, ast.ClassDef):
+            todo += [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            todo.append(node.generators[0].iter)
+        elif not isinstance(node, ast.Lambda):
+            todo += list(ast.iter_child_nodes(node))
+    return loads, stores
+
+
 def _refs(text: str, augmented: frozenset[str]) -> tuple[set[str], set[str]]:
     early: set[str] = set()
     late: set[str] = set()
@@ -130,6 +173,8 @@ def analyze(text: str, future_annotations: bool = False) -> UnitNames:
         s_early, s_late = _refs(ast.unparse(stripped), augmented)
         soft = (early | late) - (s_early | s_late)
         early, late = s_early, s_late - s_early
+    class_reads = _class_reads_before_binding(tree)  # values, never annotations
+    early, late, soft = early | class_reads, late - class_reads, soft - class_reads
     used = early | late | soft
     bare = {n for n in used if names.get(n, 0) > rooted.get(n, 0)}
     return UnitNames(
