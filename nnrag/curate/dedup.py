@@ -32,8 +32,10 @@ from .signatures import Signature, signature
 
 log = logging.getLogger(__name__)
 
-# Signatures are recomputed when the code computing them changes.
-SIGNATURE_VERSION = code_key("nnrag.curate.signatures")
+def signature_version() -> str:
+    """What made a stored signature: a hash of the code computing signatures. Signatures stored
+    under another are computed again."""
+    return code_key("nnrag.curate.signatures")
 _PARALLEL_FROM = 300  # texts; fewer are computed in process (a pool costs a second to start)
 _CHUNK = 64
 
@@ -146,7 +148,7 @@ def signatures(store: Database, texts: Mapping[str, str], progress: ProgressFn |
         for r in store.conn.execute(
                 f"SELECT sha256, raw_sha256, exact_sha256, tokens, shingles, minhash, structure, structure_minhash"
                 f" FROM dedup_signatures WHERE version=? AND sha256 IN ({','.join('?' * len(part))})",
-                (SIGNATURE_VERSION, *part)):
+                (signature_version(), *part)):
             cached[r["sha256"]] = _from_row(tuple(r)[1:])
     todo = [h for h in hashes if h not in cached]
     text_of = {h: texts[by_hash[h][0]] for h in todo}
@@ -157,7 +159,7 @@ def signatures(store: Database, texts: Mapping[str, str], progress: ProgressFn |
         nonlocal done
         store.conn.executemany("INSERT OR REPLACE INTO dedup_signatures (sha256, version, raw_sha256, exact_sha256, tokens,"
                                " shingles, minhash, structure, structure_minhash) VALUES (?,?,?,?,?,?,?,?,?)",
-                               [(h, SIGNATURE_VERSION, *row) for h, row in zip(part, rows)])
+                               [(h, signature_version(), *row) for h, row in zip(part, rows)])
         for h, row in zip(part, rows):
             cached[h] = _from_row(row)
         done += len(part)

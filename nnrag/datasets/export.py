@@ -28,7 +28,7 @@ from ..specs.model import BlockSpec
 from ..workspace import Workspace
 from .card import dataset_card
 from ..curate.clusters import LEVELS, Thresholds, UnionFind
-from ..curate.dedup import SIGNATURE_VERSION, DedupReport, dedup
+from ..curate.dedup import DedupReport, dedup, signature_version
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +280,7 @@ def export(store: Database, workspace: Workspace, folder: Path, options: ExportO
         "licenses_allowed": list(options.licenses) if options.licenses else "every known license",
         "examples": len(examples), "groups": len(set(group_of.values())), **counts,
         "excluded": dict(sorted(excluded.items())),
-        "dedup": {"thresholds": options.thresholds.to_dict(), "signatures": SIGNATURE_VERSION, "levels": list(LEVELS)},
+        "dedup": {"thresholds": options.thresholds.to_dict(), "signatures": signature_version(), "levels": list(LEVELS)},
         "grouping": "union of dedup clusters (all levels), defining source file and class name",
         "groups_sent_to_train_by_size": {g: n for g, n in sorted(Counter(group_of.values()).items()) if g in large},
         "check": {"copy_pairs_across_splits": straddling, "ok": not any(straddling.values())},
