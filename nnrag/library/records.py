@@ -48,16 +48,20 @@ class BuildNotes:
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if v is not None}
 
+    def with_values(self, values: dict[str, Any]) -> "BuildNotes":
+        """These notes with ``values`` (as JSON has them: lists for the tuples) taken over."""
+        return replace(self, **{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
 
 def notes(conn: sqlite3.Connection) -> dict[str, BuildNotes]:
-    """Every library block's build notes, by block id (read in SQLite: the records are not parsed)."""
+    """Every library block's build notes, by block id: read in SQLite, one parse of each record
+    for all the fields (``json_extract`` with several paths gives one JSON array)."""
     names = [f.name for f in fields(BuildNotes)]
-    lists = {f.name for f in fields(BuildNotes) if str(f.type).startswith("tuple")}  # json_extract gives them as JSON text
-    columns = ", ".join(f"json_extract(record, '$.{n}') AS {n}" for n in names)
+    paths = ", ".join(f"'$.{n}'" for n in names)
     out: dict[str, BuildNotes] = {}
-    for row in conn.execute(f"SELECT block_id, {columns} FROM library"):
-        values = {n: tuple(json.loads(row[n])) if n in lists else row[n] for n in names if row[n] is not None}
-        out[row["block_id"]] = BuildNotes(**values) if values else _NO_NOTES
+    for block_id, values in conn.execute(f"SELECT block_id, json_extract(record, {paths}) FROM library"):
+        given = {n: v for n, v in zip(names, json.loads(values) if values else []) if v is not None}
+        out[block_id] = _NO_NOTES.with_values(given) if given else _NO_NOTES
     return out
 
 
@@ -86,8 +90,7 @@ class Verdict:
 
     def noted(self, **changes: Any) -> "Verdict":
         """The same verdict with build notes changed (``environment=...``)."""
-        return replace(self, notes=replace(self.notes, **{k: tuple(v) if isinstance(v, list) else v
-                                                          for k, v in changes.items()}))
+        return replace(self, notes=self.notes.with_values(changes))
 
 
 @dataclass(frozen=True)
