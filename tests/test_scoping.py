@@ -44,8 +44,9 @@ SCOPE_CASES: dict[str, tuple[str, bool, set[str], set[str], set[str]]] = {
     "an annotated class attribute: value early, annotation soft": (
         "class A:\n    size: Size2 = DEFAULT\n", True, {"DEFAULT"}, set(), {"Size2"}),
     "a class body reads a module name before binding its own": (
-        "class A(G):\n    PARAMS = PARAMS\n    n += 1\n    x = 1\n    y = x\n    def f(self):\n        return Q\n", False,
-        {"G", "PARAMS", "n"}, {"Q"}, set()),
+        "class A(G):\n    PARAMS = PARAMS\n    n += 1\n    x = 1\n    y = x\n    def f(self):\n        return Q\n"
+        "    act = lambda v, s=SCALE: v * s\n    SCALE = 2\n", False,
+        {"G", "PARAMS", "n", "SCALE"}, {"Q"}, set()),
     "a class body's read before binding is no annotation": (
         "class A:\n    PARAMS = PARAMS\n    size: Size2 = 1\n", True, {"PARAMS"}, set(), {"Size2"}),
     "a nested class body too, a method's local not": (

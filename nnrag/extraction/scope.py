@@ -75,7 +75,7 @@ def _class_reads_before_binding(tree: ast.AST) -> set[str]:
 
 def _in_class_scope(stmt: ast.stmt) -> tuple[set[str], set[str]]:
     """The names a class-body statement reads and binds in the class's own scope as it runs: not
-    inside the bodies of the functions, lambdas and classes it defines, nor inside comprehensions
+    inside the bodies of the functions, lambdas and classes it defines (their defaults, decorators and bases run), nor inside comprehensions
     (scopes of their own) past their first iterable; an augmented assignment's target is read."""
     loads: set[str] = set()
     stores: set[str] = {stmt.name} if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else set()
@@ -86,13 +86,14 @@ def _in_class_scope(stmt: ast.stmt) -> tuple[set[str], set[str]]:
             (loads if isinstance(node.ctx, ast.Load) else stores).add(node.id)
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             loads.add(node.target.id)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            todo += [*node.decorator_list, *node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):  # their defaults run now
+            todo += [*getattr(node, "decorator_list", ()), *node.args.defaults,
+                     *(d for d in node.args.kw_defaults if d is not None)]
         elif isinstance(node, ast.ClassDef):
             todo += [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
         elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             todo.append(node.generators[0].iter)
-        elif not isinstance(node, ast.Lambda):
+        else:
             todo += list(ast.iter_child_nodes(node))
     return loads, stores
 

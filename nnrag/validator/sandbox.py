@@ -53,7 +53,7 @@ _PATH_EVENTS = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "o
 
 # The message of the error a refused process start raises; a failure that carries it is the
 # refusal's doing.
-PROCESS_REFUSED = "starting a process is refused in the sandbox"
+PROCESS_REFUSED = "starting or signalling a process is refused in the sandbox"
 
 
 class SandboxViolation(BaseException):
