@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import textwrap
 from pathlib import Path
 
@@ -1378,3 +1379,178 @@ def test_every_input_rule_has_a_case() -> None:
     from nnrag.validator.probing.inputs import INPUT_RULES
 
     assert [r.name for r in INPUT_RULES] == list(_RULE_CASES)
+
+
+class _Expanding(torch.nn.Module):
+    expansion = 4
+
+
+class _Choice(__import__("enum").Enum):
+    FIRST = "first"
+    SECOND = "second"
+
+
+@__import__("dataclasses").dataclass
+class _SmallConfig:
+    hidden_size: int
+
+
+# One case per rule of ARGUMENT_RULES: (parameter name, its annotation, the class being built, a
+# check of the value given).
+_ARGUMENT_CASES: dict[str, tuple[str, Any, Any, Any]] = {
+    "class named by annotation": ("block", "Type[torch.nn.ReLU]", None, lambda v: v is torch.nn.ReLU),
+    "config dataclass": ("settings", _SmallConfig, None, lambda v: isinstance(v, _SmallConfig)),
+    "layer by annotation": ("encoder_layer", torch.nn.Linear, None, lambda v: isinstance(v, torch.nn.Linear)),
+    "enum member": ("mode", _Choice, None, lambda v: v is _Choice.FIRST),
+    "literal": ("mode", "Literal['bilinear', 'nearest']", None, lambda v: v == "bilinear"),
+    "activation named by string": ("activation", str, None, lambda v: v == "relu"),
+    "layer named by string": ("norm_name", "Union[str, tuple]", None, lambda v: v == "batch"),
+    "config object": ("cfg", None, None, lambda v: type(v).__name__ == "AutoConfig"),
+    "heads": ("num_heads", None, None, lambda v: v == 2),
+    "spatial dimensions": ("spatial_dims", None, None, lambda v: v == 2),
+    "groups": ("groups", None, None, lambda v: v == 1),
+    "kernel size": ("kernel_size", None, None, lambda v: v == 3),
+    "axis": ("concat_axis", None, None, lambda v: v == 1),
+    "position index": ("padding_idx", None, None, lambda v: v == 0),
+    "stride": ("stride", None, None, lambda v: v == 1),
+    "dilation": ("dilation", None, None, lambda v: v == 1),
+    "padding": ("pad", None, None, lambda v: v == 1),
+    "classes": ("num_classes", None, None, lambda v: v == 10),
+    "ratio": ("mlp_ratio", None, None, lambda v: v == 2.0),
+    "reduction": ("reduction", None, None, lambda v: v == 4),
+    "expansion": ("expansion", None, None, lambda v: v == 2),
+    "dropout": ("attn_drop", None, None, lambda v: v == 0.0),
+    "probability": ("keep_prob", None, None, lambda v: v == 1.0),
+    "epsilon": ("eps", None, None, lambda v: v == 1e-5),
+    "momentum": ("momentum", None, None, lambda v: v == 0.1),
+    "per-stage depths": ("depths", None, None, lambda v: v == [1, 1, 1, 1]),
+    "depth": ("num_layers", None, None, lambda v: v == 1),
+    "patch size": ("patch_size", None, None, lambda v: v == 4),
+    "window size": ("window_size", None, None, lambda v: v == 4),
+    "shift size": ("shift_size", None, None, lambda v: v == 2),
+    "dtype": ("param_dtype", None, None, lambda v: v is torch.float32),
+    "sample shape": ("in_shape", None, None, lambda v: v == (16, 16, 16)),
+    "spatial size": ("img_size", None, None, lambda v: v == 16),
+    "vocabulary": ("vocab_size", None, None, lambda v: v == 32),
+    "sequence length": ("max_len", None, None, lambda v: v == 16),
+    "scale factor": ("upscale", None, None, lambda v: v == 2),
+    "affine switch": ("bias", None, None, lambda v: v is True),
+    "optional feature": ("use_checkpoint", None, None, lambda v: v is False),
+    "layer class": ("norm_layer", None, None, lambda v: v is torch.nn.BatchNorm2d),
+    "bottleneck planes": ("planes", None, _Expanding, lambda v: v == 4),
+    "width": ("in_channels", None, None, lambda v: v == 16),
+    "by annotation": ("temperature", float, None, lambda v: v == 0.1),
+    "anything else": ("gamma", None, None, lambda v: v == 16),
+}
+
+
+@pytest.mark.parametrize("rule_name", [r.name for r in __import__(
+    "nnrag.validator.probing.arguments", fromlist=["ARGUMENT_RULES"]).ARGUMENT_RULES])
+def test_each_argument_rule_fills_its_parameter_first(rule_name: str) -> None:
+    """The gate's guesses for constructor arguments are one ordered table; each rule has a case
+    here, and in its case it is the rule that fills the parameter (no earlier rule takes it)."""
+    import inspect
+    import typing
+
+    from nnrag.validator.probing.arguments import Asked, Sizes, guess_argument
+
+    name, annotation, owner, check = _ARGUMENT_CASES[rule_name]
+    if isinstance(annotation, str):  # written as code, evaluated as an annotation is
+        annotation = eval(annotation, {"torch": torch, **vars(typing)})  # noqa: S307 - the test's own text
+    if annotation is None:
+        annotation = inspect.Parameter.empty
+    rule, value = guess_argument(Asked(name, annotation, Sizes(), owner, 0))
+    assert rule.name == rule_name and check(value), (rule.name, value)
+
+
+def test_every_argument_rule_has_a_case() -> None:
+    from nnrag.validator.probing.arguments import ARGUMENT_RULES
+
+    assert [r.name for r in ARGUMENT_RULES] == list(_ARGUMENT_CASES)
+
+
+# One case per rule of REPAIR_RULES: (the constructor's code after ``super().__init__()``, its
+# signature, the guessed keyword arguments it fails with, a check of the change the rule suggests).
+# Each class lives in a real module, so that its frames and source read as a candidate's do.
+_REPAIR_CASES: dict[str, tuple[str, str, dict[str, Any], Any]] = {
+    "asserted relation": ("assert depth > 1", "depth", {"depth": 1}, lambda c: c.get("depth", 0) > 1),
+    "key of the class's table": ("if depth not in self.arch_settings:\n    raise KeyError(f'invalid depth {depth}')",
+                                 "depth", {"depth": 1}, lambda c: c == {"depth": 18}),
+    "choice the message lists": ("if act not in ('gelu', 'relu'):\n    raise ValueError(f\"Unsupported act {act}: expected 'gelu' or 'relu'\")",
+                                 "act", {"act": 16}, lambda c: c == {"act": "gelu"}),
+    "missing argument": ("self.build(**kw)", "heads, **kw", {"heads": 2}, lambda c: c == {"dim": 16}),
+    "unset argument the message names": ("if depth is None:\n    raise ValueError('`depth` must be passed in')",
+                                         "depth=None", {}, lambda c: c == {"depth": 1}),
+    "relation the message states": ("if in_channels != 2 * out_channels:\n    raise ValueError('in_channels == 2 * out_channels')",
+                                    "in_channels, out_channels", {"in_channels": 16, "out_channels": 16},
+                                    lambda c: c == {"in_channels": 32}),
+    "option the message refuses": ("if post_norm_cfg is not None:\n    raise ValueError('There is not post_norm in Decoder')",
+                                   "dim, post_norm_cfg=dict(type='LN')", {"dim": 16}, lambda c: c == {"post_norm_cfg": None}),
+    "back to its default": ("if not 2 <= depth <= 5:\n    raise ValueError(f'depth should be in range [2, 5], got {depth}')",
+                            "depth=5", {"depth": 1}, lambda c: c == {"depth": 5}),
+    "parity": ("if window_length % 2 == 0:\n    raise ValueError('window_length must be odd')",
+               "window_length", {"window_length": 16}, lambda c: c == {"window_length": 17}),
+    "floats for gradients": ("self.p = nn.Parameter(torch.tensor(scale))", "scale", {"scale": 2},
+                             lambda c: c == {"scale": 2.0} and type(c["scale"]) is float),
+    "sequence the code expects": ("self.n = len(stages)", "stages", {"stages": 16}, lambda c: c == {"stages": [16, 16]}),
+    "integers as sequences": ("self.n = [w for w in window]", "window", {"window": 4}, lambda c: c == {"window": (4, 4)}),
+    "length unpacked": ("r1, r2, r3 = rates", "rates", {"rates": [1, 2]}, lambda c: c == {"rates": [1, 2, 2]}),
+    "length the message states": (
+        "if len(decoder_channels) != depth:\n"
+        "    raise ValueError(f'Model depth is {depth}, but you provide decoder_channels for {len(decoder_channels)} blocks')",
+        "depth, decoder_channels", {"depth": 1, "decoder_channels": [8, 8]}, lambda c: c == {"decoder_channels": [8]}),
+    "per-block rates": ("self.d = drop_path[0]", "drop_path", {"drop_path": 0.1}, lambda c: c == {"drop_path": [0.1] * 8}),
+    "None default filled": ("self.n = norm_layer(dim)", "dim, norm_layer=None", {"dim": 16},
+                            lambda c: c.get("norm_layer") is nn.BatchNorm2d),
+    "layer instance": ("self.seq = nn.Sequential(act)", "act", {"act": nn.ReLU}, lambda c: isinstance(c.get("act"), nn.ReLU)),
+    "callable": ("self.conv = conv(dim)", "conv, dim", {"conv": 3, "dim": 16}, lambda c: c == {"conv": nn.Identity}),
+    "attribute read off a guess": ("self.out = block.expansion * 2", "block", {"block": 16},
+                                   lambda c: hasattr(c.get("block"), "expansion")),
+    "list of layers": ("if not isinstance(transforms, list):\n    raise TypeError('transforms should be a sequence of callables')",
+                       "transforms", {"transforms": 16}, lambda c: isinstance(c.get("transforms"), list)),
+    "mapping": ("self.layer = dict(**layer_cfg)", "layer_cfg", {"layer_cfg": 16}, lambda c: c == {"layer_cfg": {}}),
+    "value the code compares with": ("if mode == 'scse':\n    self.m = 1\nelse:\n    raise ValueError(f'bad mode {mode}')",
+                                     "mode", {"mode": 16}, lambda c: c == {"mode": "scse"}),
+}
+
+
+@pytest.mark.parametrize("rule_name", [r.name for r in __import__(
+    "nnrag.validator.probing.repairs", fromlist=["REPAIR_RULES"]).REPAIR_RULES])
+def test_each_repair_rule_reads_its_error(rule_name: str, tmp_path: Path) -> None:
+    """The gate's repairs of guessed constructor arguments are one ordered table; each rule has a
+    case here, in which a real constructor fails and the rule suggests the change that fixes it."""
+    import importlib.util
+    import textwrap
+
+    from nnrag.validator.probing.arguments import Sizes
+    from nnrag.validator.probing.repairs import Failure, rule_repairs
+
+    body, signature, kwargs, check = _REPAIR_CASES[rule_name]
+    path = tmp_path / f"repair_case_{abs(hash(rule_name))}.py"
+    path.write_text("import torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n"
+                    "    arch_settings = {18: (2, 2), 34: (3, 4)}\n\n"
+                    f"    def __init__(self, {signature}):\n        super().__init__()\n"
+                    + textwrap.indent(body, " " * 8) + "\n\n"
+                    "    def build(self, dim):\n        self.dim = dim\n\n\n"
+                    "class Bottleneck(nn.Module):\n    expansion = 4\n\n    def forward(self, x):\n        return x\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    try:
+        spec.loader.exec_module(module)
+        with pytest.raises(Exception) as failed:
+            module.Block(**kwargs)
+        suggested = [change for rule, change in rule_repairs(Failure(module.Block, kwargs, failed.value, Sizes()))
+                     if rule.name == rule_name]
+        assert any(check(change) for change in suggested), (failed.value, suggested)
+        fixed = {**kwargs, **next(c for c in suggested if check(c))}
+        module.Block(**fixed)  # the change is what the constructor needed
+    finally:
+        sys.modules.pop(path.stem, None)
+
+
+def test_every_repair_rule_has_a_case() -> None:
+    from nnrag.validator.probing.repairs import REPAIR_RULES
+
+    assert [r.name for r in REPAIR_RULES] == list(_REPAIR_CASES)

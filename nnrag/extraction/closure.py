@@ -40,6 +40,7 @@ from .plan import (
 )
 from .requirements import distributed, installed
 from .parsed import ParsedModules
+from .scope import UnitNames
 from .units import ModuleUnits, first_use
 from .unavailable import loads_by_name
 
@@ -162,7 +163,7 @@ class Extractor(RegistryNames):
         if key in self._bind_cache:
             return self._bind_cache[key]
         self._bind_cache[key] = None  # cycles through aliases terminate
-        target = self._keep_import(self._bind(mu, name), name)
+        target = self.keep_import(self._bind(mu, name), name)
         self._bind_cache[key] = target
         return target
 
@@ -180,7 +181,7 @@ class Extractor(RegistryNames):
             self._native[module] = known
         return known
 
-    def _keep_import(self, target: Target | None, local: str) -> Target | None:
+    def keep_import(self, target: Target | None, local: str) -> Target | None:
         """Without inlining, only the block's own module is copied; the rest stays imported. A
         module that loads a compiled library from its folder stays imported too (``loads_native``)."""
         if not isinstance(target, (DefTarget, ModTarget)) or (self.inline and not self.loads_native(target.module)):
@@ -284,214 +285,9 @@ class Extractor(RegistryNames):
         if not self.inline and module != self._home:
             self._bind_cache.clear()
         self._home = module
-        top = DefTarget(module, qualname.split(".")[0])
-        targets: dict[DefTarget, list[UnitKey]] = {}
-        units: dict[UnitKey, UnitPlan] = {}
-        issues: list[ClosureIssue] = []
-        pending: list[UnitKey] = []
+        return ClosureWalk(self, module, qualname, registered, classes).run()
 
-        # statements of a copied module that fill a registry another module defines
-        # (``MODELS.register_module('Conv2d', module=nn.Conv2d)`` in mmcv, MODELS from mmengine)
-        foreign: dict[DefTarget, list[UnitKey]] = {}
-        visited: set[str] = set()
-        tops: set[str] = set()  # top-level packages of the statements copied so far
-
-        fillers: set[UnitKey] = set()  # statements that only fill a registry, in this module or another
-        issue_keys: list[UnitKey] = []  # the statement each issue was found in
-        free: list[tuple[UnitKey, ClosureIssue]] = []  # names bound nowhere that only run-time code uses
-
-        def want(t: DefTarget) -> list[UnitKey]:
-            if t not in targets:
-                targets[t] = self.units_for(t, lift=t == top) + foreign.get(t, [])
-                fillers.update((t.module, k) for k in self.units_of(t.module).mutators.get(t.name, []))
-                fillers.update(foreign.get(t, []))
-                pending.extend(targets[t])
-            return targets[t]
-
-        patches = Patches()
-
-        def visit(mu: ModuleUnits) -> None:
-            visited.add(mu.module)
-            patches.add(mu, lambda root: isinstance(self.bind(mu, root), ExtImport))
-            for name, ks in mu.mutators.items():
-                t = self.bind(mu, name)
-                if not isinstance(t, DefTarget) or t.module == mu.module:
-                    continue
-                keys = [(mu.module, k) for k in ks]
-                fillers.update(keys)
-                foreign.setdefault(t, []).extend(keys)
-                if t in targets:
-                    targets[t].extend(keys)
-                    pending.extend(keys)
-
-        strings: set[str] = set(registered)  # class-like string constants of the statements copied
-        named: list[UnitKey] = []  # definitions of the classes copied strings name: needed, never fillers
-        statements: set[UnitKey] = set()  # registering statements copied for a string
-
-        def by_name() -> bool:
-            """Classes a registry builds from a copied string (``dict(type='DropPath')``, or
-            ``'mmdet.CrossEntropyLoss'`` with the registry's scope), registered by a decorator or a
-            statement in a package the copied code comes from (not in every source that happens
-            to define the name). True when that adds statements to copy."""
-            for text in sorted(strings):
-                name = text.rsplit(".", 1)[-1]
-                # the name a decorator gives, then a registering statement, then a class's own name
-                # (mmcv registers its Conv2d class as 'Conv', and nn.Conv2d as 'Conv2d')
-                t = self.aliases.get(name)
-                key = self.registrations.get(name) if t is None else None
-                if t is None and key is None:
-                    t = self.registered.get(name)
-                if t is not None and t not in targets and t.module.split(".")[0] in tops:
-                    want(t)
-                    named.extend(self.units_for(t))
-                elif key is not None and key not in statements and key[0].split(".")[0] in tops:
-                    statements.add(key)  # the registering statement, with what it needs
-                    pending.append(key)
-                    named.append(key)
-            return bool(pending)
-
-        def patched() -> bool:
-            found = patches.needed(units, self.units_of)
-            fillers.update(found)
-            pending.extend(found)
-            return bool(found)
-
-        own = frozenset(want(top))
-        for module_name, name in sorted(classes):
-            if module_name in self.infos:
-                named.extend(want(DefTarget(module_name, name.split(".")[0])))
-        while pending or by_name() or patched():
-            key = pending.pop()
-            if key in units:
-                continue
-            mu = self.units_of(key[0])
-            if mu.module not in visited and self.inline:
-                visit(mu)
-            st = mu.stmts[key[1]]
-            names = mu.names(key[1])
-            plan = UnitPlan(key, mu.text_of(key[1]), st.binds if not st.is_import else mu.rebound_names(key[1]))
-            units[key] = plan
-
-            def issue(name: str, missing: Missing, _mu: ModuleUnits = mu, _plan: UnitPlan = plan,
-                      _early: frozenset[str] = frozenset(names.early)) -> None:
-                line = _mu.stmts[_plan.key[1]].start + first_use(_plan.text, name) - 1
-                found = ClosureIssue(missing.code, name, _mu.path, line, missing.message)
-                if missing.unbound and name not in _early:  # left free, as the original leaves it
-                    free.append((_plan.key, found))
-                    return
-                issues.append(found)
-                issue_keys.append(_plan.key)
-
-            def link(t: Target, early: bool, _key: UnitKey = key, _plan: UnitPlan = plan) -> None:
-                if isinstance(t, DefTarget):
-                    # a name the statement binds or fills itself (``except ImportError as e``,
-                    # ``urls["a"] = ...``) means its definition or an earlier statement of the same
-                    # module, never a later one, nor what other modules fill it with
-                    deps = want(t)
-                    own = _key in deps or (t.module == _key[0] and t.name in _plan.binds)
-                    for dep in deps:
-                        later = dep[0] == _key[0] and dep[1] > _key[1]
-                        elsewhere = dep[0] != _key[0] and dep[0] != t.module
-                        if dep != _key and not (own and (later or elsewhere)):
-                            (_plan.early if early else _plan.late).add(dep)
-                elif isinstance(t, ExtImport):
-                    _plan.imports.add(t)
-
-            for local in sorted(plan.binds) if st.is_import else ():  # an import the module rebinds
-                t = self._keep_import(self.import_target(mu, st.node, local), local)  # type: ignore[arg-type]
-                if isinstance(t, Missing):
-                    issue(local, t)
-                elif isinstance(t, (DefTarget, ExtImport)):
-                    plan.aliases[local] = t
-                    link(t, True)
-                else:
-                    issue(local, Missing(UNRESOLVED_NAME, f"module {t.module} is imported, then rebound"))  # type: ignore[union-attr]
-            for name in sorted(names.early | names.late | names.soft):
-                t = self.bind(mu, name)
-                if t is None:
-                    if name not in MODULE_DUNDERS:
-                        plan.builtins.add(name)
-                    continue
-                if t is _TYPE_ONLY:
-                    continue
-                soft = name not in names.early and name not in names.late
-                # a string annotation is never evaluated: nothing to copy, except where the block
-                # itself names what a user builds it from or calls it with (``config: BlockConfig``,
-                # a dataclass of the source): without it the file cannot be used, nor the probe guess it
-                if soft and not isinstance(t, ExtImport) and not (key in own and isinstance(t, DefTarget)):
-                    continue
-                if isinstance(t, Missing):
-                    issue(name, t)
-                    continue
-                plan.refs[name] = t
-                if isinstance(t, ModTarget):
-                    if name in names.bare and name in names.early:  # needed before any binding could exist
-                        issue(name, Missing(UNRESOLVED_NAME, f"module {t.module} is used as a value at import time"))
-                    elif name in names.bare:  # ``getattr(ops, name)`` when the statement runs
-                        value = Namespace(t.module, tuple(sorted(self._exports(t.module, set()).items())))
-                        plan.values[name] = value
-                        plan.imports.add(NAMESPACE_IMPORT)
-                        for leaf in value.leaves():
-                            link(leaf, False)
-                    for chain in sorted(c for c in names.chains if c.split(".", 1)[0] == name):
-                        resolved = self._chain(mu, chain)
-                        if t.fallback is not None and isinstance(resolved[0], (ExtImport, Missing)):
-                            plan.imports.add(t.fallback)
-                            continue
-                        if isinstance(resolved[0], Missing):
-                            issue(chain, resolved[0])
-                            continue
-                        plan.chains[chain] = resolved
-                        link(resolved[0], name in names.early)
-                else:
-                    link(t, name in names.early)
-            tops.add(key[0].split(".")[0])
-            if self.inline:
-                strings.update(names.strings)
-            for first, last, indent, pairs in self._nested_imports(mu, key[1]):
-                kept: list[tuple[str, Target]] = []
-                for local, t in pairs:
-                    if isinstance(t, Missing):
-                        if t.code == UNRESOLVED_NAME and not t.absent:
-                            issue(local, t)
-                    elif isinstance(t, ModTarget):
-                        t = self._namespace(mu, key[1], local, t)
-                        if isinstance(t, Missing):
-                            issue(local, t)
-                            continue
-                        plan.imports.add(NAMESPACE_IMPORT)
-                        for attr_target in t.leaves():
-                            if isinstance(attr_target, ExtImport):
-                                plan.imports.add(attr_target)
-                            else:
-                                link(attr_target, False)
-                    elif isinstance(t, DefTarget):
-                        link(t, False)
-                    kept.append((local, t))
-                plan.rewrites.append((first, last, indent, kept))
-        if issues:
-            kept = without_failing_fillers(units, targets[top] + named, fillers, set(issue_keys))
-            issues = [i for i, k in zip(issues, issue_keys) if k in kept]
-            units = {k: p for k, p in units.items() if k in kept}
-            for p in units.values():
-                p.early &= kept
-                p.late &= kept
-            targets = {t: [k for k in ks if k in kept] for t, ks in targets.items()}
-        # Successive bindings of one name keep their order.
-        for keys in targets.values():
-            for a, b in zip(keys, keys[1:]):
-                units[b].early.add(a)
-        functions = {k for k in units if isinstance(self.units_of(k[0]).stmts[k[1]].node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        self._defer_computed_loads(units)
-        order, cyclic = order_units(units, next(iter(targets[top])), functions)
-        used = {k[0] for k in units}
-        files = {self.file_of(m): self.sha1_of(m) for m in sorted(used)}
-        future = set().union(*(self.units_of(m).future for m in {k[0] for k in units}))
-        return Closure(self.source, module, qualname, units, order, targets, issues, files, future, cyclic,
-                       self.lenders(used), {m: self.names[self.infos[m].source_id] for m in sorted(used)}, functions,
-                       [found for k, found in free if k in units])
-
-    def _defer_computed_loads(self, units: dict[UnitKey, UnitPlan]) -> None:
+    def defer_computed_loads(self, units: dict[UnitKey, UnitPlan]) -> None:
         """Mark as ``deferred`` the module-level assignments that load a module by a name computed at
         run time, themselves or by calling a copied function that does (``load_ext``). A class is no
         such function: calling it runs ``__init__``, not the method that loads."""
@@ -503,7 +299,7 @@ class Extractor(RegistryNames):
                     and (k in loaders or p.early & loaders)):
                 p.deferred = True
 
-    def _chain(self, mu: ModuleUnits, chain: str) -> tuple[Target, str]:
+    def chain(self, mu: ModuleUnits, chain: str) -> tuple[Target, str]:
         parts = chain.split(".")
         info = self.infos[mu.module]
         for i in range(2, len(parts) + 1):
@@ -518,7 +314,7 @@ class Extractor(RegistryNames):
             return DefTarget(ref.module.module, top), ("." + inner if inner else "") + rest
         return Missing(UNRESOLVED_NAME, f"module {chain} is used as a value"), ""
 
-    def _namespace(self, mu: ModuleUnits, k: int, local: str, t: ModTarget) -> Namespace | Missing:
+    def namespace(self, mu: ModuleUnits, k: int, local: str, t: ModTarget) -> Namespace | Missing:
         """What a statement reads of a module it imports as ``local``."""
         nodes = list(ast.walk(mu.stmts[k].node))
         return self._module_reads(t.module, [n for n in nodes if isinstance(n, ast.Name) and n.id == local], nodes)
@@ -533,14 +329,14 @@ class Extractor(RegistryNames):
         attrs: dict[str, Target] = {}
         for attr in dict.fromkeys(n.attr for n in reads):
             ref = self.resolver.module_attr(module, attr, self.source_id)
-            target: Target = self._keep_import(self.from_ref(ref, attr), attr)
+            target: Target = self.keep_import(self.from_ref(ref, attr), attr)
             if isinstance(target, ModTarget) and depth < _SUBMODULE_DEPTH:
                 target = self._module_reads(target.module, [n for n in reads if n.attr == attr], nodes, depth + 1)
                 if isinstance(target, Missing):  # said where it happened, one level down
                     return target
             attrs[attr] = target
         if any(not any(n.value is r for n in reads) for r in refs):  # used as a value
-            exports = self._exports(module, set(attrs))
+            exports = self.exports(module, set(attrs))
             if depth and len(exports) > _VALUE_EXPORTS:
                 return Missing(UNRESOLVED_NAME, f"{module} is used as a value through a lazy import: its "
                                                 f"{len(exports)} definitions are more than a block file copies ({_VALUE_EXPORTS})")
@@ -551,7 +347,7 @@ class Extractor(RegistryNames):
                 return Missing(UNRESOLVED_NAME, f"{module}.{attr} ({why}) is read through a lazy import")
         return Namespace(module, tuple(sorted(attrs.items())))
 
-    def _exports(self, module: str, skip: set[str]) -> dict[str, Target]:
+    def exports(self, module: str, skip: set[str]) -> dict[str, Target]:
         """Every definition ``module`` exports, for code that uses the module itself as a value
         (what it merely imports is left out)."""
         info = self.infos.get(module)
@@ -561,12 +357,12 @@ class Extractor(RegistryNames):
                 ref = self.resolver.module_attr(module, name, self.source_id)
                 if ref.kind == "guarded":  # an import under if/try (``import sys`` beside a lazy module)
                     continue
-                t = self._keep_import(self.from_ref(ref, name), name)
+                t = self.keep_import(self.from_ref(ref, name), name)
                 if isinstance(t, DefTarget):
                     found[name] = t
         return found
 
-    def _nested_imports(self, mu: ModuleUnits, k: int) -> list[tuple[int, int, str, list[tuple[str, Target]]]]:
+    def nested_imports(self, mu: ModuleUnits, k: int) -> list[tuple[int, int, str, list[tuple[str, Target]]]]:
         """In-source imports inside a copied statement, with what each bound name means."""
         cached = self._nested.get((mu.module, k))
         if cached is not None:
@@ -589,7 +385,7 @@ class Extractor(RegistryNames):
                 locals_ = [a.asname or a.name.split(".")[0] for a in node.names]
             if not inside:
                 continue
-            pairs = [(local, self._keep_import(self.import_target(mu, node, local), local)) for local in locals_]
+            pairs = [(local, self.keep_import(self.import_target(mu, node, local), local)) for local in locals_]
             first = node.lineno - st.start
             last = (node.end_lineno or node.lineno) - st.start
             line = mu.lines[node.lineno - 1]
@@ -597,3 +393,259 @@ class Extractor(RegistryNames):
             out.append((first, last, indent, pairs))
         self._nested[(mu.module, k)] = out
         return out
+
+
+class ClosureWalk:
+    """One block's closure, computed: a worklist walk from the statements that define the block
+    through every statement they need. Each statement taken off the worklist is planned once (its
+    names bound in its module, each binding linked as an early or late dependency, in-source imports
+    inside it noted for rewriting); statements that fill a registry or patch a class the copied code
+    uses join the walk when it would otherwise end. The walk owns the collections it grows; the
+    :class:`Extractor` answers what names mean and is shared by every block of a source."""
+
+    def __init__(self, ex: Extractor, module: str, qualname: str, registered: frozenset[str],
+                 classes: frozenset[tuple[str, str]]) -> None:
+        self.ex = ex
+        self.module, self.qualname, self.classes = module, qualname, classes
+        self.top = DefTarget(module, qualname.split(".")[0])
+        self.targets: dict[DefTarget, list[UnitKey]] = {}
+        self.units: dict[UnitKey, UnitPlan] = {}
+        self.issues: list[ClosureIssue] = []
+        self.issue_keys: list[UnitKey] = []  # the statement each issue was found in
+        self.pending: list[UnitKey] = []
+        # statements of a copied module that fill a registry another module defines
+        # (``MODELS.register_module('Conv2d', module=nn.Conv2d)`` in mmcv, MODELS from mmengine)
+        self.foreign: dict[DefTarget, list[UnitKey]] = {}
+        self.visited: set[str] = set()
+        self.tops: set[str] = set()  # top-level packages of the statements copied so far
+        self.fillers: set[UnitKey] = set()  # statements that only fill a registry, in this module or another
+        self.free: list[tuple[UnitKey, ClosureIssue]] = []  # names bound nowhere that only run-time code uses
+        self.patches = Patches()
+        self.strings: set[str] = set(registered)  # class-like string constants of the statements copied
+        self.named: list[UnitKey] = []  # definitions of the classes copied strings name: needed, never fillers
+        self.statements: set[UnitKey] = set()  # registering statements copied for a string
+        self.own: frozenset[UnitKey] = frozenset()  # the statements defining the block itself
+
+    # -- the worklist -------------------------------------------------------------------
+    def want(self, t: DefTarget) -> list[UnitKey]:
+        """The statements binding ``t``, queued the first time it is wanted."""
+        if t not in self.targets:
+            self.targets[t] = self.ex.units_for(t, lift=t == self.top) + self.foreign.get(t, [])
+            self.fillers.update((t.module, k) for k in self.ex.units_of(t.module).mutators.get(t.name, []))
+            self.fillers.update(self.foreign.get(t, []))
+            self.pending.extend(self.targets[t])
+        return self.targets[t]
+
+    def visit(self, mu: ModuleUnits) -> None:
+        """The first statement copied from ``mu``: its patches and the registries it fills elsewhere."""
+        self.visited.add(mu.module)
+        self.patches.add(mu, lambda root: isinstance(self.ex.bind(mu, root), ExtImport))
+        for name, ks in mu.mutators.items():
+            t = self.ex.bind(mu, name)
+            if not isinstance(t, DefTarget) or t.module == mu.module:
+                continue
+            keys = [(mu.module, k) for k in ks]
+            self.fillers.update(keys)
+            self.foreign.setdefault(t, []).extend(keys)
+            if t in self.targets:
+                self.targets[t].extend(keys)
+                self.pending.extend(keys)
+
+    def by_name(self) -> bool:
+        """Classes a registry builds from a copied string (``dict(type='DropPath')``, or
+        ``'mmdet.CrossEntropyLoss'`` with the registry's scope), registered by a decorator or a
+        statement in a package the copied code comes from (not in every source that happens
+        to define the name). True when that adds statements to copy."""
+        ex = self.ex
+        for text in sorted(self.strings):
+            name = text.rsplit(".", 1)[-1]
+            # the name a decorator gives, then a registering statement, then a class's own name
+            # (mmcv registers its Conv2d class as 'Conv', and nn.Conv2d as 'Conv2d')
+            t = ex.aliases.get(name)
+            key = ex.registrations.get(name) if t is None else None
+            if t is None and key is None:
+                t = ex.registered.get(name)
+            if t is not None and t not in self.targets and t.module.split(".")[0] in self.tops:
+                self.want(t)
+                self.named.extend(ex.units_for(t))
+            elif key is not None and key not in self.statements and key[0].split(".")[0] in self.tops:
+                self.statements.add(key)  # the registering statement, with what it needs
+                self.pending.append(key)
+                self.named.append(key)
+        return bool(self.pending)
+
+    def patched(self) -> bool:
+        """True when a patch of a class the copied code reads joins the walk."""
+        found = self.patches.needed(self.units, self.ex.units_of)
+        self.fillers.update(found)
+        self.pending.extend(found)
+        return bool(found)
+
+    def run(self) -> Closure:
+        self.own = frozenset(self.want(self.top))
+        for module_name, name in sorted(self.classes):
+            if module_name in self.ex.infos:
+                self.named.extend(self.want(DefTarget(module_name, name.split(".")[0])))
+        while self.pending or self.by_name() or self.patched():
+            key = self.pending.pop()
+            if key not in self.units:
+                self.plan(key)
+        if self.issues:
+            self.prune()
+        return self.closure()
+
+    # -- one statement ------------------------------------------------------------------
+    def plan(self, key: UnitKey) -> None:
+        """Plan the statement ``key``: bind each name it uses and link what it needs."""
+        ex = self.ex
+        mu = ex.units_of(key[0])
+        if mu.module not in self.visited and ex.inline:
+            self.visit(mu)
+        st = mu.stmts[key[1]]
+        names = mu.names(key[1])
+        plan = UnitPlan(key, mu.text_of(key[1]), st.binds if not st.is_import else mu.rebound_names(key[1]))
+        self.units[key] = plan
+        if st.is_import:
+            self._rebound_imports(mu, st.node, plan, names)  # type: ignore[arg-type]
+        self._global_names(mu, plan, names)
+        self.tops.add(key[0].split(".")[0])
+        if ex.inline:
+            self.strings.update(names.strings)
+        self.nested_imports(mu, plan, names)
+
+    def issue(self, mu: ModuleUnits, plan: UnitPlan, names: UnitNames, name: str, missing: Missing) -> None:
+        line = mu.stmts[plan.key[1]].start + first_use(plan.text, name) - 1
+        found = ClosureIssue(missing.code, name, mu.path, line, missing.message)
+        if missing.unbound and name not in names.early:  # left free, as the original leaves it
+            self.free.append((plan.key, found))
+            return
+        self.issues.append(found)
+        self.issue_keys.append(plan.key)
+
+    def link(self, plan: UnitPlan, t: Target, early: bool) -> None:
+        """Record what ``t`` needs copied (or imported) as a dependency of ``plan``'s statement."""
+        key = plan.key
+        if isinstance(t, DefTarget):
+            # a name the statement binds or fills itself (``except ImportError as e``,
+            # ``urls["a"] = ...``) means its definition or an earlier statement of the same
+            # module, never a later one, nor what other modules fill it with
+            deps = self.want(t)
+            own = key in deps or (t.module == key[0] and t.name in plan.binds)
+            for dep in deps:
+                later = dep[0] == key[0] and dep[1] > key[1]
+                elsewhere = dep[0] != key[0] and dep[0] != t.module
+                if dep != key and not (own and (later or elsewhere)):
+                    (plan.early if early else plan.late).add(dep)
+        elif isinstance(t, ExtImport):
+            plan.imports.add(t)
+
+    def _rebound_imports(self, mu: ModuleUnits, node: ast.Import | ast.ImportFrom, plan: UnitPlan,
+                         names: UnitNames) -> None:
+        """An import statement whose names the module binds again: each name linked to what it imports."""
+        for local in sorted(plan.binds):
+            t = self.ex.keep_import(self.ex.import_target(mu, node, local), local)
+            if isinstance(t, Missing):
+                self.issue(mu, plan, names, local, t)
+            elif isinstance(t, (DefTarget, ExtImport)):
+                plan.aliases[local] = t
+                self.link(plan, t, True)
+            else:
+                self.issue(mu, plan, names, local,
+                           Missing(UNRESOLVED_NAME, f"module {t.module} is imported, then rebound"))  # type: ignore[union-attr]
+
+    def _global_names(self, mu: ModuleUnits, plan: UnitPlan, names: UnitNames) -> None:
+        """Each global name the statement uses, bound in its module and linked."""
+        for name in sorted(names.early | names.late | names.soft):
+            t = self.ex.bind(mu, name)
+            if t is None:
+                if name not in MODULE_DUNDERS:
+                    plan.builtins.add(name)
+                continue
+            if t is _TYPE_ONLY:
+                continue
+            soft = name not in names.early and name not in names.late
+            # a string annotation is never evaluated: nothing to copy, except where the block
+            # itself names what a user builds it from or calls it with (``config: BlockConfig``,
+            # a dataclass of the source): without it the file cannot be used, nor the probe guess it
+            if soft and not isinstance(t, ExtImport) and not (plan.key in self.own and isinstance(t, DefTarget)):
+                continue
+            if isinstance(t, Missing):
+                self.issue(mu, plan, names, name, t)
+                continue
+            plan.refs[name] = t
+            if isinstance(t, ModTarget):
+                self._module_name(mu, plan, names, name, t)
+            else:
+                self.link(plan, t, name in names.early)
+
+    def _module_name(self, mu: ModuleUnits, plan: UnitPlan, names: UnitNames, name: str, t: ModTarget) -> None:
+        """A name bound to a module of the source: used as a value, or read through attribute chains."""
+        if name in names.bare and name in names.early:  # needed before any binding could exist
+            self.issue(mu, plan, names, name, Missing(UNRESOLVED_NAME, f"module {t.module} is used as a value at import time"))
+        elif name in names.bare:  # ``getattr(ops, name)`` when the statement runs
+            value = Namespace(t.module, tuple(sorted(self.ex.exports(t.module, set()).items())))
+            plan.values[name] = value
+            plan.imports.add(NAMESPACE_IMPORT)
+            for leaf in value.leaves():
+                self.link(plan, leaf, False)
+        for chain in sorted(c for c in names.chains if c.split(".", 1)[0] == name):
+            resolved = self.ex.chain(mu, chain)
+            if t.fallback is not None and isinstance(resolved[0], (ExtImport, Missing)):
+                plan.imports.add(t.fallback)
+                continue
+            if isinstance(resolved[0], Missing):
+                self.issue(mu, plan, names, chain, resolved[0])
+                continue
+            plan.chains[chain] = resolved
+            self.link(plan, resolved[0], name in names.early)
+
+    def nested_imports(self, mu: ModuleUnits, plan: UnitPlan, names: UnitNames) -> None:
+        """In-source imports inside the statement (lazy or conditional), kept for rewriting."""
+        for first, last, indent, pairs in self.ex.nested_imports(mu, plan.key[1]):
+            kept: list[tuple[str, Target]] = []
+            for local, t in pairs:
+                if isinstance(t, Missing):
+                    if t.code == UNRESOLVED_NAME and not t.absent:
+                        self.issue(mu, plan, names, local, t)
+                elif isinstance(t, ModTarget):
+                    t = self.ex.namespace(mu, plan.key[1], local, t)
+                    if isinstance(t, Missing):
+                        self.issue(mu, plan, names, local, t)
+                        continue
+                    plan.imports.add(NAMESPACE_IMPORT)
+                    for attr_target in t.leaves():
+                        if isinstance(attr_target, ExtImport):
+                            plan.imports.add(attr_target)
+                        else:
+                            self.link(plan, attr_target, False)
+                elif isinstance(t, DefTarget):
+                    self.link(plan, t, False)
+                kept.append((local, t))
+            plan.rewrites.append((first, last, indent, kept))
+
+    # -- the result ---------------------------------------------------------------------
+    def prune(self) -> None:
+        """Leave out registry fillers and patches that cannot be copied, with what only they need."""
+        kept = without_failing_fillers(self.units, self.targets[self.top] + self.named, self.fillers, set(self.issue_keys))
+        self.issues = [i for i, k in zip(self.issues, self.issue_keys) if k in kept]
+        self.units = {k: p for k, p in self.units.items() if k in kept}
+        for p in self.units.values():
+            p.early &= kept
+            p.late &= kept
+        self.targets = {t: [k for k in ks if k in kept] for t, ks in self.targets.items()}
+
+    def closure(self) -> Closure:
+        ex, units = self.ex, self.units
+        # Successive bindings of one name keep their order.
+        for keys in self.targets.values():
+            for a, b in zip(keys, keys[1:]):
+                units[b].early.add(a)
+        functions = {k for k in units if isinstance(ex.units_of(k[0]).stmts[k[1]].node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        ex.defer_computed_loads(units)
+        order, cyclic = order_units(units, next(iter(self.targets[self.top])), functions)
+        used = {k[0] for k in units}
+        files = {ex.file_of(m): ex.sha1_of(m) for m in sorted(used)}
+        future = set().union(*(ex.units_of(m).future for m in used))
+        return Closure(ex.source, self.module, self.qualname, units, order, self.targets, self.issues, files, future, cyclic,
+                       ex.lenders(used), {m: ex.names[ex.infos[m].source_id] for m in sorted(used)}, functions,
+                       [found for k, found in self.free if k in units])

@@ -14,7 +14,7 @@ import sqlite3
 import statistics
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..db import connect, read_meta, write_meta
@@ -33,6 +33,7 @@ from .environments import (corpus_packages, explain_corpus_import, missing_distr
 from .retry import RETRY_CODES, Retry, awaiting_usage, retry_with_usage
 
 if TYPE_CHECKING:
+    from ..db import Database
     from ..validator.gate import Gate
 
 log = logging.getLogger(__name__)
@@ -71,33 +72,84 @@ def build_library(
     """
     check_requirements(requirements)
     started = time.perf_counter()
-    report = BuildReport()
+    options = BuildOptions(progress, harvest, check_prefer(prefer), requirements, validate, workers)
     with connect(workspace) as db, _open_gate(scheduler, workers, limits) as gate:
-        conn = db.conn
-        wanted = set(sources) if sources is not None else None
-        rows = conn.execute(
+        build = _Build(workspace, db, gate, options)
+        rows = build.run(set(sources) if sources is not None else None, names, limit)
+        if scheduler and not build.report.interrupted:
+            build.report.cluster = {"scheduler": scheduler, "served": gate.served()}
+        if names is None and limit is None and not build.report.interrupted:
+            build.drop_gone(rows, set(sources) if sources is not None else None)
+    report = build.report
+    report.seconds = time.perf_counter() - started
+    report.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return report
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How a build runs, as :func:`build_library` documents."""
+
+    progress: ProgressFn | None
+    harvest: bool
+    prefer: str
+    requirements: str
+    validate: bool
+    workers: int | None  # extraction processes (None: as many as CPUs)
+
+    @property
+    def install(self) -> bool:
+        return self.requirements == "install"
+
+
+class _Build:
+    """One build: which blocks are judged again, their extraction, their validation, and the report.
+
+    What the library stored before (``known``, ``notes``, ``made``) decides what is reused; the
+    candidates extracted now wait in ``pending`` for the gate."""
+
+    def __init__(self, workspace: Workspace, db: "Database", gate: "Gate", options: BuildOptions) -> None:
+        self.workspace, self.db, self.conn, self.gate, self.options = workspace, db, db.conn, gate, options
+        self.report = BuildReport()
+        self.known: dict[str, sqlite3.Row] = {}
+        self.notes: dict[str, records.BuildNotes] = {}
+        self.made: dict[str, str] = {}  # block id -> SHA-1 of the file made under the current extraction key
+        self.pending: list[records.Candidate] = []
+        self.names_of: dict[str, str] = {}
+        self.extract_times: list[float] = []
+        self.imported: Counter[str] = Counter()  # how many files import each module of the package they import the rest of
+
+    def run(self, wanted: set[str] | None, names: set[str] | None, limit: int | None) -> list[sqlite3.Row]:
+        """Judge the selected blocks; return every block of the index (what is gone is dropped after)."""
+        rows = self.conn.execute(
             "SELECT s.name AS source, f.module, b.qualname, b.name, b.category FROM blocks b"
             " JOIN sources s ON s.id=b.source_id JOIN files f ON f.id=b.file_id ORDER BY s.priority, s.name, b.qualname"
         ).fetchall()
         # discovery may have guessed a category again (a new discovery version): verdicts stand, categories
         # follow, stamped as every write of a row is, so search sees the library changed
-        records.follow_categories(conn, [BlockRef.from_row(r) for r in rows])
+        records.follow_categories(self.conn, [BlockRef.from_row(r) for r in rows])
         selected = [r for r in rows if (wanted is None or r["source"] in wanted) and (names is None or r["name"] in names)]
         if limit is not None:
             selected = selected[:limit]
-        known = {r["block_id"]: r for r in conn.execute(
+        self.recall()
+        todo = self.plan(selected)
+        self.extract(todo, len(selected))
+        self.validate()
+        return rows
+
+    # -- what the library holds ---------------------------------------------------------
+    def recall(self) -> None:
+        """Read the stored verdicts and notes; forget the files of sources whose extraction key changed."""
+        conn = self.conn
+        self.known = {r["block_id"]: r for r in conn.execute(
             "SELECT block_id, code_sha1, gate_version, status, code,"
             # what a block stored unjudged is validated from without extracting again
             " CASE WHEN status='not-run' THEN record END AS record,"
             " CASE WHEN status='not-run' THEN files END AS files, extract_s FROM library")}
-        notes = records.notes(conn)
-        prefer = check_prefer(prefer)
-        pending: list[records.Candidate] = []
-        extract_times: list[float] = []
-        total = len(selected)
+        self.notes = records.notes(conn)
         # files made under the same extraction key (per source) are made again identically: reused
         # without extracting; under another key (a corpus or nnrag that is gone) they tell nothing
-        keys = extraction_keys(conn, prefer)
+        keys = extraction_keys(conn, self.options.prefer)
         stored = read_meta(conn, "extraction_keys")
         before = json.loads(stored) if stored else {}
         for source in set(before) | set(keys):
@@ -105,162 +157,175 @@ def build_library(
                 records.forget_extractions(conn, source)
         write_meta(conn, "extraction_keys", json.dumps(keys, sort_keys=True))
         write_meta(conn, "extraction_key", None)  # the one key of every source, before
-        made = records.extractions(conn)
-        imported: Counter[str] = Counter()  # how many files import each module of the package they import the rest of
+        self.made = records.extractions(conn)
 
-        def install_may_change(prev: sqlite3.Row) -> bool:
-            """Under ``--requirements install``: the block waits for a requirement, or its usage for
-            one its package imports (a harvest that could not run), or it missed one and has not
-            had its environment as that environment stands now."""
-            if requirements != "install":
-                return False
-            noted = notes.get(prev["block_id"], records.BuildNotes())
-            if noted.usage_waits_for and harvest:
-                return True
-            if not (noted.waits_for or prev["code"] == MISSING_DEPENDENCY):
-                return False
-            return bool(noted.waits_for) or not settled_by_install(workspace, noted.environment, noted.not_installable)
+    def install_may_change(self, prev: sqlite3.Row) -> bool:
+        """Under ``--requirements install``: the block waits for a requirement, or its usage for
+        one its package imports (a harvest that could not run), or it missed one and has not
+        had its environment as that environment stands now."""
+        if not self.options.install:
+            return False
+        noted = self.notes.get(prev["block_id"], records.BuildNotes())
+        if noted.usage_waits_for and self.options.harvest:
+            return True
+        if not (noted.waits_for or prev["code"] == MISSING_DEPENDENCY):
+            return False
+        return bool(noted.waits_for) or not settled_by_install(self.workspace, noted.environment, noted.not_installable)
 
-        def same_file(block_id: str, sha1: str | None) -> bool:
-            """Whether the stored record of ``block_id`` is of the file of SHA-1 ``sha1``."""
-            prev = known.get(block_id)
-            return bool(prev and sha1 and sha1 in (prev["code_sha1"], notes[block_id].extracted_as))
+    def same_file(self, block_id: str, sha1: str | None) -> bool:
+        """Whether the stored record of ``block_id`` is of the file of SHA-1 ``sha1``."""
+        prev = self.known.get(block_id)
+        return bool(prev and sha1 and sha1 in (prev["code_sha1"], self.notes[block_id].extracted_as))
 
-        def reusable(block_id: str, sha1: str | None) -> bool:
-            """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
-            prev = known.get(block_id)
-            # a build that does not validate keeps any verdict of an unchanged file, an older gate's too,
-            # and leaves a block stored unjudged so
-            return bool(prev and same_file(block_id, sha1)
-                        and (prev["gate_version"] == gate_version() or not validate)
-                        and records.file_for(workspace, block_id).exists()
-                        and not install_may_change(prev))
+    def reusable(self, block_id: str, sha1: str | None) -> bool:
+        """Whether the stored verdict of ``block_id`` judged the file of SHA-1 ``sha1`` and stands."""
+        prev = self.known.get(block_id)
+        # a build that does not validate keeps any verdict of an unchanged file, an older gate's too,
+        # and leaves a block stored unjudged so
+        return bool(prev and self.same_file(block_id, sha1)
+                    and (prev["gate_version"] == gate_version() or not self.options.validate)
+                    and records.file_for(self.workspace, block_id).exists()
+                    and not self.install_may_change(prev))
 
-        def reuse(ref: BlockRef) -> None:
-            prev = known[ref.block_id]
-            if prev["status"] == records.NOT_RUN:
-                report.not_validated += 1
-                return
-            report.cached += 1
-            report.count(ref.source, prev["status"] == "validated", prev["code"])
+    def reuse(self, ref: BlockRef) -> None:
+        prev = self.known[ref.block_id]
+        if prev["status"] == records.NOT_RUN:
+            self.report.not_validated += 1
+            return
+        self.report.cached += 1
+        self.report.count(ref.source, prev["status"] == "validated", prev["code"])
 
-        def unjudged(ref: BlockRef, name: str) -> records.Candidate | None:
-            """A block a build without validation stored, its file as made under the current key."""
-            prev, path = known.get(ref.block_id), records.file_for(workspace, ref.block_id)
-            if not (validate and prev and prev["status"] == records.NOT_RUN and prev["code_sha1"]
-                    and made.get(ref.block_id) == prev["code_sha1"] and path.is_file()):
-                return None
-            return records.Candidate.stored(ref, name, prev, path.read_text(encoding="utf-8"))
+    def unjudged(self, ref: BlockRef, name: str) -> records.Candidate | None:
+        """A block a build without validation stored, its file as made under the current key."""
+        prev, path = self.known.get(ref.block_id), records.file_for(self.workspace, ref.block_id)
+        if not (self.options.validate and prev and prev["status"] == records.NOT_RUN and prev["code_sha1"]
+                and self.made.get(ref.block_id) == prev["code_sha1"] and path.is_file()):
+            return None
+        return records.Candidate.stored(ref, name, prev, path.read_text(encoding="utf-8"))
 
-        names_of: dict[str, str] = {}
+    def plan(self, selected: list[sqlite3.Row]) -> list[BlockRef]:
+        """Reuse what stands, queue what was stored unjudged; return the blocks to extract."""
         todo: list[BlockRef] = []
         for row in selected:
             ref = BlockRef.from_row(row)
-            if reusable(ref.block_id, made.get(ref.block_id)):
-                reuse(ref)
-            elif kept := unjudged(ref, row["name"]):
-                if not pending:
-                    gate.warm()
-                imported.update(kept.shell.package_modules)
-                pending.append(kept)
+            if self.reusable(ref.block_id, self.made.get(ref.block_id)):
+                self.reuse(ref)
+            elif kept := self.unjudged(ref, row["name"]):
+                self.queue(kept, kept.shell.package_modules)
             else:
                 todo.append(ref)
-                names_of[ref.block_id] = row["name"]
-        if progress and total > len(todo):
-            progress("extract", total - len(todo), total)
+                self.names_of[ref.block_id] = row["name"]
+        if self.options.progress and len(selected) > len(todo):
+            self.options.progress("extract", len(selected) - len(todo), len(selected))
+        return todo
 
-        def extracted(x: Extracted) -> None:
-            """Store what extracting one block gave, at once: a build stopped before the gate judges
-            the block resumes from its stored file instead of extracting it again."""
-            ref, name = x.ref, names_of[x.ref.block_id]
-            extract_times.append(x.seconds)
-            report.extracted += 1
-            if x.assembled is None:
-                records.save(conn, workspace, records.Verdict(
-                    ref.block_id, ref.source, ref.qualname, name, ref.category, "failed", "extract",
-                    x.issues[0].code, "; ".join(str(i) for i in x.issues)[:2000], {"issues": [asdict(i) for i in x.issues]},
-                    x.seconds, gate_version(), None, x.files))
-                report.count(ref.source, False, x.issues[0].code)
-                return
-            sha1 = records.code_sha1(x.assembled.code)
-            records.remember_extraction(conn, ref.block_id, sha1)
-            if reusable(ref.block_id, sha1):
-                reuse(ref)
-                return
-            candidate = records.Candidate.of(ref, name, x.files, x.assembled, x.seconds)
-            # an older gate's verdict of this very file stands until the new one replaces it
-            if not validate or not same_file(ref.block_id, sha1):
-                records.save(conn, workspace, candidate.not_run())
-            if not validate:
-                report.not_validated += 1
-                return
-            if not pending:
-                gate.warm()  # torch imports in the workers while the other blocks are extracted
-            imported.update(x.assembled.package_modules)
-            pending.append(candidate)
+    def queue(self, candidate: records.Candidate, package_modules: Iterable[str]) -> None:
+        if not self.pending:
+            self.gate.warm()  # torch imports in the workers while the other blocks are extracted
+        self.imported.update(package_modules)
+        self.pending.append(candidate)
 
+    # -- extraction ---------------------------------------------------------------------
+    def extract(self, todo: list[BlockRef], total: int) -> None:
+        progress = self.options.progress
         try:
-            with contextlib.closing(extract_many(conn, workspace, todo, prefer, workers)) as made_now:
+            with contextlib.closing(extract_many(self.conn, self.workspace, todo, self.options.prefer,
+                                                 self.options.workers)) as made_now:
                 for n, x in enumerate(made_now, total - len(todo) + 1):
-                    extracted(x)
+                    self.extracted(x)
                     if progress:
                         progress("extract", n, total)
         except KeyboardInterrupt:
-            report.interrupted, pending = True, []  # stored unjudged, judged by the next build
-            imported.clear()
-        report.extract_median_s = statistics.median(extract_times) if extract_times else None
-        gate.preload(m for m, n in imported.items() if n >= _PRELOAD_SHARED)
-        v_started = time.perf_counter()
-        done = 0
+            self.report.interrupted, self.pending = True, []  # stored unjudged, judged by the next build
+            self.imported.clear()
+        self.report.extract_median_s = statistics.median(self.extract_times) if self.extract_times else None
+
+    def extracted(self, x: Extracted) -> None:
+        """Store what extracting one block gave, at once: a build stopped before the gate judges
+        the block resumes from its stored file instead of extracting it again."""
+        ref, name, report = x.ref, self.names_of[x.ref.block_id], self.report
+        self.extract_times.append(x.seconds)
+        report.extracted += 1
+        if x.assembled is None:
+            records.save(self.conn, self.workspace, records.Verdict(
+                ref.block_id, ref.source, ref.qualname, name, ref.category, "failed", "extract",
+                x.issues[0].code, "; ".join(str(i) for i in x.issues)[:2000], {"issues": [asdict(i) for i in x.issues]},
+                x.seconds, gate_version(), None, x.files))
+            report.count(ref.source, False, x.issues[0].code)
+            return
+        sha1 = records.code_sha1(x.assembled.code)
+        records.remember_extraction(self.conn, ref.block_id, sha1)
+        if self.reusable(ref.block_id, sha1):
+            self.reuse(ref)
+            return
+        candidate = records.Candidate.of(ref, name, x.files, x.assembled, x.seconds)
+        # an older gate's verdict of this very file stands until the new one replaces it
+        if not self.options.validate or not self.same_file(ref.block_id, sha1):
+            records.save(self.conn, self.workspace, candidate.not_run())
+        if not self.options.validate:
+            report.not_validated += 1
+            return
+        self.queue(candidate, x.assembled.package_modules)
+
+    # -- validation ---------------------------------------------------------------------
+    def validate(self) -> None:
+        """Judge every pending candidate; then give those that miss a requirement or failed on a
+        guess their second chance (an environment that has it, the usage of their source)."""
+        options, report, gate = self.options, self.report, self.gate
+        gate.preload(m for m, n in self.imported.items() if n >= _PRELOAD_SHARED)
+        started = time.perf_counter()
+        corpus = corpus_packages(self.db)
         retry: list[Retry] = []
-        corpus = corpus_packages(db)
         waiting: list[tuple[records.Candidate, ValidationRecord]] = []  # for a requirement not installed here
         try:
             with _gc_frozen():
-                for candidate, record in gate.check_many((c, c.code, c.class_name) for c in pending):
-                    # a failure that ran into an optional import's fallback waits for that import first
-                    needs = missing_distribution(record, corpus, candidate.code)
-                    if harvest and not record.ok and record.code in RETRY_CODES and not (needs and requirements == "install"):
-                        records.save(conn, workspace, candidate.verdict(record, awaiting_usage()))
-                        retry.append(Retry(candidate, record))
-                    elif needs:
-                        waiting.append((candidate, record))
-                        if requirements == "install":  # counted after its second chance
-                            records.save(conn, workspace, candidate.verdict(record, awaiting_usage()))
-                        else:  # redone when a build may install what it waits for
-                            records.save(conn, workspace, candidate.verdict(record).noted(waits_for=needs))
-                            report.count(candidate.ref.source, record.ok, record.code)
-                    else:
-                        record = explain_corpus_import(record, corpus)
-                        records.save(conn, workspace, candidate.verdict(record))
-                        report.count(candidate.ref.source, record.ok, record.code)
+                done = 0
+                for candidate, record in gate.check_many((c, c.code, c.class_name) for c in self.pending):
+                    self.judged(candidate, record, corpus, retry, waiting)
                     done += 1
-                    if progress:
-                        progress("validate", done, len(pending))
+                    if options.progress:
+                        options.progress("validate", done, len(self.pending))
                 if done:
-                    report.validate_per_s = done / (time.perf_counter() - v_started)
-                if waiting and requirements == "install":  # before the retry: it adds blocks to retry
-                    report.requirements = validate_in_environments(db, workspace, waiting, corpus, gate.workers,
-                                                                   gate.limits, report, progress,
-                                                                   retry if harvest else None)
+                    report.validate_per_s = done / (time.perf_counter() - started)
+                if waiting and options.install:  # before the retry: it adds blocks to retry
+                    report.requirements = validate_in_environments(self.db, self.workspace, waiting, corpus, gate.workers,
+                                                                   gate.limits, report, options.progress,
+                                                                   retry if options.harvest else None)
                 elif waiting:
                     report.requirements = {"needs_install": needs_install(waiting, corpus)}
                 if retry:
-                    report.harvest = retry_with_usage(db, workspace, gate, retry, report, progress, corpus,
-                                                      requirements == "install", prefer)
+                    report.harvest = retry_with_usage(self.db, self.workspace, gate, retry, report, options.progress,
+                                                      corpus, options.install, options.prefer)
         except KeyboardInterrupt:
             report.interrupted = True
-        if scheduler and not report.interrupted:
-            report.cluster = {"scheduler": scheduler, "served": gate.served()}
-        if names is None and limit is None and not report.interrupted:
-            current = {f"{r['source']}:{r['qualname']}" for r in rows}
-            for block_id, source in conn.execute("SELECT block_id, source FROM library").fetchall():
-                if (wanted is None or source in wanted) and block_id not in current:
-                    # the block is gone from its source: drop the stale file
-                    records.drop(conn, workspace, block_id)
-    report.seconds = time.perf_counter() - started
-    report.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    return report
+
+    def judged(self, candidate: records.Candidate, record: ValidationRecord, corpus: frozenset[str],
+               retry: list[Retry], waiting: list[tuple[records.Candidate, ValidationRecord]]) -> None:
+        """Store the gate's first verdict of ``candidate``, or hold it for its second chance."""
+        conn, workspace, options = self.conn, self.workspace, self.options
+        # a failure that ran into an optional import's fallback waits for that import first
+        needs = missing_distribution(record, corpus, candidate.code)
+        if options.harvest and not record.ok and record.code in RETRY_CODES and not (needs and options.install):
+            records.save(conn, workspace, candidate.verdict(record, awaiting_usage()))
+            retry.append(Retry(candidate, record))
+        elif needs:
+            waiting.append((candidate, record))
+            if options.install:  # counted after its second chance
+                records.save(conn, workspace, candidate.verdict(record, awaiting_usage()))
+            else:  # redone when a build may install what it waits for
+                records.save(conn, workspace, candidate.verdict(record).noted(waits_for=needs))
+                self.report.count(candidate.ref.source, record.ok, record.code)
+        else:
+            record = explain_corpus_import(record, corpus)
+            records.save(conn, workspace, candidate.verdict(record))
+            self.report.count(candidate.ref.source, record.ok, record.code)
+
+    def drop_gone(self, rows: list[sqlite3.Row], wanted: set[str] | None) -> None:
+        """Drop the stored files of blocks gone from their source."""
+        current = {f"{r['source']}:{r['qualname']}" for r in rows}
+        for block_id, source in self.conn.execute("SELECT block_id, source FROM library").fetchall():
+            if (wanted is None or source in wanted) and block_id not in current:
+                records.drop(self.conn, self.workspace, block_id)
 
 
 def _open_gate(scheduler: str | None, workers: int | None, limits: Limits | None) -> "Gate":

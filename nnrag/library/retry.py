@@ -131,46 +131,81 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
     by_source: dict[str, list[Retry]] = {}
     for item in retry:
         by_source.setdefault(item.candidate.ref.source, []).append(item)
-    ran = usage.HarvestStats()
-    retried = rescued = done = 0
+    retrying = _Retrying(db, workspace, gate, report, progress, len(retry), corpus, install, prefer)
+    for src, items in sorted(by_source.items()):
+        retrying.source(src, items)
+    return retrying.summary()
 
-    extractors = Extractors(db.conn, prefer)
-    finder = Finder(db.conn)
 
-    stopped: dict[str, list[str]] = {}  # source -> the distributions its harvest could not import, without install
-    waiting: dict[str, list[str]] = {}  # block id -> those its verdict records (``usage_waits_for``)
+class _Retrying:
+    """The second chance of one build's failed blocks, source by source, and its tallies."""
 
-    def settle(item: Retry, record: ValidationRecord, requirements: tuple[str, ...], first: Retry | None = None) -> None:
-        noted: dict[str, object] = {}
-        if requirements:
-            noted["environment"] = requirements
-        if not record.ok and stopped.get(item.candidate.ref.source):
-            noted["usage_waits_for"] = waiting[item.candidate.ref.block_id] = stopped[item.candidate.ref.source]
-        if first is not None and first is not item:  # re-extracted with what its usage names: the
-            # next build extracts the block as before and keeps this verdict while that is unchanged
-            noted["extracted_as"] = records.code_sha1(first.candidate.code)
-        records.save(db.conn, workspace, item.candidate.verdict(record).noted(**noted))
-        report.count(item.candidate.ref.source, record.ok, record.code)
+    def __init__(self, db: Database, workspace: Workspace, gate: "Gate", report: BuildReport,
+                 progress: ProgressFn | None, total: int, corpus: frozenset[str], install: bool, prefer: str) -> None:
+        self.db, self.workspace, self.gate, self.report = db, workspace, gate, report
+        self.progress, self.total, self.corpus, self.install = progress, total, corpus, install
+        self.extractors = Extractors(db.conn, prefer)
+        self.finder = Finder(db.conn)
+        self.ran = usage.HarvestStats()
+        self.retried = self.rescued = self.done = 0
+        self.stopped: dict[str, list[str]] = {}  # source -> the distributions its harvest could not import, without install
+        self.waiting: dict[str, list[str]] = {}  # block id -> those its verdict records (``usage_waits_for``)
 
-    def check(src: str, items: list[Retry], checker: "Gate", requirements: tuple[str, ...]) -> None:
+    def source(self, src: str, items: list[Retry]) -> None:
+        """Harvest ``src`` in the widest environment its blocks need (widened by what the harvest
+        stops at, for a few rounds under ``install``), then check its blocks in that gate."""
+        db, progress = self.db, self.progress
+        requirements = tuple(sorted({r for item in items for r in item.requirements}))
+        if self.install:  # the harvest imports the whole package: what its distributions declare
+            declared = [name for root in usage.roots(db, src) for name in declared_requirements(root)]
+            requirements = tuple(sorted({*requirements, *to_install(declared, self.corpus)}))
+        focus = {item.candidate.ref.module for item in items}
+        names = frozenset(item.candidate.ref.name_in_module.split(".")[-1] for item in items)
+        parents = passing_parents(db.conn, src, [item.candidate.ref for item in items])
+        usable: tuple[str, ...] | None = None  # the widest environment made so far
+        for round_ in range(_ROUNDS):
+            with _gate_for(self.workspace, self.gate, requirements) as checker:
+                if checker is None:  # pip could not install this set
+                    break
+                one = usage.run(db, checker, src, usage.plan(db, src, focus, requirements, classes=names, passed=parents),
+                                (lambda d, t: progress("harvest", d, t)) if progress else None)
+                self.ran.add(one)
+                usable = requirements
+                # what this run stopped at, and what an earlier build's run of the same units did
+                more = {d for m in usage.stopped_at(db, src, requirements)
+                        if m not in self.corpus and (d := distribution_for(m))} - set(requirements)
+                if more and not self.install:  # left for a build that may install them
+                    self.stopped[src], more = sorted(more), set()
+                if not more or round_ + 1 == _ROUNDS:
+                    self.check(src, items, checker, requirements)  # in the gate the harvest used
+                    return
+            requirements = tuple(sorted({*requirements, *more}))
+        if usable is None:  # not even the blocks' own environment could be made
+            for item in items:
+                self.settle(item, item.first, item.requirements)
+            return
+        with _gate_for(self.workspace, self.gate, usable) as checker:
+            assert checker is not None  # made once already, and cached
+            self.check(src, items, checker, usable)
+
+    def check(self, src: str, items: list[Retry], checker: "Gate", requirements: tuple[str, ...]) -> None:
         """Recorded usage first; a block it does not pass (or that has none) and whose guess lacked
         an attribute gets the source's companions next."""
-        nonlocal retried
         found, companions, hinted = [], [], set()
         for item in items:
-            hints = usage.hints(db.conn, src, item.candidate.ref.qualname)
+            hints = usage.hints(self.db.conn, src, item.candidate.ref.qualname)
             if hints:
-                again = _with_named(extractors, item, usage.named_by(hints))
+                again = _with_named(self.extractors, item, usage.named_by(hints))
                 found.append(((item, again), again.candidate.code, again.candidate.class_name, hints))
             else:
                 companions.append(item)
-        retried += len(found)
+        self.retried += len(found)
         for (item, again), record in checker.check_many(found, retry_limits(checker.limits)):
             # stored with the file that passed, or that shows what the real model needs (a compiled
             # extension its recorded configuration builds), which says more than a guess's failure
             if record.ok or record.code == MISSING_DEPENDENCY:
-                settle(again, record, requirements, item)
-                finished(record.ok)
+                self.settle(again, record, requirements, item)
+                self.finished(record.ok)
             else:
                 log.info("%s: recorded usage did not pass either: %s %s", again.candidate.ref.qualname, record.code,
                          "".join((record.message or "").strip().splitlines()[-1:]))
@@ -178,65 +213,43 @@ def retry_with_usage(db: Database, workspace: Workspace, gate: "Gate", retry: li
                 hinted.add(id(item))
         found = []
         for item in companions:
-            if with_companions := _with_companions(extractors, finder, item):
+            if with_companions := _with_companions(self.extractors, self.finder, item):
                 again, recipes = with_companions
                 found.append(((item, again), again.candidate.code, again.candidate.class_name, None, recipes))
             else:
-                settle(item, item.first, item.requirements)
-                finished(False)
-        retried += sum(id(key[0]) not in hinted for key, *_ in found)  # each block counted once
+                self.settle(item, item.first, item.requirements)
+                self.finished(False)
+        self.retried += sum(id(key[0]) not in hinted for key, *_ in found)  # each block counted once
         for (item, again), record in checker.check_many(found, retry_limits(checker.limits)):
             if record.ok:
-                settle(again, record, requirements, item)
+                self.settle(again, record, requirements, item)
             else:
-                settle(item, item.first, item.requirements)
-            finished(record.ok)
+                self.settle(item, item.first, item.requirements)
+            self.finished(record.ok)
 
-    def finished(ok: bool) -> None:
-        nonlocal rescued, done
-        rescued += ok
-        done += 1
-        if progress:
-            progress("retry", done, len(retry))
+    def settle(self, item: Retry, record: ValidationRecord, requirements: tuple[str, ...], first: Retry | None = None) -> None:
+        """Store the block's final verdict with what a later build needs to know of it."""
+        noted: dict[str, object] = {}
+        ref = item.candidate.ref
+        if requirements:
+            noted["environment"] = requirements
+        if not record.ok and self.stopped.get(ref.source):
+            noted["usage_waits_for"] = self.waiting[ref.block_id] = self.stopped[ref.source]
+        if first is not None and first is not item:  # re-extracted with what its usage names: the
+            # next build extracts the block as before and keeps this verdict while that is unchanged
+            noted["extracted_as"] = records.code_sha1(first.candidate.code)
+        records.save(self.db.conn, self.workspace, item.candidate.verdict(record).noted(**noted))
+        self.report.count(ref.source, record.ok, record.code)
 
-    for src, items in sorted(by_source.items()):
-        requirements = tuple(sorted({r for item in items for r in item.requirements}))
-        if install:  # the harvest imports the whole package: what its distributions declare
-            declared = [name for root in usage.roots(db, src) for name in declared_requirements(root)]
-            requirements = tuple(sorted({*requirements, *to_install(declared, corpus)}))
-        focus = {item.candidate.ref.module for item in items}
-        names = frozenset(item.candidate.ref.name_in_module.split(".")[-1] for item in items)
-        parents = passing_parents(db.conn, src, [item.candidate.ref for item in items])
-        usable: tuple[str, ...] | None = None  # the widest environment made so far
-        checked = False
-        for round_ in range(_ROUNDS):
-            with _gate_for(workspace, gate, requirements) as checker:
-                if checker is None:  # pip could not install this set
-                    break
-                one = usage.run(db, checker, src, usage.plan(db, src, focus, requirements, classes=names, passed=parents),
-                                (lambda d, t: progress("harvest", d, t)) if progress else None)
-                ran.add(one)
-                usable = requirements
-                # what this run stopped at, and what an earlier build's run of the same units did
-                more = {d for m in usage.stopped_at(db, src, requirements)
-                        if m not in corpus and (d := distribution_for(m))} - set(requirements)
-                if more and not install:  # left for a build that may install them
-                    stopped[src], more = sorted(more), set()
-                if not more or round_ + 1 == _ROUNDS:
-                    check(src, items, checker, requirements)  # in the gate the harvest used
-                    checked = True
-                    break
-            requirements = tuple(sorted({*requirements, *more}))
-        if checked:
-            continue
-        if usable is None:  # not even the blocks' own environment could be made
-            for item in items:
-                settle(item, item.first, item.requirements)
-            continue
-        with _gate_for(workspace, gate, usable) as checker:
-            assert checker is not None  # made once already, and cached
-            check(src, items, checker, usable)
-    return {"factories": ran.factories, "examples": ran.examples, "configs": ran.configs, "passed": ran.passed, "ok": ran.ok,
-            "seconds": round(ran.seconds, 2), "not_run": ran.not_run, "why_not_run": ran.why_not_run,
-            "retried": retried, "rescued": rescued, "usage_waiting": len(waiting),
-            "usage_waits_for": dict(Counter(d for dists in waiting.values() for d in dists).most_common())}
+    def finished(self, ok: bool) -> None:
+        self.rescued += ok
+        self.done += 1
+        if self.progress:
+            self.progress("retry", self.done, self.total)
+
+    def summary(self) -> dict[str, object]:
+        ran = self.ran
+        return {"factories": ran.factories, "examples": ran.examples, "configs": ran.configs, "passed": ran.passed,
+                "ok": ran.ok, "seconds": round(ran.seconds, 2), "not_run": ran.not_run, "why_not_run": ran.why_not_run,
+                "retried": self.retried, "rescued": self.rescued, "usage_waiting": len(self.waiting),
+                "usage_waits_for": dict(Counter(d for dists in self.waiting.values() for d in dists).most_common())}

@@ -13,7 +13,7 @@ import re
 import sys
 import typing
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -311,116 +311,216 @@ def _admits_str(annotation: Any) -> bool:
     return str in typing.get_args(annotation)
 
 
+@dataclass(frozen=True)
+class Asked:
+    """A required constructor parameter, as the rules of ``ARGUMENT_RULES`` see it."""
+
+    name: str
+    annotation: Any  # a plain name the module binds resolved, else as written
+    sizes: Sizes
+    owner: type | None  # the class being built
+    depth: int  # how deep inside guesses for an enclosing constructor
+
+    @property
+    def n(self) -> str:
+        return self.name.lower()
+
+    @property
+    def w(self) -> list[str]:
+        return _words(self.name)
+
+
+NOT_MINE = object()  # a rule's answer when the parameter is not one it fills
+
+
+@dataclass(frozen=True)
+class ArgumentRule:
+    """One guess for a required constructor argument: ``guess`` gives its value, or ``NOT_MINE``."""
+
+    name: str
+    guess: Callable[[Asked], Any]
+
+
+def _when(test: Callable[[Asked], bool], value: Callable[[Asked], Any]) -> Callable[[Asked], Any]:
+    return lambda a: value(a) if test(a) else NOT_MINE
+
+
+def _fixed(test: Callable[[Asked], bool], value: Any) -> Callable[[Asked], Any]:
+    return lambda a: value if test(a) else NOT_MINE
+
+
+def _named_class(a: Asked) -> Any:
+    cls = _class_of(a.annotation)  # ``block: Type[Bottleneck]`` names the very class to pass
+    return cls if cls is not None else NOT_MINE
+
+
+def _config_dataclass(a: Asked) -> Any:
+    made = _dataclass_value(a.annotation, a.sizes, a.depth)
+    return made if made is not None else NOT_MINE
+
+
+def _annotated_layer(a: Asked) -> Any:
+    """``encoder_layer: TransformerEncoderLayer``: one built from guesses too."""
+    t = a.annotation
+    if not (a.depth < 2 and isinstance(t, type) and issubclass(t, nn.Module) and t is not nn.Module):
+        return NOT_MINE
+    made = _module_value(t, a.sizes, a.depth, a.owner)
+    return made if made is not None else NOT_MINE
+
+
+def _enum(a: Asked) -> Any:
+    member = _enum_member(a.annotation)  # ``mask_type: MaskLevelType``: its first member
+    return member if member is not None else NOT_MINE
+
+
+def _literal(a: Asked) -> Any:
+    if typing.get_origin(a.annotation) is typing.Literal and typing.get_args(a.annotation):
+        return typing.get_args(a.annotation)[0]  # ``mode: Literal["bilinear", "nearest"]``
+    return NOT_MINE
+
+
+def _layer_by_string(a: Asked) -> Any:
+    """A layer named by a string (MONAI's ``norm_name="batch"``, ``act=("relu", {...})``); a bare
+    ``norm``/``act`` only where annotated so, else it is a layer class."""
+    n, w = a.n, a.w
+    named = n.endswith("_name") or n in ("norm", "act") and a.annotation is not inspect.Parameter.empty
+    if ("norm" in w or "act" in w) and named and _admits_str(a.annotation):
+        return "batch" if "norm" in w else "relu"
+    return NOT_MINE
+
+
+_CONFIG_NAMES = ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp")
+
+
+def _config(a: Asked) -> Any:
+    """A class that declares its config class (``config_class = PhiConfig``, as language-model
+    libraries do where ``__init__(self, config)`` is inherited unannotated) gets a small one; any
+    other config a stand-in that answers every attribute."""
+    if a.n not in _CONFIG_NAMES:
+        return NOT_MINE
+    declared = _dataclass_value(getattr(a.owner, "config_class", None), a.sizes, a.depth) if a.n == "config" else None
+    return declared if declared is not None else AutoConfig(a.sizes)
+
+
+def _heads(a: Asked) -> bool:
+    n, w = a.n, a.w
+    return bool({"head", "heads"} & set(w)) and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) \
+        or n in ("heads", "nhead", "num_head")
+
+
+def _ratio(a: Asked) -> Any:
+    if "ratio" not in a.n:
+        return NOT_MINE
+    if a.n.startswith("sr") or a.annotation is int:  # spatial-reduction ratios are integer strides
+        return 1
+    return 2.0 if "mlp" in a.n or "expan" in a.n else 0.25
+
+
+def _layer_class(a: Asked) -> Any:
+    n, w = a.n, a.w
+    if not (n.endswith(("layer", "layer_cl")) or n in ("act", "activation", "act_fn", "nonlinearity")):
+        return NOT_MINE
+    if "conv" in w:
+        return nn.Conv2d
+    if "norm" in n:
+        return nn.LayerNorm if n.endswith("_cl") or "ln" in w else nn.BatchNorm2d
+    return nn.ReLU
+
+
+def _bottleneck_planes(a: Asked) -> Any:
+    """Residual blocks widen ``planes`` by ``expansion``; the identity path needs inplanes == planes * expansion."""
+    expansion = getattr(a.owner, "expansion", 1) if a.n == "planes" and a.owner is not None else 1
+    if isinstance(expansion, int) and 1 < expansion <= a.sizes.dim:
+        return a.sizes.dim // expansion
+    return NOT_MINE
+
+
+def _width(a: Asked) -> bool:
+    w = a.w
+    return "num" in w or "n" in w or a.n in CHANNEL_NAMES \
+        or any(x in w for x in ("channels", "chans", "dim", "features", "size", "width", "planes"))
+
+
+def _by_annotation_rule(a: Asked) -> Any:
+    found, value = _by_annotation(a.annotation, a.sizes)
+    return value if found else NOT_MINE
+
+
+# The guesses for a required constructor argument, in the order they are tried: what the
+# annotation names first, then what the parameter's name says, then the annotation's plain type.
+ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
+    ArgumentRule("class named by annotation", _named_class),
+    ArgumentRule("config dataclass", _config_dataclass),
+    ArgumentRule("layer by annotation", _annotated_layer),
+    ArgumentRule("enum member", _enum),
+    ArgumentRule("literal", _literal),
+    ArgumentRule("activation named by string",
+                 _fixed(lambda a: a.annotation in (str, "str") and ("act" in a.w or "activation" in a.w), "relu")),
+    ArgumentRule("layer named by string", _layer_by_string),
+    ArgumentRule("config object", _config),
+    ArgumentRule("heads", _when(_heads, lambda a: a.sizes.heads)),
+    # ``spatial_dims``: images; a layer factory indexes its 1-D/2-D/3-D classes with it
+    ArgumentRule("spatial dimensions", _fixed(lambda a: "spatial" in a.w and ("dims" in a.w or "dim" in a.w or "ndim" in a.w)
+                                              or a.n in ("ndim", "n_dim", "num_spatial_dims"), 2)),
+    ArgumentRule("groups", _fixed(lambda a: "group" in a.n, 1)),
+    ArgumentRule("kernel size", _fixed(lambda a: "kernel" in a.n or a.n in ("k", "ks", "ksize"), 3)),
+    # ``dim_split``, ``concat_axis``: an axis index, never a width
+    ArgumentRule("axis", _fixed(lambda a: "axis" in a.w or "dim" in a.w and bool({"split", "concat", "cat", "stack", "reduce"} & set(a.w)), 1)),
+    # ``prev_layer_ind``, ``padding_idx``: a position, the first is always there
+    ArgumentRule("position index", _fixed(lambda a: bool(a.w) and a.w[-1] in _INDEX_WORDS and "num" not in a.w, 0)),
+    ArgumentRule("stride", _fixed(lambda a: "stride" in a.n, 1)),
+    ArgumentRule("dilation", _fixed(lambda a: "dilation" in a.n, 1)),
+    ArgumentRule("padding", _fixed(lambda a: "padding" in a.n or a.n == "pad", 1)),
+    ArgumentRule("classes", _fixed(lambda a: "class" in a.n, 10)),
+    ArgumentRule("ratio", _ratio),
+    ArgumentRule("reduction", _fixed(lambda a: "reduction" in a.n or a.n in ("r", "reduce"), 4)),
+    ArgumentRule("expansion", _fixed(lambda a: "expan" in a.n or "mult" in a.n, 2)),
+    ArgumentRule("dropout", _fixed(lambda a: "drop" in a.n or a.n in ("p", "dropout", "attn_drop", "proj_drop"), 0.0)),
+    # ``assert 0 <= prob < 1``: a probability, never a width
+    ArgumentRule("probability", _when(lambda a: "prob" in a.w or "probability" in a.w, lambda a: 1.0 if "keep" in a.w else 0.5)),
+    ArgumentRule("epsilon", _fixed(lambda a: a.n in ("eps", "epsilon") or "eps" in a.w, 1e-5)),
+    ArgumentRule("momentum", _fixed(lambda a: "momentum" in a.n, 0.1)),
+    ArgumentRule("per-stage depths", _when(lambda a: "depths" in a.n or a.n == "layers"
+                                           or a.n == "num_blocks" and "list" in str(a.annotation).lower(), lambda a: [1, 1, 1, 1])),
+    ArgumentRule("depth", _fixed(lambda a: a.n in ("depth", "num_layers", "n_layers", "nlayers", "num_blocks", "blocks",
+                                                   "n_blocks", "repeats", "layer_num", "levels"), 1)),
+    ArgumentRule("patch size", _fixed(lambda a: "patch" in a.n, 4)),
+    ArgumentRule("window size", _fixed(lambda a: "window" in a.n, 4)),
+    ArgumentRule("shift size", _fixed(lambda a: a.n == "shift_size", 2)),  # half a window
+    ArgumentRule("dtype", _fixed(lambda a: a.n == "dtype" or a.n.endswith("_dtype"), torch.float32)),
+    # a sample's shape, channels first (MONAI's classifiers and autoencoders)
+    ArgumentRule("sample shape", _when(lambda a: a.n == "in_shape", lambda a: (a.sizes.dim, a.sizes.spatial, a.sizes.spatial))),
+    ArgumentRule("spatial size", _when(lambda a: a.n in ("img_size", "image_size", "resolution", "input_resolution", "feat_size",
+                                                         "size", "img_shape", "grid_size"), lambda a: a.sizes.spatial)),
+    ArgumentRule("vocabulary", _fixed(lambda a: "vocab" in a.n or "num_embeddings" in a.n or "num_tokens" in a.n
+                                      or "n_token" in a.n, 32)),
+    ArgumentRule("sequence length", _when(lambda a: "len" in a.w or "seq" in a.w or "length" in a.w or "positions" in a.n,
+                                          lambda a: a.sizes.tokens)),
+    ArgumentRule("scale factor", _fixed(lambda a: "scale" in a.n or "factor" in a.n, 2)),
+    ArgumentRule("affine switch", _fixed(lambda a: a.n in ("bias", "affine", "elementwise_affine", "batch_first"), True)),
+    ArgumentRule("optional feature", _fixed(lambda a: "inplace" in a.n or a.n.startswith(("use_", "is_", "has_", "with_", "enable")), False)),
+    ArgumentRule("layer class", _layer_class),
+    ArgumentRule("bottleneck planes", _bottleneck_planes),
+    ArgumentRule("width", _when(_width, lambda a: a.sizes.dim)),
+    ArgumentRule("by annotation", _by_annotation_rule),
+    ArgumentRule("anything else", lambda a: a.sizes.dim),
+)
+
+
+def guess_argument(asked: Asked) -> tuple[ArgumentRule, Any]:
+    """The first rule of ``ARGUMENT_RULES`` that fills the parameter ``asked``, and the value."""
+    for rule in ARGUMENT_RULES:
+        value = rule.guess(asked)
+        if value is not NOT_MINE:
+            return rule, value
+    raise AssertionError("the last rule fills every parameter")  # pragma: no cover
+
+
 def _guess(name: str, annotation: Any, s: Sizes, owner: type | None, depth: int) -> Any:
-    n = name.lower()
-    w = _words(name)
     if isinstance(annotation, str) and owner is not None and annotation.isidentifier():
         # an annotation get_type_hints could not evaluate as a whole: resolve the plain name alone
         annotation = vars(sys.modules.get(owner.__module__, typing)).get(annotation, annotation)
-    cls = _class_of(annotation)
-    if cls is not None:  # ``block: Type[Bottleneck]`` names the very class to pass
-        return cls
-    made = _dataclass_value(annotation, s, depth)
-    if made is None and depth < 2 and isinstance(annotation, type) and issubclass(annotation, nn.Module) and annotation is not nn.Module:
-        made = _module_value(annotation, s, depth, owner)  # ``encoder_layer: TransformerEncoderLayer``
-    if made is not None:
-        return made
-    member = _enum_member(annotation)
-    if member is not None:  # ``mask_type: MaskLevelType``: its first member
-        return member
-    if typing.get_origin(annotation) is typing.Literal and typing.get_args(annotation):
-        return typing.get_args(annotation)[0]  # ``mode: Literal["bilinear", "nearest"]``
-    if annotation in (str, "str") and ("act" in w or "activation" in w):
-        return "relu"
-    # a layer named by a string (MONAI's ``norm_name="batch"``, ``act=("relu", {...})``); a bare
-    # ``norm``/``act`` only where annotated so, else it is a layer class
-    named = n.endswith("_name") or n in ("norm", "act") and annotation is not inspect.Parameter.empty
-    if ("norm" in w or "act" in w) and named and _admits_str(annotation):
-        return "batch" if "norm" in w else "relu"
-    if n in ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp"):
-        # a class that declares its config class (``config_class = PhiConfig``, as language-model
-        # libraries do where ``__init__(self, config)`` is inherited unannotated) gets a small one
-        declared = _dataclass_value(getattr(owner, "config_class", None), s, depth) if n == "config" else None
-        return declared if declared is not None else AutoConfig(s)
-    if {"head", "heads"} & set(w) and ("num" in w or "n" in w or n in ("heads", "nhead", "n_heads")) or n in ("heads", "nhead", "num_head"):
-        return s.heads
-    if "spatial" in w and ("dims" in w or "dim" in w or "ndim" in w) or n in ("ndim", "n_dim", "num_spatial_dims"):
-        return 2  # ``spatial_dims``: images; a layer factory indexes its 1-D/2-D/3-D classes with it
-    if "group" in n or n == "groups":
-        return 1
-    if "kernel" in n or n in ("k", "ks", "ksize"):
-        return 3
-    if "axis" in w or "dim" in w and {"split", "concat", "cat", "stack", "reduce"} & set(w):
-        return 1  # ``dim_split``, ``concat_axis``: an axis index, never a width
-    if w and w[-1] in _INDEX_WORDS and "num" not in w:
-        return 0  # ``prev_layer_ind``, ``padding_idx``: a position, the first is always there
-    if "stride" in n:
-        return 1
-    if "dilation" in n:
-        return 1
-    if "padding" in n or n == "pad":
-        return 1
-    if "class" in n:
-        return 10
-    if "ratio" in n:
-        if n.startswith("sr") or annotation is int:  # spatial-reduction ratios are integer strides
-            return 1
-        return 2.0 if "mlp" in n or "expan" in n else 0.25
-    if "reduction" in n or n in ("r", "reduce"):
-        return 4
-    if "expan" in n or "mult" in n:
-        return 2
-    if "drop" in n or n in ("p", "dropout", "attn_drop", "proj_drop"):
-        return 0.0
-    if "prob" in w or "probability" in w:  # ``assert 0 <= prob < 1``: a probability, never a width
-        return 1.0 if "keep" in w else 0.5
-    if n in ("eps", "epsilon") or "eps" in w:
-        return 1e-5
-    if "momentum" in n:
-        return 0.1
-    if "depths" in n or n == "layers" or n == "num_blocks" and "list" in str(annotation).lower():
-        return [1, 1, 1, 1]
-    if n in ("depth", "num_layers", "n_layers", "nlayers", "num_blocks", "blocks", "n_blocks", "repeats", "layer_num", "levels"):
-        return 1
-    if "patch" in n:
-        return 4
-    if "window" in n:
-        return 4
-    if n == "shift_size":  # half a window
-        return 2
-    if n == "dtype" or n.endswith("_dtype"):
-        return torch.float32
-    if n == "in_shape":  # a sample's shape, channels first (MONAI's classifiers and autoencoders)
-        return (s.dim, s.spatial, s.spatial)
-    if n in ("img_size", "image_size", "resolution", "input_resolution", "feat_size", "size", "img_shape", "grid_size"):
-        return s.spatial
-    if "vocab" in n or "num_embeddings" in n or "num_tokens" in n or "n_token" in n:
-        return 32
-    if "len" in w or "seq" in w or "length" in w or "positions" in n:
-        return s.tokens
-    if "scale" in n or "factor" in n:
-        return 2
-    if n in ("bias", "affine", "elementwise_affine", "batch_first"):
-        return True
-    if "inplace" in n or n.startswith(("use_", "is_", "has_", "with_", "enable")):
-        return False
-    if n.endswith(("layer", "layer_cl")) or n in ("act", "activation", "act_fn", "nonlinearity"):
-        if "conv" in w:
-            return nn.Conv2d
-        if "norm" in n:
-            return nn.LayerNorm if n.endswith("_cl") or "ln" in w else nn.BatchNorm2d
-        return nn.ReLU
-    if n == "planes" and owner is not None:
-        # residual blocks widen ``planes`` by ``expansion``; the identity path needs inplanes == planes * expansion
-        expansion = getattr(owner, "expansion", 1)
-        if isinstance(expansion, int) and 1 < expansion <= s.dim:
-            return s.dim // expansion
-    if "num" in w or "n" in w or n in CHANNEL_NAMES or any(x in w for x in ("channels", "chans", "dim", "features", "size", "width", "planes")):
-        return s.dim
-    found, value = _by_annotation(annotation, s)
-    if found:
-        return value
-    return s.dim
+    return guess_argument(Asked(name, annotation, s, owner, depth))[1]
 
 
 class AutoConfig:

@@ -16,7 +16,8 @@ import functools
 import inspect
 import re
 import sys
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -67,76 +68,172 @@ def _table_keys(cls: type, kind: type) -> list[Any]:
     return []
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A constructor call that failed, as the rules of ``REPAIR_RULES`` see it."""
+
+    cls: type
+    kwargs: dict[str, Any]
+    error: BaseException
+    sizes: Sizes
+
+    @functools.cached_property
+    def text(self) -> str:
+        return str(self.error)
+
+    def raised(self, *kinds: type[BaseException]) -> bool:
+        return isinstance(self.error, kinds)
+
+
+@dataclass(frozen=True)
+class RepairRule:
+    """One way an error shows which guessed arguments to change: ``repair`` yields the changes."""
+
+    name: str
+    repair: Callable[[Failure], Iterable[dict[str, Any]]]
+
+
+def _asserted(f: Failure) -> Iterator[dict[str, Any]]:
+    if asserted := asserted_arguments(f.cls, f.kwargs, f.error):  # ``assert depth > 1``
+        yield asserted
+
+
+def _table_key(f: Failure) -> Iterator[dict[str, Any]]:
+    """A value that must be a key of the class's own table: ResNet(depth=...) of arch_settings."""
+    if not f.raised(KeyError, ValueError, AssertionError):
+        return
+    for name, value in f.kwargs.items():
+        if type(value) in (int, str) and (name in f.text or repr(value) in f.text) and (keys := _table_keys(f.cls, type(value))):
+            yield {name: keys[0]}
+
+
+def _listed_choice(f: Failure) -> Iterator[dict[str, Any]]:
+    """An argument the message names, with the choices it lists: "Unsupported hidden_act 16: expected 'gelu' or ..."."""
+    if not f.raised(KeyError, ValueError, AssertionError):
+        return
+    choices = [c for c in _QUOTED.findall(f.text) if c not in f.kwargs]
+    named = [k for k, v in f.kwargs.items() if k in f.text and not (isinstance(v, str) and v in choices)]
+    if choices and named:
+        yield {named[0]: choices[0]}
+
+
+def _missing_argument(f: Failure) -> Iterator[dict[str, Any]]:
+    if not (f.raised(TypeError) and (missing := _MISSING.search(f.text))):
+        return
+    # 'self' is missing when the constructor calls a method of a class it was given, never an argument
+    names = [n for n in re.findall(r"'(\w+)'", missing.group(1)) if n not in ("self", "cls")]
+    if names and not all(n in f.kwargs for n in names):
+        hints = init_hints(f.cls)
+        yield {n: guess_value(n, hints.get(n, inspect.Parameter.empty), f.sizes, f.cls) for n in names if n not in f.kwargs}
+
+
+def _parity(f: Failure) -> Iterator[dict[str, Any]]:
+    """"window_length must be odd": the integers the message names, one up."""
+    if m := _PARITY.search(f.text):
+        odd = m.group(1) == "odd"
+        named = set(IDENTIFIER.findall(f.text))
+        yield {k: v + 1 for k, v in _ints(f.kwargs).items() if k in named and v % 2 != odd}
+
+
+def _float_for_gradients(f: Failure) -> Iterator[dict[str, Any]]:
+    """A tensor made from a guessed integer cannot require gradients: the integers the line names as floats."""
+    if "floating point" in f.text and "require gradients" in f.text:
+        named = named_in_line(candidate_frames(f.cls, f.error), f.kwargs)
+        yield {k: _floats(v) for k, v in f.kwargs.items() if (k in named or not named) and _floats(v) is not v}
+
+
+def _ints_as_sequences(f: Failure) -> Iterator[dict[str, Any]]:
+    """An integer where the code iterates or indexes: plural names as lists, sizes as pairs, then any."""
+    if not any(w in f.text for w in _WANTS_SEQUENCE):
+        return
+    ints = {k: v for k, v in _ints(f.kwargs).items() if "spatial" not in k}  # a count of axes, never a list
+    yield {k: [v, v] for k, v in ints.items()
+           if k.endswith(("s", "_list")) and not k.endswith(_NOT_SEQUENCES)}
+    yield {k: (v, v) for k, v in ints.items() if any(w in k.lower() for w in _SIZE_WORDS)}
+    yield {k: (v, v) for k, v in ints.items() if not k.lower().endswith(_NOT_SEQUENCES) and not k.lower().startswith("num")}
+
+
+def _unpacked_length(f: Failure) -> Iterator[dict[str, Any]]:
+    """``r1, r2, r3 = atrous_rates`` given a pair: the length it unpacks to."""
+    if not (m := _UNPACKED.search(f.text)):
+        return
+    wanted, got = int(m.group(1)), int(m.group(2))
+    named = named_in_line(candidate_frames(f.cls, f.error), f.kwargs)
+    for k in sorted(f.kwargs, key=lambda k: k not in named):
+        v = f.kwargs[k]
+        if isinstance(v, (list, tuple)) and len(v) == got and v and 0 < wanted <= 8:
+            yield {k: type(v)(list(v) + [v[-1]] * (wanted - got)) if wanted > got else type(v)(v[:wanted])}
+
+
+def _per_block_rates(f: Failure) -> Iterator[dict[str, Any]]:
+    """A float where the code indexes per block: drop_path=[0.0] * depth."""
+    if "'float' object is not subscriptable" in f.text or "'float' object is not iterable" in f.text:
+        yield {k: [v] * 8 for k, v in f.kwargs.items() if isinstance(v, float)}
+
+
+def _none_default_filled(f: Failure) -> Iterator[dict[str, Any]]:
+    """A parameter left at ``None`` that the code calls or indexes: a layer or a sequence guessed for it."""
+    if "'NoneType' object is not callable" not in f.text and "'NoneType' object is not subscriptable" not in f.text:
+        return
+    try:
+        params = inspect.signature(f.cls).parameters.values()
+    except (TypeError, ValueError):
+        params = []  # type: ignore[assignment]
+    yield {p.name: value for p in params if p.default is None and p.name not in f.kwargs
+           and (value := guess_value(p.name, inspect.Parameter.empty, f.sizes, f.cls)) is not None
+           and (isinstance(value, type) or not isinstance(value, int))}
+
+
+def _compared_choices(f: Failure) -> Iterator[dict[str, Any]]:
+    m = _NO_ATTRIBUTE.search(f.text) if f.raised(AttributeError) else None
+    if f.raised(KeyError, ValueError, AssertionError, NotImplementedError) or (m and m.group(2) in _STR_METHODS):
+        yield from _choices(f.cls, f.kwargs, f.error)
+
+
+def _only(kinds: tuple[type[BaseException], ...], repair: Callable[[Failure], Iterable[dict[str, Any]]]
+          ) -> Callable[[Failure], Iterable[dict[str, Any]]]:
+    return lambda f: repair(f) if f.raised(*kinds) else ()
+
+
+# The changes a constructor's error suggests, in the order they are tried: most specific first.
+REPAIR_RULES: tuple[RepairRule, ...] = (
+    RepairRule("asserted relation", _asserted),
+    RepairRule("key of the class's table", _table_key),
+    RepairRule("choice the message lists", _listed_choice),
+    RepairRule("missing argument", _missing_argument),
+    RepairRule("unset argument the message names",
+               _only((AssertionError, ValueError, RuntimeError), lambda f: _named_unset(f.cls, f.kwargs, f.text, f.sizes))),
+    RepairRule("relation the message states", _only((AssertionError, ValueError), lambda f: _relations(f.cls, f.kwargs, f.text))),
+    RepairRule("option the message refuses", _only((AssertionError, ValueError), lambda f: _named_default_off(f.cls, f.kwargs, f.text))),
+    RepairRule("back to its default", _only((AssertionError, ValueError), lambda f: _named_back_to_default(f.cls, f.kwargs, f.text))),
+    RepairRule("parity", _parity),
+    RepairRule("floats for gradients", _float_for_gradients),
+    RepairRule("sequence the code expects", lambda f: _sequences(f.cls, f.kwargs, f.error)
+               if any(w in f.text for w in _WANTS_SEQUENCE) or f.raised(AssertionError) else ()),
+    RepairRule("integers as sequences", _ints_as_sequences),
+    RepairRule("length unpacked", _unpacked_length),
+    RepairRule("length the message states", _only((ValueError, AssertionError), lambda f: _lengths(f.kwargs, f.text))),
+    RepairRule("per-block rates", _per_block_rates),
+    RepairRule("None default filled", _none_default_filled),
+    RepairRule("layer instance", lambda f: _instances(f.cls, f.kwargs, f.error)),
+    RepairRule("callable", lambda f: _made_callable(f.cls, f.kwargs, f.error)),
+    RepairRule("attribute read off a guess", lambda f: _by_attribute(f.cls, f.kwargs, f.error, f.sizes)),
+    RepairRule("list of layers", lambda f: _layer_lists(f.kwargs, f.error)),
+    RepairRule("mapping", lambda f: _mappings(f.cls, f.kwargs, f.error)),
+    RepairRule("value the code compares with", _compared_choices),
+)
+
+
 def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
     """Changed keyword arguments the error suggests, most specific first."""
-    text = str(error)
-    if asserted := asserted_arguments(cls, kwargs, error):  # ``assert depth > 1``
-        yield asserted
-    if isinstance(error, (KeyError, ValueError, AssertionError)):
-        # a value that must be a key of the class's own table: ResNet(depth=...) of arch_settings
-        for name, value in kwargs.items():
-            if type(value) in (int, str) and (name in text or repr(value) in text) and (keys := _table_keys(cls, type(value))):
-                yield {name: keys[0]}
-        # an argument the message names, with the choices it lists: "Unsupported hidden_act 16: expected 'gelu' or ..."
-        choices = [c for c in _QUOTED.findall(text) if c not in kwargs]
-        named = [k for k, v in kwargs.items() if k in text and not (isinstance(v, str) and v in choices)]
-        if choices and named:
-            yield {named[0]: choices[0]}
-    if isinstance(error, TypeError) and (missing := _MISSING.search(text)):
-        # 'self' is missing when the constructor calls a method of a class it was given, never an argument
-        names = [n for n in re.findall(r"'(\w+)'", missing.group(1)) if n not in ("self", "cls")]
-        if names and not all(n in kwargs for n in names):
-            hints = init_hints(cls)
-            yield {n: guess_value(n, hints.get(n, inspect.Parameter.empty), sizes, cls) for n in names if n not in kwargs}
-    if isinstance(error, (AssertionError, ValueError, RuntimeError)):
-        yield from _named_unset(cls, kwargs, text, sizes)
-    if isinstance(error, (AssertionError, ValueError)):
-        yield from _relations(cls, kwargs, text)
-        yield from _named_default_off(cls, kwargs, text)
-        yield from _named_back_to_default(cls, kwargs, text)
-    if m := _PARITY.search(text):  # "window_length must be odd": the integers the message names, one up
-        odd = m.group(1) == "odd"
-        named = set(IDENTIFIER.findall(text))
-        yield {k: v + 1 for k, v in _ints(kwargs).items() if k in named and v % 2 != odd}
-    if "floating point" in text and "require gradients" in text:  # a tensor made from a guessed integer
-        named = named_in_line(candidate_frames(cls, error), kwargs)
-        yield {k: _floats(v) for k, v in kwargs.items() if (k in named or not named) and _floats(v) is not v}
-    if any(w in text for w in _WANTS_SEQUENCE) or isinstance(error, AssertionError):
-        yield from _sequences(cls, kwargs, error)
-    if any(w in text for w in _WANTS_SEQUENCE):
-        ints = {k: v for k, v in _ints(kwargs).items() if "spatial" not in k}  # a count of axes, never a list
-        yield {k: [v, v] for k, v in ints.items()
-               if k.endswith(("s", "_list")) and not k.endswith(_NOT_SEQUENCES)}
-        yield {k: (v, v) for k, v in ints.items() if any(w in k.lower() for w in _SIZE_WORDS)}
-        yield {k: (v, v) for k, v in ints.items() if not k.lower().endswith(_NOT_SEQUENCES) and not k.lower().startswith("num")}
-    if m := _UNPACKED.search(text):  # ``r1, r2, r3 = atrous_rates`` given a pair: the length it unpacks to
-        wanted, got = int(m.group(1)), int(m.group(2))
-        named = named_in_line(candidate_frames(cls, error), kwargs)
-        for k in sorted(kwargs, key=lambda k: k not in named):
-            v = kwargs[k]
-            if isinstance(v, (list, tuple)) and len(v) == got and v and 0 < wanted <= 8:
-                yield {k: type(v)(list(v) + [v[-1]] * (wanted - got)) if wanted > got else type(v)(v[:wanted])}
-    if isinstance(error, (ValueError, AssertionError)):
-        yield from _lengths(kwargs, text)
-    if "'float' object is not subscriptable" in text or "'float' object is not iterable" in text:
-        # per-block rates: drop_path=[0.0] * depth
-        yield {k: [v] * 8 for k, v in kwargs.items() if isinstance(v, float)}
-    if "'NoneType' object is not callable" in text or "'NoneType' object is not subscriptable" in text:
-        try:
-            params = inspect.signature(cls).parameters.values()
-        except (TypeError, ValueError):
-            params = []  # type: ignore[assignment]
-        yield {p.name: value for p in params if p.default is None and p.name not in kwargs
-               and (value := guess_value(p.name, inspect.Parameter.empty, sizes, cls)) is not None
-               and (isinstance(value, type) or not isinstance(value, int))}
-    yield from _instances(cls, kwargs, error)
-    yield from _made_callable(cls, kwargs, error)
-    yield from _by_attribute(cls, kwargs, error, sizes)
-    yield from _layer_lists(kwargs, error)
-    yield from _mappings(cls, kwargs, error)
-    if isinstance(error, (KeyError, ValueError, AssertionError, NotImplementedError)) or (
-            isinstance(error, AttributeError) and (m := _NO_ATTRIBUTE.search(text)) and m.group(2) in _STR_METHODS):
-        yield from _choices(cls, kwargs, error)
+    yield from (change for _, change in rule_repairs(Failure(cls, kwargs, error, sizes)))
+
+
+def rule_repairs(failure: Failure) -> Iterator[tuple[RepairRule, dict[str, Any]]]:
+    """Each change ``REPAIR_RULES`` suggest for ``failure``, with the rule that suggests it."""
+    for rule in REPAIR_RULES:
+        for change in rule.repair(failure):
+            yield rule, change
 
 
 def _unset(default: Any) -> bool:
