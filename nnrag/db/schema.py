@@ -237,20 +237,23 @@ CREATE TABLE IF NOT EXISTS dedup_state (key TEXT PRIMARY KEY, value TEXT NOT NUL
 
 TABLES = _INDEX + _LIBRARY + _SEARCH + _ACTIONS + _CURATE
 
-# The stage that owns each table: only its modules write it, and only it and the stages above it
-# (``tests/test_layers.py``) read it. ``meta`` is the database's own key-value table, written
-# through :func:`nnrag.db.write_meta`. The FTS5 tables ``search_<field>`` belong to retrieval.
+# The module that owns each table (a dotted path under ``nnrag``; its first part is its stage):
+# only it writes the table, and only its stage and the stages above it read it
+# (``tests/test_layers.py``). ``meta`` is the database's own key-value table, written through
+# :func:`nnrag.db.write_meta`. The FTS5 tables ``search_<field>`` belong to the lexical index.
 OWNERS: dict[str, str] = {
     "meta": "db",
-    **dict.fromkeys(("sources", "blobs", "files", "definitions", "imports", "blocks"), "indexing"),
-    **dict.fromkeys(("harvests", "usage"), "validator"),
-    **dict.fromkeys(("library", "extracted"), "library"),
-    "specs": "specs",
-    **dict.fromkeys(("dedup_signatures", "dedup_clusters", "dedup_classes", "dedup_state"), "curate"),
-    **dict.fromkeys(("embeddings", "search_state", "search_keys", "search_specs", "search_vectors",
-                     *(f"search_{f}" for f in SEARCH_FIELDS)), "retrieval"),
-    "synthesized": "synthesis",
-    "lemur": "lemur",
+    **dict.fromkeys(("sources", "blobs", "files", "definitions", "imports", "blocks"), "indexing.store"),
+    **dict.fromkeys(("harvests", "usage"), "validator.usage.runs"),
+    **dict.fromkeys(("library", "extracted"), "library.records"),
+    "specs": "specs.cache",
+    **dict.fromkeys(("dedup_signatures", "dedup_clusters", "dedup_classes", "dedup_state"), "curate.dedup"),
+    **dict.fromkeys(("embeddings", "search_state"), "retrieval.state"),
+    **dict.fromkeys(("search_keys", *(f"search_{f}" for f in SEARCH_FIELDS)), "retrieval.lexical"),
+    "search_specs": "retrieval.index",
+    "search_vectors": "retrieval.neighbours",
+    "synthesized": "synthesis.synthesize",
+    "lemur": "lemur.register",
 }
 
 

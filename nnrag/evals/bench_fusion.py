@@ -6,7 +6,7 @@ Each query's dense and lexical rankings are read once per candidate count, then 
 every lexical weight and grouped as search groups copies; R@10 and MRR@10 are given for every
 split of the queries file (its ``split`` field). Weight 1 with 100 candidates is the search as
 shipped. Settings are chosen on the dev splits and checked on the held-out ones, never the other
-way round (docs/benchmarks.md). Asserts nothing.
+way round (docs/journal.md). Asserts nothing.
 """
 
 from __future__ import annotations

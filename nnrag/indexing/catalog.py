@@ -166,8 +166,7 @@ def forget_source(workspace: Workspace, name: str) -> None:
     with _open(workspace) as store:
         if store.source_row(name) is None:
             raise NotFoundError(f"no source named {name!r} in the index")
-        with store.transaction() as conn:
-            conn.execute("DELETE FROM sources WHERE name=?", (name,))
+        store.forget_source(name)
         refresh_blocks(store)
         store.collect_garbage()
 

@@ -153,20 +153,7 @@ def _register(store: Store, m: Materialized) -> tuple[int, bool]:
         m.license,
         m.note,
     )
-    with store.transaction() as conn:
-        if row is None:
-            cur = conn.execute(
-                "INSERT INTO sources (spec, kind, root, module_style, priority, config, version, git_commit, license,"
-                " note, name, state) VALUES (?,?,?,?,?,?,?,?,?,?,?, 'indexing')",
-                (*values, spec.name),
-            )
-            return int(cur.lastrowid), stale
-        conn.execute(
-            "UPDATE sources SET spec=?, kind=?, root=?, module_style=?, priority=?, config=?, version=?, git_commit=?,"
-            " license=?, note=?, state='indexing' WHERE id=?",
-            (*values, row["id"]),
-        )
-        return int(row["id"]), stale
+    return store.register_source(spec.name, values, None if row is None else int(row["id"])), stale
 
 
 def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tuple[list[_Task], bool]:
@@ -365,11 +352,7 @@ def index_sources(
             interrupted = True
             log.info("interrupted: %d of %d files committed; run the same command again to resume", done, total)
         if not interrupted:
-            with store.transaction() as conn:
-                conn.executemany(
-                    "UPDATE sources SET state='complete', indexed_at=? WHERE id=?",
-                    [(time.time(), sid) for sid in source_ids],
-                )
+            store.sources_complete(source_ids)
             has_blocks = store.conn.execute("SELECT 1 FROM blocks LIMIT 1").fetchone() is not None
             if changed or not has_blocks or _discovered_by(store) != discovery_version():
                 report_progress("discover", 0, 1)
@@ -387,18 +370,8 @@ def _discovered_by(store: Store) -> str | None:
 def refresh_blocks(store: Store) -> int:
     """Re-run discovery over the whole index and replace the blocks table."""
     result = discover(store.conn)
-    with store.transaction() as conn:
-        conn.execute("DELETE FROM blocks")
-        conn.executemany(
-            "INSERT INTO blocks (source_id, file_id, name, qualname, line, end_line, category, bases_chain)"
-            " VALUES (?,?,?,?,?,?,?,?)",
-            [
-                (b.source_id, b.file_id, b.name, b.qualname, b.line, b.end_line, b.category, json.dumps(list(b.chain)))
-                for b in result.blocks
-            ],
-        )
-        DiscoveryStamp(discovery_version(), result.classes, result.modules_not_blocks, result.unresolved_bases,
-                       result.template_copies).write(conn)
+    store.replace_blocks(result.blocks, DiscoveryStamp(discovery_version(), result.classes, result.modules_not_blocks,
+                                                       result.unresolved_bases, result.template_copies))
     log.info("discovered %d blocks among %d classes (%d copies in template files left out)", len(result.blocks),
              result.classes, result.template_copies)
     return len(result.blocks)

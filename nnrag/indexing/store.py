@@ -1,4 +1,4 @@
-"""Writes of the index: sources, files (with content by SHA-1), definitions and imports.
+"""Writes of the index: sources, files (with content by SHA-1), definitions, imports and blocks.
 
 The tables themselves belong to :mod:`nnrag.db`; this module fills them from parse results.
 """
@@ -11,11 +11,14 @@ import sqlite3
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from ..db import Database, read_meta, write_meta
 from ..errors import IndexStoreError
 from .parse import ParsedFile
+
+if TYPE_CHECKING:
+    from .discovery import BlockRow
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ PARSE_AGAIN = -1
 
 
 class Store(Database):
-    """The index's writes: sources, parsed files, definitions, imports."""
+    """The index's writes: sources, parsed files, definitions, imports, blocks."""
 
     # -- sources -------------------------------------------------------------------------
     def source_row(self, name: str) -> sqlite3.Row | None:
@@ -66,6 +69,35 @@ class Store(Database):
 
     def sources(self) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM sources ORDER BY priority, name").fetchall()
+
+    def register_source(self, name: str, values: tuple[object, ...], source_id: int | None) -> int:
+        """Insert a source row (``source_id`` None) or update it; it stays ``indexing`` until
+        :meth:`sources_complete`. ``values``: spec, kind, root, module_style, priority, config,
+        version, git_commit, license, note."""
+        with self.transaction() as conn:
+            if source_id is None:
+                cur = conn.execute(
+                    "INSERT INTO sources (spec, kind, root, module_style, priority, config, version, git_commit, license,"
+                    " note, name, state) VALUES (?,?,?,?,?,?,?,?,?,?,?, 'indexing')",
+                    (*values, name),
+                )
+                return int(cur.lastrowid)  # type: ignore[arg-type]
+            conn.execute(
+                "UPDATE sources SET spec=?, kind=?, root=?, module_style=?, priority=?, config=?, version=?, git_commit=?,"
+                " license=?, note=?, state='indexing' WHERE id=?",
+                (*values, source_id),
+            )
+            return source_id
+
+    def sources_complete(self, source_ids: Iterable[int]) -> None:
+        with self.transaction() as conn:
+            now = time.time()
+            conn.executemany("UPDATE sources SET state='complete', indexed_at=? WHERE id=?", [(now, sid) for sid in source_ids])
+
+    def forget_source(self, name: str) -> None:
+        """The source and, through its foreign keys, everything indexed from it."""
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM sources WHERE name=?", (name,))
 
     def parsed_by(self, source_id: int) -> str | None:
         """The parser version that parsed the source's files (None before the stamp existed)."""
@@ -156,6 +188,19 @@ class Store(Database):
             "INSERT INTO imports (file_id, module, name, asname, level, lineno, cond, scope) VALUES (?,?,?,?,?,?,?,?)",
             [(file_id, i.module, i.name, i.asname, i.level, i.lineno, i.cond, i.scope) for i in parsed.imports],
         )
+
+    # -- blocks --------------------------------------------------------------------------
+    def replace_blocks(self, blocks: Iterable["BlockRow"], stamp: DiscoveryStamp) -> None:
+        """The blocks discovery found in the whole index, in place of the last ones, with its stamp."""
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM blocks")
+            conn.executemany(
+                "INSERT INTO blocks (source_id, file_id, name, qualname, line, end_line, category, bases_chain)"
+                " VALUES (?,?,?,?,?,?,?,?)",
+                [(b.source_id, b.file_id, b.name, b.qualname, b.line, b.end_line, b.category, json.dumps(list(b.chain)))
+                 for b in blocks],
+            )
+            stamp.write(conn)
 
     def collect_garbage(self) -> None:
         """Forget content no file refers to any more."""

@@ -249,7 +249,8 @@ class _Build:
         if x.assembled is None:
             records.save(self.conn, self.workspace, records.Verdict(
                 ref.block_id, ref.source, ref.qualname, name, ref.category, "failed", "extract",
-                x.issues[0].code, "; ".join(str(i) for i in x.issues)[:2000], {"issues": [asdict(i) for i in x.issues]},
+                x.issues[0].code, "; ".join(str(i) for i in x.issues)[:2000],
+                records.StoredRecord(issues=tuple(asdict(i) for i in x.issues)),
                 x.seconds, gate_version(), None, x.files))
             report.count(ref.source, False, x.issues[0].code)
             return

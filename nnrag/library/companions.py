@@ -12,7 +12,6 @@ construction (see ``nnrag.validator.probing.companions``).
 from __future__ import annotations
 
 import ast
-import json
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 
 from ..db import file_text
 from ..indexing.attributes import constructor_arguments, defined_by, read_off
+from .records import StoredRecord
 
 # the attribute a guessed value lacks; a value of the block's own classes is never a guess
 _WANTED = re.compile(r"'(?:int|float|bool|str|NoneType|ellipsis|Passthrough|list|tuple|dict)' object has no attribute '(\w+)'")
@@ -82,7 +82,8 @@ class Finder:
             if node is None:
                 continue
             module = row["module"]
-            recipe = json.loads(row["record"] or "{}").get("recipe") if row["status"] == "validated" else None
+            gate = StoredRecord.read(row["record"]).gate if row["status"] == "validated" else None
+            recipe = gate.recipe if gate is not None else None
             init = {**recipe["init"], "cls": [module, row["qualname"][len(module) + 1:]]} if recipe and recipe.get("init") else None
             classes[row["qualname"]] = _Class(row["qualname"], module, row["end_line"] - row["line"], frozenset(defined_by(node)),
                                               frozenset(read_off([node], constructor_arguments(node))), init)

@@ -16,6 +16,7 @@ import sqlite3
 from typing import Iterable
 
 from ..indexing.lookup import BlockRef
+from .records import StoredRecord
 from ..validator.usage.runs import Passed
 
 _PER_BLOCK = 2  # passing blocks run per failing block, those with the fewest parameters first
@@ -33,10 +34,10 @@ def passing_parents(conn: sqlite3.Connection, source: str, failing: Iterable[Blo
             "SELECT l.qualname, l.files, l.record, f.module FROM library l JOIN sources s ON s.name = l.source"
             " JOIN blocks b ON b.source_id = s.id AND b.qualname = l.qualname JOIN files f ON f.id = b.file_id"
             " WHERE l.source=? AND l.stage='backward'", (source,)):
-        record = json.loads(row["record"] or "{}")
-        if record.get("recipe") and record.get("submodules"):
-            passing.append((record.get("params") or 0, row["qualname"], row["module"], set(json.loads(row["files"] or "{}")),
-                            set(record["submodules"]), record["recipe"]))
+        record = StoredRecord.read(row["record"]).gate
+        if record is not None and record.recipe and record.submodules:
+            passing.append((record.params or 0, row["qualname"], row["module"], set(json.loads(row["files"] or "{}")),
+                            set(record.submodules), record.recipe))
     passing.sort(key=lambda p: (p[0], p[1]))
     chosen: dict[str, Passed] = {}
     for ref in failing:

@@ -69,6 +69,31 @@ _NO_NOTES = BuildNotes()
 
 
 @dataclass(frozen=True)
+class StoredRecord:
+    """The JSON column ``record`` of a library row, beside the build notes: the gate's record of a
+    judged block, what assembling made of a block stored unjudged, or the issues of an extraction
+    that failed. Written by :func:`save` and read by :meth:`read` only."""
+
+    gate: ValidationRecord | None = None
+    assembled: dict[str, Any] | None = None  # ``Assembled.facts()`` of a block stored unjudged
+    issues: tuple[dict[str, Any], ...] = ()  # of an extraction that failed, as ``ClosureIssue`` fields
+
+    @classmethod
+    def read(cls, text: str | None) -> "StoredRecord":
+        data = json.loads(text or "{}")
+        return cls(ValidationRecord.from_dict(data) if "ok" in data else None, data.get("assembled"),
+                   tuple(data.get("issues") or ()))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.gate.to_dict() if self.gate is not None else {}
+        if self.assembled is not None:
+            out["assembled"] = self.assembled
+        if self.issues:
+            out["issues"] = list(self.issues)
+        return out
+
+
+@dataclass(frozen=True)
 class Verdict:
     """What the library records of one block: its file (when the closure completed) and how it fared."""
 
@@ -81,7 +106,7 @@ class Verdict:
     stage: str | None
     code: str | None
     message: str
-    record: dict[str, Any]
+    record: StoredRecord
     extract_s: float
     gate_version: str
     assembled: Assembled | None = None
@@ -132,14 +157,14 @@ class Candidate:
         the next build, since no gate version matches this one. Its record keeps what assembling
         made beside the text, so that build validates the stored file without extracting again."""
         return Verdict(self.ref.block_id, self.ref.source, self.ref.qualname, self.name, self.ref.category, NOT_RUN,
-                       None, None, "", {"assembled": self.shell.facts()}, self.extract_s, NOT_RUN, self.assembled,
+                       None, None, "", StoredRecord(assembled=self.shell.facts()), self.extract_s, NOT_RUN, self.assembled,
                        self.files)
 
     @classmethod
     def stored(cls, ref: BlockRef, name: str, row: sqlite3.Row, code: str) -> "Candidate | None":
         """The candidate a ``not-run`` library row (with its record and files) and its stored file
         ``code`` make again; None for a row stored before records kept what assembling made."""
-        facts = json.loads(row["record"] or "{}").get("assembled")
+        facts = StoredRecord.read(row["record"]).assembled
         if not facts:
             return None
         return cls.of(ref, name, json.loads(row["files"] or "{}"), Assembled.with_code(facts, code), row["extract_s"] or 0.0)
@@ -148,7 +173,7 @@ class Candidate:
         """The library row of ``record``, stamped with ``version`` (this gate's by default)."""
         return Verdict(
             self.ref.block_id, self.ref.source, self.ref.qualname, self.name, self.ref.category,
-            "validated" if record.ok else "failed", record.stage, record.code, record.message, record.to_dict(),
+            "validated" if record.ok else "failed", record.stage, record.code, record.message, StoredRecord(record),
             self.extract_s, version or gate_version(), self.assembled, self.files,
         )
 
@@ -189,7 +214,7 @@ def save(conn: sqlite3.Connection, workspace: Workspace, v: Verdict) -> None:
             "files": json.dumps(v.files),
             "requirements": json.dumps([r.pep508 for r in a.requirements] if a else []),
             "status": v.status, "stage": v.stage, "code": v.code, "message": v.message,
-            "record": json.dumps({**v.record, **v.notes.to_dict()}, default=str), "gate_version": v.gate_version, "extract_s": v.extract_s,
+            "record": json.dumps({**v.record.to_dict(), **v.notes.to_dict()}, default=str), "gate_version": v.gate_version, "extract_s": v.extract_s,
             "updated_at": time.time(),
         },
     )

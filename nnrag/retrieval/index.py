@@ -13,7 +13,6 @@ import json
 import logging
 import re
 import sqlite3
-import struct
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +24,7 @@ from ..config import search_config
 from ..db import Database, connect
 from ..errors import ConfigError, IndexStoreError, NnragError
 from . import lexical, neighbours
+from . import state as index_state
 from .embedders import FEW_TEXTS, Embedder, make_embedder, release_embedder, vector_key
 from .tuning import tuned_blocks, tuned_in, tuned_model
 from .views import dense_text, lexical_doc
@@ -117,14 +117,6 @@ def _sha1(text: str) -> str:
 
 
 # -- embedding cache ------------------------------------------------------------------------
-def _pack(v: Sequence[float]) -> bytes:
-    return struct.pack(f"<{len(v)}f", *v)
-
-
-def _unpack(data: bytes) -> list[float]:
-    return list(struct.unpack(f"<{len(data) // 4}f", data))
-
-
 def _embed_cached(conn: sqlite3.Connection, embedder: Embedder, texts: list[str], report: SyncReport,
                   progress: ProgressFn | None) -> list[list[float]]:
     """Vectors of ``texts``, embedding only texts this model has not embedded before."""
@@ -132,9 +124,8 @@ def _embed_cached(conn: sqlite3.Connection, embedder: Embedder, texts: list[str]
     model = vector_key(embedder.name)
     have: dict[str, list[float]] = {}
     for k in set(keys):
-        row = conn.execute("SELECT vector FROM embeddings WHERE model=? AND text_sha1=?", (model, k)).fetchone()
-        if row:
-            have[k] = _unpack(row["vector"])
+        if (vector := index_state.cached_vector(conn, model, k)) is not None:
+            have[k] = vector
     # shortest first: a batch pads every text to its longest, so batches of like lengths waste the
     # least (measured 13-28% more texts/s than the library's order)
     missing = sorted(dict.fromkeys(t for t, k in zip(texts, keys) if k not in have), key=len)
@@ -143,8 +134,7 @@ def _embed_cached(conn: sqlite3.Connection, embedder: Embedder, texts: list[str]
         batch = missing[i:i + _EMBED_BATCH]
         for text, vector in zip(batch, embedder.embed(batch)):
             have[_sha1(text)] = vector
-            conn.execute("INSERT OR REPLACE INTO embeddings (model, text_sha1, vector) VALUES (?,?,?)",
-                         (model, _sha1(text), _pack(vector)))
+            index_state.cache_vector(conn, model, _sha1(text), vector)
         conn.commit()
         report.embedded += len(batch)
         if progress:
@@ -260,7 +250,7 @@ class SearchIndex:
             near = neighbours.read(conn, vector_key(self.embedder.name))
             if near is None:  # a vector the last sync recorded is gone from the embedding cache
                 log.warning("block vectors are missing from the index: syncing the search index again")
-                conn.execute("DELETE FROM search_state WHERE name IN ('synced', 'made_with')")  # every block again
+                index_state.forget_state(conn, "synced", "made_with")  # every block again
                 conn.commit()
                 self.sync()
                 near = neighbours.read(conn, vector_key(self.embedder.name))
@@ -315,7 +305,7 @@ class SearchIndex:
             report.specs_built, report.specs_failed, report.removed = (
                 len(refreshed.built), len(refreshed.failed), len(refreshed.removed))
             version = json.dumps(self._versions())
-            made = {} if _state(conn, "made_with") != version else dict(
+            made = {} if index_state.read_state(conn, "made_with") != version else dict(
                 conn.execute("SELECT block_id, spec_key FROM search_specs").fetchall())
             specs = dict(conn.execute("SELECT block_id, key FROM specs").fetchall())
             changed = sorted(i for i, key in specs.items() if made.get(i) != key)
@@ -341,8 +331,7 @@ class SearchIndex:
                 self._sync_vectors(conn, chosen, None if whole else gone, report, progress)
             conn.executemany("INSERT OR REPLACE INTO search_specs VALUES (?, ?)",
                              [(b.spec.id, specs[b.spec.id]) for b in chosen])
-            conn.executemany("INSERT OR REPLACE INTO search_state VALUES (?, ?)",
-                             [("made_with", version), ("synced", signature)])
+            index_state.write_state(conn, {"made_with": version, "synced": signature})
             conn.commit()
         report.seconds = time.perf_counter() - started
         return report
@@ -361,8 +350,7 @@ class SearchIndex:
             todo = [i for i in ids if state.get(i) != metas[i]["key"]]
             # searches read every block's vector from the embedding cache (``neighbours``): the
             # changed blocks' vectors, and any the cache lost (emptied by hand), are made here
-            held = {r[0] for r in conn.execute("SELECT text_sha1 FROM embeddings WHERE model=?",
-                                                 (vector_key(self.embedder.name),))}
+            held = index_state.cached_texts(conn, vector_key(self.embedder.name))
             renew = set(todo)
             need = [i for i in ids if i in renew or _sha1(texts[i]) not in held]
             stale = [i for i in state if i not in texts]
@@ -453,17 +441,12 @@ class SearchIndex:
 
 def _synced(conn: sqlite3.Connection) -> str | None:
     """The library signature the search index was last brought up to date with."""
-    return _state(conn, "synced")
+    return index_state.read_state(conn, "synced")
 
 
 def forget_sync(conn: sqlite3.Connection) -> None:
     """Have the next search check the library against the index again, as after a build."""
-    conn.execute("DELETE FROM search_state WHERE name='synced'")
-
-
-def _state(conn: sqlite3.Connection, name: str) -> str | None:
-    row = conn.execute("SELECT value FROM search_state WHERE name=?", (name,)).fetchone()
-    return row["value"] if row else None
+    index_state.forget_state(conn, "synced")
 
 
 def _allowed(conn: sqlite3.Connection, source: str | None, category: str | None, validated: bool | None) -> set[str]:

@@ -38,6 +38,7 @@ from ..specs.build import SpecBundle
 from ..specs.docstrings import SENTENCE_END, prose
 from ..specs.static import opening
 from ..workspace import Workspace
+from . import state as index_state
 from .embedders import vector_key
 from .lexical import split_words
 from .views import dense_text
@@ -66,7 +67,7 @@ class Pair:
 
 @dataclass(frozen=True)
 class Recipe:
-    """Measured on a 15,608-block library (docs/benchmarks.md): one epoch raised dense R@10 on
+    """Measured on a 15,608-block library (docs/journal.md): one epoch raised dense R@10 on
     six of seven query splits (+0.025 to +0.13) and lowered it on one (-0.035)."""
 
     epochs: float = 1.0
@@ -167,8 +168,7 @@ def adopt(workspace: Workspace, model: str, blocks: int) -> None:
     ``blocks`` blocks, and delete the others. Searches switch to it at their next call, so the
     library is embedded with it first."""
     with connect(workspace) as store:
-        store.conn.executemany("INSERT OR REPLACE INTO search_state VALUES (?, ?)",
-                               [(_STATE, Path(model).name), (_BLOCKS, str(blocks))])
+        index_state.write_state(store.conn, {_STATE: Path(model).name, _BLOCKS: str(blocks)})
         store.conn.commit()
     _forget_models(workspace, keep=Path(model))
 
@@ -236,22 +236,22 @@ def tuned_model(workspace: Workspace) -> str | None:
 
 def tuned_in(conn: sqlite3.Connection, workspace: Workspace) -> str | None:
     """:func:`tuned_model`, read on an open connection (a search checks it on every call)."""
-    row = conn.execute("SELECT value FROM search_state WHERE name=?", (_STATE,)).fetchone()
-    folder = workspace.home / "models" / row["value"] if row else None
+    name = index_state.read_state(conn, _STATE)
+    folder = workspace.home / "models" / name if name else None
     return str(folder) if folder and folder.is_dir() else None
 
 
 def tuned_blocks(conn: sqlite3.Connection) -> int | None:
     """How many blocks the library held when its embedder was tuned (None: not tuned)."""
-    row = conn.execute("SELECT value FROM search_state WHERE name=?", (_BLOCKS,)).fetchone()
-    return int(row["value"]) if row else None
+    value = index_state.read_state(conn, _BLOCKS)
+    return int(value) if value else None
 
 
 def reset(workspace: Workspace) -> bool:
     """Forget the tuned model: searches use the configured embedder again. True if there was one."""
     with connect(workspace) as store:
-        gone = store.conn.execute("SELECT 1 FROM search_state WHERE name=?", (_STATE,)).fetchone() is not None
-        store.conn.execute("DELETE FROM search_state WHERE name IN (?, ?)", (_STATE, _BLOCKS))
+        gone = index_state.read_state(store.conn, _STATE) is not None
+        index_state.forget_state(store.conn, _STATE, _BLOCKS)
         store.conn.commit()
     _forget_models(workspace)
     return gone
@@ -266,7 +266,7 @@ def _forget_models(workspace: Workspace, keep: Path | None = None) -> None:
     if not olds:
         return
     with connect(workspace) as store:
-        store.conn.executemany("DELETE FROM embeddings WHERE model=?", [(vector_key(str(old)),) for old in olds])
+        index_state.forget_vectors(store.conn, [vector_key(str(old)) for old in olds])
         store.conn.commit()
     chroma_url = search_config(workspace).chroma_url
     for old in olds:

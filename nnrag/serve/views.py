@@ -4,7 +4,6 @@ the templates; reading only, through the same lookups the agent tools use."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pygments import highlight
@@ -13,6 +12,7 @@ from pygments.lexers import PythonLexer
 
 from ..db import connect
 from ..errors import CODE_HELP
+from ..library.records import StoredRecord
 from ..library.report import library_report
 from ..specs.build import bundle_from_row, find_row
 from ..workspace import Workspace
@@ -39,7 +39,8 @@ def block_page(workspace: Workspace, block_id: str) -> dict[str, Any]:
         row = find_row(db.conn, block_id)
         bundle = bundle_from_row(db, workspace, row)
     spec = bundle.spec
-    record: dict[str, Any] = json.loads(row["record"] or "{}")
+    gate = StoredRecord.read(row["record"]).gate
+    record: dict[str, Any] = gate.to_dict() if gate is not None else {}
     code = ""
     if row["path"]:
         file = workspace.inside(row["path"])  # a path from the database stays inside the home

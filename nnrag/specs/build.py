@@ -10,11 +10,11 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..db import Database
 from ..errors import NotFoundError
-from ..library.records import library_row, resolve_library_block
+from ..library.records import StoredRecord, library_row, resolve_library_block
+from ..validator.record import ValidationRecord
 from ..sourcing.spec import origin
 from ..workspace import Workspace
 from .model import BlockSpec, Parameter, Provenance, ShapeProbe, Submodule, Validation
@@ -60,13 +60,12 @@ def swhid(data: bytes) -> str:
     return "swh:1:cnt:" + hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def _probe(record: dict[str, Any]) -> ShapeProbe | None:
-    if not record.get("ok"):
+def _probe(record: ValidationRecord | None) -> ShapeProbe | None:
+    if record is None or not record.ok:
         return None
     return ShapeProbe(
-        inputs=record.get("input_shapes") or [], input_dtypes=record.get("input_dtypes") or [],
-        outputs=record.get("output_shapes") or [], arguments=record.get("arguments") or "guessed",
-        parameter_count=record.get("params"), backward=record.get("backward"),
+        inputs=record.input_shapes, input_dtypes=record.input_dtypes, outputs=record.output_shapes,
+        arguments=record.arguments or "guessed", parameter_count=record.params, backward=record.backward,
     )
 
 
@@ -103,10 +102,10 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
     beside it. ``docs`` and ``readmes``: the packages' argument documentation and the sources'
     READMEs, shared by the rows of one refresh."""
     name, category, file_sha1, status = row["name"], row["category"], row["file_sha1"], row["status"]
-    record = json.loads(row["record"] or "{}")
+    record = StoredRecord.read(row["record"]).gate
     facts = _facts(db, workspace, row)
     probe = _probe(record)
-    submodules = [Submodule(type=t, count=n) for t, n in (record.get("submodules") or {}).items()]
+    submodules = [Submodule(type=t, count=n) for t, n in (record.submodules if record else {}).items()]
     try:
         content_id = swhid(db.file_bytes(file_sha1)) if file_sha1 else None
     except Exception:  # content collected away: the id is optional
@@ -117,13 +116,13 @@ def bundle_from_row(db: Database, workspace: Workspace, row: sqlite3.Row, docs: 
         text = ""
     context = module_context(text) if text else ""
     above = heading(text, row["line"]) if text else ""
-    used = record.get("init_args") or {}
+    used = record.init_args if record else {}
     spec_ = BlockSpec(
         id=row["block_id"], name=name, qualname=row["qualname"], category=category,
         summary=summarize(category, opening(facts.docstring, above), submodules, probe,
                           _spatial_rank(name, probe)),
         bases=facts.bases,
-        constructor=_with_probe_values(facts.constructor, used if record.get("ok") else {}),
+        constructor=_with_probe_values(facts.constructor, used if record and record.ok else {}),
         forward=facts.forward, probe=probe, submodules=submodules, operations=facts.operations, mechanisms=facts.mechanisms,
         requirements=json.loads(row["requirements"] or "[]"),
         provenance=Provenance(
