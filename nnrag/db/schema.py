@@ -13,9 +13,6 @@ import sqlite3
 from pathlib import PurePath
 from typing import Callable
 
-# Bump with a new entry in MIGRATIONS whenever a table or column changes.
-SCHEMA_VERSION = 13
-
 # Lexical search: one FTS5 table per field, so that bm25's term weights (IDF) are per field.
 SEARCH_FIELDS = ("name", "module", "doc", "identifiers")
 SEARCH_TOKENIZER = "porter unicode61"
@@ -345,3 +342,5 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: 
                                                                5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8, 8: _v8_to_v9,
                                                                9: _v9_to_v10, 10: _v10_to_v11,
                                                                11: _v11_to_v12, 12: _v12_to_v13}
+# A table or column changes only with a new step above: the version is the one after the last step.
+SCHEMA_VERSION = max(MIGRATIONS) + 1
