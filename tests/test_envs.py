@@ -185,3 +185,65 @@ def test_an_environment_whose_torch_is_broken_leaves_its_blocks_waiting_and_the_
     assert "did not start" in report.requirements["not_installable"]["tinyact"]  # type: ignore[index]
     for entry in nnrag.library_entries(home=tmp_path / "home"):
         assert "did not start" in str(entry["message"])
+
+
+def _sdist(folder: Path, name: str, version: str, files: dict[str, str]) -> Path:
+    """An sdist whose setup.py fails, as a package pip cannot build here does."""
+    import io
+    import tarfile
+
+    path = folder / f"{name}-{version}.tar.gz"
+    members = {"setup.py": "raise SystemExit('this distribution does not build here')\n",
+               "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", **files}
+    with tarfile.open(path, "w:gz") as tf:
+        for member, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}-{version}/{member}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_a_distribution_pip_cannot_build_is_lent_from_the_release_that_has_what_the_blocks_import(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package index on 127.0.0.1 holds two sdists of ``lentpkg`` that do not build; the blocks
+    import ``lentpkg.runner``, which only the older release has. The build lends that release."""
+    import hashlib
+    import http.server
+    import threading
+
+    files = tmp_path / "index" / "files"
+    files.mkdir(parents=True)
+    scale = "import torch\n\n\nclass Scale(torch.nn.Module):\n    def __init__(self, s):\n        super().__init__()\n" \
+            "        self.s = s\n\n    def forward(self, x):\n        return x * self.s\n"
+    old = _sdist(files, "lentpkg", "1.0", {"lentpkg/__init__.py": "", "lentpkg/runner.py": scale})
+    new = _sdist(files, "lentpkg", "2.0", {"lentpkg/__init__.py": "", "lentpkg/engine.py": scale})
+    page = tmp_path / "index" / "simple" / "lentpkg"
+    page.mkdir(parents=True)
+    page.joinpath("index.html").write_text("".join(
+        f'<a href="../../files/{p.name}#sha256={hashlib.sha256(p.read_bytes()).hexdigest()}">{p.name}</a>\n' for p in (old, new)))
+    handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(tmp_path / "index"), **k)  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        index = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        repo = tmp_path / "old_api_repo"
+        shutil.copytree(FIXTURES / "old_api_repo", repo)
+        home = tmp_path / "home"
+        report = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False,
+                             requirements="install")
+    finally:
+        server.shutdown()
+    (lent,) = report.requirements["lent"]  # type: ignore[misc]
+    assert (lent["distribution"], lent["version"], lent["covers"], lent["blocks"]) == ("lentpkg", "1.0", "1/1", 1)
+    assert "build" in lent["reason"]  # pip's own last line, kept
+    assert report.passed == report.tried == 2  # the lending source's own blocks are no part of the library
+    entries = {e["name"]: e for e in nnrag.library_entries(home=home)}
+    assert set(entries) == {"ScaledConv", "Plain"} and entries["ScaledConv"]["status"] == "validated"
+    code = (home / str(entries["ScaledConv"]["path"])).read_text(encoding="utf-8")
+    assert "class Scale" in code and "from lentpkg" not in code  # its code copied from the release lent
+    (source,) = [s for s in nnrag.sources(home=home) if s.name == "lentpkg"]
+    assert source.spec == "pypi:lentpkg==1.0"
+    with pytest.raises(ImportError):
+        __import__("lentpkg")  # read as data, never installed

@@ -317,6 +317,12 @@ def _print_build(report: Any, title: str) -> None:
     elif report.requirements.get("blocks"):
         r = report.requirements
         timing.append(f"{r['rescued']} of {r['blocks']} blocks pass in {r['environments']} requirement environment(s)")
+    for lending in report.requirements.get("lent") or []:
+        if lending.get("version"):
+            timing.append(f"{lending['distribution']} lent from its sdist {lending['version']} (pip: {lending['reason']}; "
+                          f"it provides {lending['covers']} of the names the corpus imports)")
+        else:
+            timing.append(f"{lending['distribution']} missing for {lending['blocks']} blocks: {lending['why_not']}")
     if report.harvest.get("retried"):
         h = report.harvest
         timing.append(f"{h['rescued']} of {h['retried']} failed blocks pass with usage recorded from "

@@ -154,6 +154,7 @@ def indexed_specs(workspace: Workspace) -> list[SourceSpec]:
                 symbols=config.get("symbols", ()),
                 default_excludes=config.get("default_excludes", True),
                 max_file_bytes=config.get("max_file_bytes", DEFAULT_MAX_FILE_BYTES),
+                lends=bool(config.get("lends", False)),
             )
         )
     return specs

@@ -15,7 +15,7 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..db import connect, read_meta, write_meta
 from ..extraction.lending import check_prefer
@@ -26,7 +26,7 @@ from ..progress import ProgressFn
 from ..validator.envs import check_requirements
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord, gate_version
 from ..workspace import Workspace
-from . import records
+from . import lent, records
 from .report import BuildReport
 from .environments import (corpus_packages, explain_corpus_import, missing_distribution, needs_install, settled_by_install,
                            validate_in_environments)
@@ -57,6 +57,7 @@ def build_library(
     prefer: str = "installed",
     requirements: str = "off",
     validate: bool = True,
+    lend: bool = True,
 ) -> BuildReport:
     """Extract and validate every selected block; store files and verdicts.
 
@@ -68,7 +69,9 @@ def build_library(
     ``install`` validates blocks that miss a third-party distribution again in an environment that
     has it; ``off`` (the default) installs nothing and reports what they wait for. Without
     ``validate`` the extracted blocks are stored unjudged (``not-run``): searchable at once, and
-    validated by the next build that validates.
+    validated by the next build that validates. Under ``install``, with ``lend``, a distribution pip
+    cannot install is lent from its sdist (:mod:`nnrag.library.lent`) and the blocks that wait
+    for it are judged again with its code copied.
     """
     check_requirements(requirements)
     started = time.perf_counter()
@@ -81,6 +84,10 @@ def build_library(
         if names is None and limit is None and not build.report.interrupted:
             build.drop_gone(rows, set(sources) if sources is not None else None)
     report = build.report
+    if lend and options.install and validate and not report.interrupted:
+        report = _lend_and_build_again(workspace, report, sources=sources, names=names, limit=limit, workers=workers,
+                                       limits=limits, progress=progress, harvest=harvest, scheduler=scheduler,
+                                       prefer=prefer, requirements=requirements)
     report.seconds = time.perf_counter() - started
     report.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return report
@@ -122,13 +129,16 @@ class _Build:
     def run(self, wanted: set[str] | None, names: set[str] | None, limit: int | None) -> list[sqlite3.Row]:
         """Judge the selected blocks; return every block of the index (what is gone is dropped after)."""
         rows = self.conn.execute(
-            "SELECT s.name AS source, f.module, b.qualname, b.name, b.category FROM blocks b"
-            " JOIN sources s ON s.id=b.source_id JOIN files f ON f.id=b.file_id ORDER BY s.priority, s.name, b.qualname"
+            "SELECT s.name AS source, f.module, b.qualname, b.name, b.category, json_extract(s.config, '$.lends') AS lends"
+            " FROM blocks b JOIN sources s ON s.id=b.source_id JOIN files f ON f.id=b.file_id"
+            " ORDER BY s.priority, s.name, b.qualname"
         ).fetchall()
         # discovery may have guessed a category again (a new discovery version): verdicts stand, categories
         # follow, stamped as every write of a row is, so search sees the library changed
         records.follow_categories(self.conn, [BlockRef.from_row(r) for r in rows])
-        selected = [r for r in rows if (wanted is None or r["source"] in wanted) and (names is None or r["name"] in names)]
+        # a source that only lends code to the others is no part of the library
+        selected = [r for r in rows if (wanted is None or r["source"] in wanted) and (names is None or r["name"] in names)
+                    and not r["lends"]]
         if limit is not None:
             selected = selected[:limit]
         self.recall()
@@ -327,6 +337,23 @@ class _Build:
         for block_id, source in self.conn.execute("SELECT block_id, source FROM library").fetchall():
             if (wanted is None or source in wanted) and block_id not in current:
                 records.drop(self.conn, self.workspace, block_id)
+
+
+def _lend_and_build_again(workspace: Workspace, report: BuildReport, **build: Any) -> BuildReport:
+    """Lend each distribution pip could not install from its sdist and, when any is lent, build
+    again: the blocks that waited for one are extracted with its code and judged again, the
+    others reused."""
+    from ..indexing.indexer import index_sources
+
+    with connect(workspace) as db:
+        indexed = {r["name"] for r in db.conn.execute("SELECT name FROM sources")}
+        lenders, outcome = lent.lending_sources(workspace, db.conn, indexed)
+    if lenders:
+        index_sources(workspace, lenders, workers=build.get("workers"), progress=build.get("progress"))
+        report = build_library(workspace, **build, lend=False)
+    if outcome:
+        report.requirements["lent"] = [o.to_dict() for o in outcome]
+    return report
 
 
 def _open_gate(scheduler: str | None, workers: int | None, limits: Limits | None) -> "Gate":

@@ -93,6 +93,11 @@ class StoredRecord:
         return out
 
 
+def missing_dependency_messages(conn: sqlite3.Connection) -> list[str]:
+    """The messages of the library's ``missing-dependency`` verdicts."""
+    return [r[0] or "" for r in conn.execute("SELECT message FROM library WHERE code='missing-dependency'")]
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What the library records of one block: its file (when the closure completed) and how it fared."""

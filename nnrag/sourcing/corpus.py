@@ -10,6 +10,7 @@ TOML::
     exclude = ["**/_builder.py"]
     symbols = ["*Attention*", "BlurPool*"]   # keep only blocks whose class name matches
     default_excludes = true       # tests/, docs/, setup.py, ... (see nnrag.sourcing.spec)
+    lends = false                 # true: only lends code to the other sources' blocks, its own are not built
 
 nn-rag JSON::
 
@@ -27,7 +28,7 @@ from typing import Any
 from ..errors import ConfigError
 from .spec import DEFAULT_MAX_FILE_BYTES, SourceSpec, parse_source
 
-_TOML_KEYS = {"spec", "name", "priority", "include", "exclude", "symbols", "default_excludes", "max_file_bytes"}
+_TOML_KEYS = {"spec", "name", "priority", "include", "exclude", "symbols", "default_excludes", "max_file_bytes", "lends"}
 
 
 def load_corpus(path: str | Path) -> list[SourceSpec]:
@@ -97,6 +98,7 @@ def _from_toml(data: dict[str, Any], path: Path) -> list[SourceSpec]:
                 symbols=_strings(entry.get("symbols"), where, "symbols"),
                 default_excludes=bool(entry.get("default_excludes", True)),
                 max_file_bytes=max_bytes,
+                lends=bool(entry.get("lends", False)),
             )
         )
     return specs

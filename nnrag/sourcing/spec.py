@@ -82,6 +82,9 @@ class SourceSpec:
     symbols: tuple[str, ...] = ()
     default_excludes: bool = True
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    # a source that only lends: other sources' blocks copy the code they import from it (a
+    # distribution pip cannot install here, read from its sdist), its own blocks are not built
+    lends: bool = False
 
     @property
     def spec(self) -> str:
@@ -105,6 +108,7 @@ class SourceSpec:
             "symbols": list(self.symbols),
             "default_excludes": self.default_excludes,
             "max_file_bytes": self.max_file_bytes,
+            **({"lends": True} if self.lends else {}),  # absent otherwise: the settings of every other source stay as stored
         }
 
 
@@ -122,6 +126,7 @@ def parse_source(
     symbols: tuple[str, ...] | list[str] = (),
     default_excludes: bool = True,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    lends: bool = False,
 ) -> SourceSpec:
     """Parse a source specification string into a :class:`SourceSpec`."""
     text = text.strip()
@@ -167,6 +172,7 @@ def parse_source(
         symbols=tuple(symbols),
         default_excludes=bool(default_excludes),
         max_file_bytes=int(max_file_bytes),
+        lends=bool(lends),
     )
 
 
