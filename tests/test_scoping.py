@@ -1108,6 +1108,36 @@ def test_a_call_at_import_time_follows_what_the_function_reads_despite_a_cycle_e
     assert record.ok, record.message
 
 
+def test_a_metaclass_runs_as_its_class_is_made_so_what_it_reads_comes_first(tmp_path: Path) -> None:
+    """A metaclass's ``__init__`` calls a function its module defines after the classes that use
+    it (braindecode's models): the function, and what it reads, must come before those classes."""
+    root = tmp_path / "src" / "metas"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "m.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        class Tracking(type):
+            def __init__(cls, name, bases, ns):
+                super().__init__(name, bases, ns)
+                track(cls)
+        class Base(nn.Module, metaclass=Tracking):
+            pass
+        class Scaled(Base):
+            def forward(self, x):
+                return x * 2
+        def track(cls):
+            SEEN.append(cls.__name__)
+        SEEN = []
+        """))
+    home = tmp_path / "home"
+    nnrag.index([str(root.parent)], home=home)
+    result = nnrag.extract("metas.m.Scaled", home=home)
+    assert result.ok, result.issues
+    assert max(result.code.index("SEEN = []"), result.code.index("def track")) < result.code.index("class Base")
+    record = nnrag.validate(code=result.code, class_name="Scaled")
+    assert record.ok, record.message
+
+
 def test_a_patch_of_an_imported_class_comes_with_the_code_that_reads_it(tmp_path: Path) -> None:
     """``logging.Logger.note_once = note_once`` in the module that makes the logger: the block calls
     ``logger.note_once``, so the patch is copied with it (18 language-model blocks failed without

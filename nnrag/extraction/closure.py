@@ -634,6 +634,22 @@ class ClosureWalk:
             p.late &= kept
         self.targets = {t: [k for k in ks if k in kept] for t, ks in self.targets.items()}
 
+    def metaclasses(self) -> dict[UnitKey, set[UnitKey]]:
+        """Per class statement, the copied class statements its ``metaclass=`` names: their methods
+        run when the class is made (braindecode's metaclass ``__init__`` calls a function the
+        module defines further down), so what they read is needed before the class."""
+        out: dict[UnitKey, set[UnitKey]] = {}
+        for k, plan in self.units.items():
+            node = self.ex.units_of(k[0]).stmts[k[1]].node
+            if not isinstance(node, ast.ClassDef):
+                continue
+            names = {n.id for kw in node.keywords if kw.arg == "metaclass" for n in ast.walk(kw.value) if isinstance(n, ast.Name)}
+            found = {d for name in names if isinstance(t := plan.refs.get(name), DefTarget)
+                     for d in self.targets.get(t, []) if d in plan.early}
+            if found:
+                out[k] = found
+        return out
+
     def closure(self) -> Closure:
         ex, units = self.ex, self.units
         # Successive bindings of one name keep their order.
@@ -642,7 +658,7 @@ class ClosureWalk:
                 units[b].early.add(a)
         functions = {k for k in units if isinstance(ex.units_of(k[0]).stmts[k[1]].node, (ast.FunctionDef, ast.AsyncFunctionDef))}
         ex.defer_computed_loads(units)
-        order, cyclic = order_units(units, next(iter(self.targets[self.top])), functions)
+        order, cyclic = order_units(units, next(iter(self.targets[self.top])), functions, self.metaclasses())
         used = {k[0] for k in units}
         files = {ex.file_of(m): ex.sha1_of(m) for m in sorted(used)}
         future = set().union(*(ex.units_of(m).future for m in used))

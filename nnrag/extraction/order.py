@@ -12,10 +12,12 @@ from .plan import UnitKey, UnitPlan
 T = TypeVar("T")
 
 
-def _runs_at_import(units: dict[UnitKey, UnitPlan], functions: set[UnitKey]) -> dict[UnitKey, set[UnitKey]]:
+def _runs_at_import(units: dict[UnitKey, UnitPlan], functions: set[UnitKey],
+                    metaclasses: dict[UnitKey, set[UnitKey]]) -> dict[UnitKey, set[UnitKey]]:
     """Definition-time needs, plus what the functions a statement calls at import time need when
     they run: ``gelu = get_activation("gelu")`` must come after every global ``get_activation``
-    reads (``ACT2FN``), and a decorator after the registry it fills."""
+    reads (``ACT2FN``), and a decorator after the registry it fills. A class's metaclass runs
+    as the class is made: what its methods read counts the same way."""
     runtime: dict[UnitKey, set[UnitKey]] = {}
 
     def needs_when_run(f: UnitKey) -> set[UnitKey]:
@@ -31,12 +33,13 @@ def _runs_at_import(units: dict[UnitKey, UnitPlan], functions: set[UnitKey]) -> 
 
     deps: dict[UnitKey, set[UnitKey]] = {}
     for k, plan in units.items():
-        extra = set().union(*(needs_when_run(f) for f in plan.early if f in functions))
+        extra = set().union(*(needs_when_run(f) for f in plan.early if f in functions or f in metaclasses.get(k, ())))
         deps[k] = (plan.early | extra) - {k}
     return deps
 
 
-def order_units(units: dict[UnitKey, UnitPlan], root: UnitKey, functions: set[UnitKey] = frozenset()) -> tuple[list[UnitKey], bool]:  # type: ignore[assignment]
+def order_units(units: dict[UnitKey, UnitPlan], root: UnitKey, functions: set[UnitKey] = frozenset(),  # type: ignore[assignment]
+                metaclasses: dict[UnitKey, set[UnitKey]] | None = None) -> tuple[list[UnitKey], bool]:
     """Topological order over definition-time edges (with what functions called at import time
     read); ties keep the statements' original order, module by module in the order a depth-first
     walk from the block finishes them."""
@@ -62,7 +65,7 @@ def order_units(units: dict[UnitKey, UnitPlan], root: UnitKey, functions: set[Un
     for k in sorted(rank, key=rank.__getitem__):
         module_rank.setdefault(k[0], len(module_rank))
     early = {k: p.early for k, p in units.items()}
-    runtime = _runs_at_import(units, functions)
+    runtime = _runs_at_import(units, functions, metaclasses or {})
 
     def key(k: UnitKey) -> tuple[int, int]:
         return module_rank[k[0]], k[1]
