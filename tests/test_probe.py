@@ -1488,6 +1488,10 @@ _REPAIR_CASES: dict[str, tuple[str, str, dict[str, Any], Any]] = {
                                    "dim, post_norm_cfg=dict(type='LN')", {"dim": 16}, lambda c: c == {"post_norm_cfg": None}),
     "back to its default": ("if not 2 <= depth <= 5:\n    raise ValueError(f'depth should be in range [2, 5], got {depth}')",
                             "depth=5", {"depth": 1}, lambda c: c == {"depth": 5}),
+    "optional argument unset again": (
+        "if n_times is not None and seconds is not None and sfreq is not None and n_times != seconds * sfreq:\n"
+        "    raise ValueError(f'{n_times=} different from {seconds=} * {sfreq=}')",
+        "n_times=None, seconds=None, sfreq=None", {"n_times": 16, "seconds": 4, "sfreq": 16}, lambda c: c == {"sfreq": None}),
     "parity": ("if window_length % 2 == 0:\n    raise ValueError('window_length must be odd')",
                "window_length", {"window_length": 16}, lambda c: c == {"window_length": 17}),
     "floats for gradients": ("self.p = nn.Parameter(torch.tensor(scale))", "scale", {"scale": 2},
@@ -1519,15 +1523,31 @@ _REPAIR_CASES: dict[str, tuple[str, str, dict[str, Any], Any]] = {
 def test_each_repair_rule_reads_its_error(rule_name: str, tmp_path: Path) -> None:
     """The gate's repairs of guessed constructor arguments are one ordered table; each rule has a
     case here, in which a real constructor fails and the rule suggests the change that fixes it."""
+    _check_repair(tmp_path, rule_name, *_REPAIR_CASES[rule_name])
+
+
+# Further cases of a rule: a form its first case does not show.
+_MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
+    # a statement a formatter split over lines: the argument is named on a line of its own
+    ("layer instance", "self.layers = nn.ModuleList(\n    [copy.deepcopy(encoder_layer) for _ in range(2)]\n)",
+     "encoder_layer", {"encoder_layer": nn.ReLU}, lambda c: isinstance(c.get("encoder_layer"), nn.ReLU)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_MORE_REPAIR_CASES)))
+def test_a_repair_rule_reads_its_error_in_other_forms(case: int, tmp_path: Path) -> None:
+    _check_repair(tmp_path, *_MORE_REPAIR_CASES[case])
+
+
+def _check_repair(tmp_path: Path, rule_name: str, body: str, signature: str, kwargs: dict[str, Any], check: Any) -> None:
     import importlib.util
     import textwrap
 
     from nnrag.validator.probing.arguments import Sizes
     from nnrag.validator.probing.repairs import Failure, rule_repairs
 
-    body, signature, kwargs, check = _REPAIR_CASES[rule_name]
     path = tmp_path / f"repair_case_{abs(hash(rule_name))}.py"
-    path.write_text("import torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n"
+    path.write_text("import copy\n\nimport torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n"
                     "    arch_settings = {18: (2, 2), 34: (3, 4)}\n\n"
                     f"    def __init__(self, {signature}):\n        super().__init__()\n"
                     + textwrap.indent(body, " " * 8) + "\n\n"

@@ -32,11 +32,17 @@ def candidate_frames(cls: type, error: BaseException) -> list[FrameType]:
 
 
 def innermost_line(frames: list[FrameType]) -> str:
-    """The innermost candidate line of the traceback ("" without one)."""
+    """The innermost candidate line of the traceback ("" without one); the whole statement where
+    a simple statement spans several lines (``self.layers = nn.ModuleList(`` with the argument it
+    copies on the next line, as formatters split long calls)."""
     if not frames:
         return ""
     frame = frames[0]
-    return traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name).line or ""
+    line = traceback.FrameSummary(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name).line or ""
+    stmt = failing_statement(frame)
+    if stmt is not None and (stmt.end_lineno or stmt.lineno) > stmt.lineno and not hasattr(stmt, "body"):
+        return ast.unparse(stmt)
+    return line
 
 
 def named_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:

@@ -206,6 +206,7 @@ REPAIR_RULES: tuple[RepairRule, ...] = (
     RepairRule("relation the message states", _only((AssertionError, ValueError), lambda f: _relations(f.cls, f.kwargs, f.text))),
     RepairRule("option the message refuses", _only((AssertionError, ValueError), lambda f: _named_default_off(f.cls, f.kwargs, f.text))),
     RepairRule("back to its default", _only((AssertionError, ValueError), lambda f: _named_back_to_default(f.cls, f.kwargs, f.text))),
+    RepairRule("optional argument unset again", _only((AssertionError, ValueError), lambda f: _named_unset_again(f.cls, f.kwargs, f.text))),
     RepairRule("parity", _parity),
     RepairRule("floats for gradients", _float_for_gradients),
     RepairRule("sequence the code expects", lambda f: _sequences(f.cls, f.kwargs, f.error)
@@ -285,6 +286,21 @@ def _named_back_to_default(cls: type, kwargs: dict[str, Any], text: str) -> Iter
               and type(p.default) in (int, float, str) and kwargs[p.name] != p.default}
     if change:
         yield change
+
+
+def _named_unset_again(cls: type, kwargs: dict[str, Any], text: str) -> Iterator[dict[str, Any]]:
+    """Optional arguments (``None`` by default) that were given and that the message names, each
+    unset again, the one named last first: "n_times=16 different from input_window_seconds=4 *
+    sfreq=16" is a check that runs only when all three are given, and the ones named after the
+    first are what it is derived from."""
+    try:
+        params = {p.name: p for p in inspect.signature(cls).parameters.values()}
+    except (TypeError, ValueError):
+        return
+    named = [w for w in dict.fromkeys(IDENTIFIER.findall(text))
+             if w in kwargs and w in params and params[w].default is None and kwargs[w] is not None]
+    for name in reversed(named):
+        yield {name: None}
 
 
 # "in_channels == 2 * out_channels", "(groups == in_channels == out_channels)", "order must be less
