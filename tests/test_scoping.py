@@ -476,6 +476,35 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
                 return ext_module.op(x) if fast else x
         """}, "UsesExt", ["_Unavailable", "load_ext", "optional", "ext_module", "Locations", "UsesExt"],
         {"import importlib", "from importlib import import_module", "import torch.nn as nn"}),
+    # the same load in a branch of a module-level ``if``, checked by the loader (mmcv's ops/info.py),
+    # reached through a lazy import: the copy imports, and only a call that uses it fails
+    "computed_load_in_branch": ({"ext_loader.py": """
+        import importlib
+        def load_ext(name, funcs):
+            ext = importlib.import_module("computed_load_in_branch." + name)
+            for fun in funcs:
+                assert hasattr(ext, fun), fun
+            return ext
+        """, "info.py": """
+        import sys
+        from .ext_loader import load_ext
+        if sys.platform == "parrots":
+            def version():
+                return "parrots"
+        else:
+            ext_module = load_ext("_ext", ["version"])
+            def version():
+                return ext_module.version()
+        """, "m.py": """
+        import torch.nn as nn
+        class Reports(nn.Module):
+            def forward(self, x, report=False):
+                if report:
+                    from .info import version
+                    return version()
+                return x
+        """}, "Reports", ["_Unavailable", "load_ext", "ext_module,version", "Reports"],
+        {"import importlib", "import sys", "import torch.nn as nn"}),
     # an import inside a function of a module the source no longer has (mmdet 3 still names
     # mmdet 2's ``mmdet.core.export`` in an ONNX branch) fails there, as in the original
     "absent_lazy_import": ({"m.py": """
@@ -919,6 +948,12 @@ def test_closure(cases_home: Path, case: str) -> None:
         assert namespace["UsesExt"]().fallback is None  # type: ignore[operator]  # the optional import's own fallback
         with pytest.raises(ModuleNotFoundError, match="computed_load"):
             namespace["UsesExt"]()(torch.ones(1), fast=True)  # type: ignore[operator]
+    if case == "computed_load_in_branch":
+        import torch
+
+        assert namespace["Reports"]()(torch.ones(1)).item() == 1  # type: ignore[operator]
+        with pytest.raises(ModuleNotFoundError, match="computed_load_in_branch"):
+            namespace["Reports"]()(torch.ones(1), report=True)  # type: ignore[operator]
     if case == "registry_failing_sibling":
         assert type(namespace["BuildsSwish"]().act).__name__ == "Swish"  # type: ignore[operator]
     if case == "renamed_optional_import":  # each module's import binds its own (renamed) name
@@ -1167,3 +1202,37 @@ def test_a_patch_of_an_imported_class_comes_with_the_code_that_reads_it(tmp_path
     assert "logging.Logger.note_once = note_once" in result.code and "never_read" not in result.code
     record = nnrag.validate(code=result.code, class_name="Noted")
     assert record.ok, record.message
+
+
+# Statements renamed by splicing and by LibCST: (text, renames, chains). Each form of binding and
+# scope the splice models, and forms it leaves to LibCST (an f-string naming a renamed name).
+_RENAME_CASES = [
+    ("class A(Base):\n    X = X\n    def f(self, Base=Base):\n        return Base, X, [Base for Base in range(2)]\n",
+     {"Base": "Base_2", "X": "X_2", "A": "A_2"}, {}),
+    ("class A(Base):\n    Y = 1\n    def f(self, Base=Base):\n        return Base, Y, [Base for Base in range(2)]\n",
+     {"Base": "Base_2", "Y": "Y_2", "A": "A_2"}, {}),
+    ("def f(a=lambda z: z + K, *, b=[i for i in K]):\n    g = (j * K for j in K)\n    K2 = K\n    return a, b, g\n",
+     {"K": "K_3", "f": "f_3"}, {}),
+    ("try:\n    from .x import a, b as c\nexcept ImportError:\n    a = None\n    import os.path\n",
+     {"a": "a_x", "c": "c_x", "os": "os_2"}, {}),
+    ("@REG.register()\nclass Net(nn.Module):\n    act = H.make_act(nn.ReLU)\n    def forward(self, x):\n        return H.make_act.inner(x) + H.size\n",
+     {"REG": "REG_m", "nn": "nn_t"}, {"H.make_act": "make_act", "H.size": "SIZE"}),
+    ("def f(x):\n    def g():\n        nonlocal_ = x\n        return zip(nonlocal_, N)\n    return g\n", {"zip": "zip_moves", "N": "N_2"}, {}),
+    ("def é(x):\n    return 'ü' + x + N\n", {"N": "N_2"}, {}),
+    ("def f(x):\n    return f'{N}' + x\n", {"N": "N_2"}, {}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_RENAME_CASES)))
+def test_splicing_renames_as_libcst_does(case: int) -> None:
+    from nnrag.extraction.rename import with_libcst
+    from nnrag.extraction.splice import spliced
+
+    text, renames, chains = _RENAME_CASES[case]
+    slow = with_libcst(text, tuple(sorted(renames.items())), tuple(sorted(chains.items())))
+    fast = spliced(text, renames, chains)
+    if "f'" in text or "X = X" in text:
+        assert fast is None  # a renamed name inside an f-string, or read and bound in a class body: LibCST does it
+    else:
+        assert fast == slow, (fast, slow)
+    assert slow != text or not renames
