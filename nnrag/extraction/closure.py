@@ -42,7 +42,7 @@ from .requirements import distributed, installed
 from .parsed import ParsedModules
 from .scope import UnitNames
 from .units import ModuleUnits, first_use
-from .unavailable import loads_by_name
+from .unavailable import deferrable, loads_by_name
 
 MODULE_DUNDERS = frozenset(
     {"__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__", "__path__",
@@ -295,8 +295,7 @@ class Extractor(RegistryNames):
         self._loads.update((k, not isinstance(n, ast.ClassDef) and loads_by_name(n)) for k, n in node_of.items() if k not in self._loads)
         loaders = {k for k in node_of if self._loads[k]}
         for k, p in units.items():
-            if (isinstance(node := node_of[k], ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets)
-                    and (k in loaders or p.early & loaders)):
+            if (k in loaders or p.early & loaders) and deferrable(node_of[k]):
                 p.deferred = True
 
     def chain(self, mu: ModuleUnits, chain: str) -> tuple[Target, str]:

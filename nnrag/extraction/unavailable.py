@@ -76,12 +76,37 @@ def _offsets(text: str):  # type: ignore[no-untyped-def]
     return at
 
 
+def deferrable(node: ast.stmt) -> list[ast.Assign]:
+    """The assignments of a module-level statement that :func:`defer` wraps: the statement itself
+    when it assigns names, else those that assign names from a call in the branches of an
+    ``if``/``try``/``with`` (mmcv's ``else: ext_module = ext_loader.load_ext(...)``), never inside
+    a function or class it defines."""
+    if isinstance(node, ast.Assign):
+        return [node] if all(isinstance(t, ast.Name) for t in node.targets) else []
+    if not isinstance(node, (ast.If, ast.Try, ast.With)):
+        return []
+    found: list[ast.Assign] = []
+    todo: list[ast.stmt] = [node]
+    while todo:
+        stmt = todo.pop()
+        if isinstance(stmt, ast.Assign):
+            if all(isinstance(t, ast.Name) for t in stmt.targets) and any(isinstance(n, ast.Call) for n in ast.walk(stmt.value)):
+                found.append(stmt)
+        elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+            todo += [*stmt.body, *getattr(stmt, "orelse", []), *getattr(stmt, "finalbody", []),
+                     *(s for h in getattr(stmt, "handlers", []) for s in h.body)]
+    return found
+
+
 def defer(text: str, name: str) -> str:
-    """``x = load_ext(...)`` as ``x = name.load(lambda: (load_ext(...)))``."""
-    value = ast.parse(text).body[0].value  # type: ignore[attr-defined]
+    """``x = load_ext(...)`` as ``x = name.load(lambda: (load_ext(...)))``, each assignment
+    :func:`deferrable` finds in the statement."""
     at = _offsets(text)
-    start, end = at(value.lineno, value.col_offset), at(value.end_lineno, value.end_col_offset)
-    return f"{text[:start]}{name}.load(lambda: ({text[start:end]})){text[end:]}"
+    values = [a.value for a in deferrable(ast.parse(text).body[0])]
+    for value in sorted(values, key=lambda v: (v.lineno, v.col_offset), reverse=True):
+        start, end = at(value.lineno, value.col_offset), at(value.end_lineno, value.end_col_offset)  # type: ignore[arg-type]
+        text = f"{text[:start]}{name}.load(lambda: ({text[start:end]})){text[end:]}"
+    return text
 
 
 _HANDLES_IMPORT = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
