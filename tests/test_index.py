@@ -199,3 +199,26 @@ def test_new_package_marker_renames_unchanged_modules(tmp_path: Path, home: Path
     report = nnrag.index([str(repo)], home=home)
     assert report.parsed == 1  # only the new file; conv.py is renamed without parsing
     assert [b.qualname for b in nnrag.blocks(home=home)] == ["lib.layers.conv.Block7"]
+
+
+def test_a_folder_the_code_imports_as_a_namespace_package_names_its_modules(tmp_path: Path) -> None:
+    """``tool/`` has no ``__init__.py`` but its code imports ``tool.pkg.util`` (a PEP 420 namespace
+    package, as NAFNet's ``basicsr/``): modules are named from the root, so imports resolve and
+    the closure copies the helper. A folder nothing imports that way keeps the package rule."""
+    root = tmp_path / "ns_repo"
+    (root / "tool" / "pkg").mkdir(parents=True)
+    (root / "tool" / "pkg" / "__init__.py").write_text("")
+    (root / "tool" / "pkg" / "util.py").write_text("def helper(x):\n    return x * 2\n")
+    (root / "tool" / "pkg" / "layers.py").write_text(
+        "import torch.nn as nn\nfrom tool.pkg.util import helper\n\n\nclass Doubles(nn.Module):\n"
+        "    def forward(self, x):\n        return helper(x)\n")
+    (root / "scripts" / "lib").mkdir(parents=True)
+    (root / "scripts" / "lib" / "__init__.py").write_text("from .x import y\n")
+    (root / "scripts" / "lib" / "x.py").write_text("y = 1\n")
+    home = tmp_path / "home"
+    nnrag.index([str(root)], home=home)
+    with sqlite3.connect(home / "index.sqlite3") as conn:
+        modules = dict(conn.execute("SELECT path, module FROM files"))
+    assert modules["tool/pkg/layers.py"] == "tool.pkg.layers" and modules["scripts/lib/x.py"] == "lib.x"
+    result = nnrag.extract("tool.pkg.layers.Doubles", home=home)
+    assert result.ok and "def helper" in result.code and "from tool" not in result.code

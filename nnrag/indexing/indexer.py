@@ -29,7 +29,7 @@ from ..workspace import Workspace
 from .discovery import discover, discovery_version
 from ..progress import ProgressFn
 from ..sourcing.fetch import materialize
-from ..sourcing.spec import REASON_PARSER_CRASH, Materialized, SourceSpec, module_name
+from ..sourcing.spec import REASON_PARSER_CRASH, Materialized, SourceSpec, module_name, namespace_dirs
 from .parse import ParsedFile, parse_batch, parser_version
 from .store import PARSE_AGAIN, DiscoveryStamp, Store, open_or_rebuild
 
@@ -163,6 +163,7 @@ def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tup
             store.mark_for_parse(source_id, parser_version())
     states = store.file_states(source_id)
     package_dirs = frozenset(f.path.rsplit("/", 1)[0] if "/" in f.path else "" for f in m.files if f.path.endswith("__init__.py"))
+    package_dirs |= namespace_dirs(m.files, package_dirs)
     tasks: list[_Task] = []
     seen: set[str] = set()
     changed = False

@@ -15,6 +15,7 @@ import logging
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Sequence
 
 from ..errors import ConfigError
 from .globs import PathFilter
@@ -238,6 +239,33 @@ def module_name(relpath: str, style: str, package_dirs: frozenset[str]) -> str:
         if start < len(dirs):  # inside a package chain: drop the non-package prefix
             parts = parts[start:]
     return ".".join(parts)
+
+
+def namespace_dirs(files: Sequence[SourceFile], package_dirs: frozenset[str]) -> frozenset[str]:
+    """Folders without ``__init__.py`` that the source's own code imports as packages (PEP 420
+    namespace packages): NAFNet's ``basicsr/`` holds the packages ``models``, ``data``, ... and its
+    code writes ``from basicsr.models.archs.arch_util import ...``, so its modules are named from
+    the repository root. Only folders directly above a package are candidates, and only their
+    imports are looked for: a source whose packages all have ``__init__.py`` reads no file here."""
+    candidates = {d.rsplit("/", 1)[0] for d in package_dirs if "/" in d} - package_dirs
+    dotted = {d: d.replace("/", ".") for d in candidates if all(p.isidentifier() for p in d.split("/"))}
+    if not dotted:
+        return frozenset()
+    pattern = re.compile(rb"^[ \t]*(?:from|import)[ \t]+(" + b"|".join(re.escape(n.encode()) for n in dotted.values())
+                         + rb")(?:\.|[ \t]+import\b)", re.M)
+    found: set[str] = set()
+    for f in files:
+        if not f.path.endswith(".py"):
+            continue
+        try:
+            with open(f.abspath, "rb") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        found.update(m.group(1).decode() for m in pattern.finditer(text))
+        if len(found) == len(dotted):
+            break
+    return frozenset(d for d, name in dotted.items() if name in found)
 
 
 def origin(kind: str, spec: str, version: str | None, commit: str | None) -> str:
