@@ -100,6 +100,7 @@ class Extractor(RegistryNames):
         self._importing: Extractor | None = None
         self._native: dict[str, bool] = {}
         self._loads: dict[UnitKey, bool] = {}  # per statement: a large source's closures share thousands
+        self._namespaces: dict[tuple[str, int, str, ModTarget, str], Namespace | Missing] = {}
 
     def importing(self, module: str) -> "Extractor | None":
         """This source's extractor that copies only a block's own module and imports the rest of the
@@ -112,6 +113,7 @@ class Extractor(RegistryNames):
             sibling = copy.copy(self)
             sibling.inline = False
             sibling._home, sibling._bind_cache, sibling._nested, sibling._loads = "", {}, {}, {}
+            sibling._namespaces = {}
             self._importing = sibling
         return self._importing
 
@@ -314,9 +316,15 @@ class Extractor(RegistryNames):
         return Missing(UNRESOLVED_NAME, f"module {chain} is used as a value"), ""
 
     def namespace(self, mu: ModuleUnits, k: int, local: str, t: ModTarget) -> Namespace | Missing:
-        """What a statement reads of a module it imports as ``local``."""
-        nodes = list(ast.walk(mu.stmts[k].node))
-        return self._module_reads(t.module, [n for n in nodes if isinstance(n, ast.Name) and n.id == local], nodes)
+        """What a statement reads of a module it imports as ``local``; the same for every block that
+        copies the statement (what stays imported depends on the block's module only without inlining)."""
+        key = (mu.module, k, local, t, "" if self.inline else self._home)
+        found = self._namespaces.get(key)
+        if found is None:
+            nodes = list(ast.walk(mu.stmts[k].node))
+            found = self._module_reads(t.module, [n for n in nodes if isinstance(n, ast.Name) and n.id == local], nodes)
+            self._namespaces[key] = found
+        return found
 
     def _module_reads(self, module: str, refs: list[ast.AST], nodes: list[ast.AST], depth: int = 0) -> Namespace | Missing:
         """What ``nodes`` read of ``module`` through the expressions ``refs`` (each evaluating to it):

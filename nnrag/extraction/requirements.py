@@ -82,9 +82,13 @@ def requirements_of(modules: Iterable[str]) -> list[Requirement]:
         by_dist.setdefault(dists[0] if dists else module, set()).add(module)
     out = []
     for dist, modules in by_dist.items():
-        try:
-            version: str | None = md.version(dist)
-        except md.PackageNotFoundError:
-            version = None
-        out.append(Requirement(dist, version, tuple(sorted(modules))))
+        out.append(Requirement(dist, _installed_version(dist), tuple(sorted(modules))))
     return sorted(out)
+
+
+@lru_cache(maxsize=4096)  # read from each distribution's METADATA: once per process, not per block
+def _installed_version(dist: str) -> str | None:
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None

@@ -8,6 +8,7 @@ does fails there, as ``missing-dependency``.
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 
 _HELPER = '''\
 class _Unavailable:
@@ -117,6 +118,7 @@ def _handles_import_error(handler: ast.ExceptHandler) -> bool:
     return handler.type is None or any(isinstance(k, ast.Name) and k.id in _HANDLES_IMPORT for k in kinds)
 
 
+@lru_cache(maxsize=8192)  # the statements of one source recur in many of its blocks' files
 def guard_imports(text: str, name: str) -> str | None:
     """``importlib.import_module(...)`` calls as ``name.import_module(...)``, except inside a ``try``
     that handles the ImportError itself (an optional import keeps its fallback); None when the
