@@ -3,10 +3,12 @@ gate in a cached environment that has it. A local wheel folder stands in for PyP
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -187,6 +189,27 @@ def test_an_environment_whose_torch_is_broken_leaves_its_blocks_waiting_and_the_
         assert "did not start" in str(entry["message"])
 
 
+@contextlib.contextmanager
+def _package_index(root: Path, name: str, releases: list[Path]) -> Iterator[str]:
+    """A package index (PEP 503 pages) on 127.0.0.1 serving ``releases`` of ``name`` from ``root``."""
+    import hashlib
+    import http.server
+    import threading
+
+    page = root / "simple" / name
+    page.mkdir(parents=True)
+    page.joinpath("index.html").write_text("".join(
+        f'<a href="../../{p.relative_to(root)}#sha256={hashlib.sha256(p.read_bytes()).hexdigest()}">{p.name}</a>\n'
+        for p in releases))
+    handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(root), **k)  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    finally:
+        server.shutdown()
+
+
 def _sdist(folder: Path, name: str, version: str, files: dict[str, str]) -> Path:
     """An sdist whose setup.py fails, as a package pip cannot build here does."""
     import io
@@ -208,33 +231,19 @@ def test_a_distribution_pip_cannot_build_is_lent_from_the_release_that_has_what_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A package index on 127.0.0.1 holds two sdists of ``lentpkg`` that do not build; the blocks
     import ``lentpkg.runner``, which only the older release has. The build lends that release."""
-    import hashlib
-    import http.server
-    import threading
-
     files = tmp_path / "index" / "files"
     files.mkdir(parents=True)
     scale = "import torch\n\n\nclass Scale(torch.nn.Module):\n    def __init__(self, s):\n        super().__init__()\n" \
             "        self.s = s\n\n    def forward(self, x):\n        return x * self.s\n"
     old = _sdist(files, "lentpkg", "1.0", {"lentpkg/__init__.py": "", "lentpkg/runner.py": scale})
     new = _sdist(files, "lentpkg", "2.0", {"lentpkg/__init__.py": "", "lentpkg/engine.py": scale})
-    page = tmp_path / "index" / "simple" / "lentpkg"
-    page.mkdir(parents=True)
-    page.joinpath("index.html").write_text("".join(
-        f'<a href="../../files/{p.name}#sha256={hashlib.sha256(p.read_bytes()).hexdigest()}">{p.name}</a>\n' for p in (old, new)))
-    handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(tmp_path / "index"), **k)  # noqa: E731
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        index = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    with _package_index(tmp_path / "index", "lentpkg", [old, new]) as index:
         monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
         repo = tmp_path / "old_api_repo"
         shutil.copytree(FIXTURES / "old_api_repo", repo)
         home = tmp_path / "home"
         report = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False,
                              requirements="install")
-    finally:
-        server.shutdown()
     (lent,) = report.requirements["lent"]  # type: ignore[misc]
     assert (lent["distribution"], lent["version"], lent["covers"], lent["blocks"]) == ("lentpkg", "1.0", "1/1", 1)
     assert "build" in lent["reason"]  # pip's own last line, kept
@@ -247,3 +256,34 @@ def test_a_distribution_pip_cannot_build_is_lent_from_the_release_that_has_what_
     assert source.spec == "pypi:lentpkg==1.0"
     with pytest.raises(ImportError):
         __import__("lentpkg")  # read as data, never installed
+
+
+def test_an_installed_distribution_too_new_for_the_code_is_pinned_to_the_release_that_has_what_it_imports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block imports ``tqdm.oldmod``, which the tqdm installed here does not have; an index on
+    127.0.0.1 holds two releases, and only the older has it. The build judges the block again in an
+    environment with that release, layered over this one."""
+    import importlib.metadata as md
+
+    scale = ("import torch\n\n\nclass Scale(torch.nn.Module):\n    def __init__(self, s):\n        super().__init__()\n"
+             "        self.s = s\n\n    def forward(self, x):\n        return x * self.s\n")
+    files = tmp_path / "index" / "files"
+    old = write_wheel(files, "tqdm", {"tqdm/__init__.py": "", "tqdm/oldmod.py": scale}, version="1.0")
+    new = write_wheel(files, "tqdm", {"tqdm/__init__.py": ""}, version="99.0")
+    repo = tmp_path / "moved_api_repo"
+    shutil.copytree(FIXTURES / "moved_api_repo", repo)
+    home = tmp_path / "home"
+    with _package_index(tmp_path / "index", "tqdm", [old, new]) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        report = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False,
+                             requirements="install")
+    (pin,) = report.requirements["pinned"]  # type: ignore[misc]
+    assert (pin["distribution"], pin["version"], pin["covers"], pin["installed"]) == ("tqdm", "1.0", "1/1", md.version("tqdm"))
+    (entry,) = nnrag.library_entries(home=home)
+    assert entry["status"] == "validated", entry["message"]
+    with connect(Workspace.resolve(home)) as store:
+        (record,) = store.conn.execute("SELECT record FROM library").fetchone()
+    assert json.loads(record)["environment"] == ["tqdm==1.0"]
+    assert md.version("tqdm") != "1.0"  # installed in the block's environment, never here
+    again = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False, requirements="install")
+    assert (again.passed, again.cached) == (1, 1)  # the pinned environment stands: nothing judged again

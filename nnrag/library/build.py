@@ -27,6 +27,7 @@ from ..validator.envs import check_requirements
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord, gate_version
 from ..workspace import Workspace
 from . import lent, records
+from . import pins as pins_of
 from .report import BuildReport
 from .environments import (corpus_packages, explain_corpus_import, missing_distribution, needs_install, settled_by_install,
                            validate_in_environments)
@@ -58,6 +59,7 @@ def build_library(
     requirements: str = "off",
     validate: bool = True,
     lend: bool = True,
+    pins: dict[str, str] | None = None,
 ) -> BuildReport:
     """Extract and validate every selected block; store files and verdicts.
 
@@ -71,11 +73,13 @@ def build_library(
     ``validate`` the extracted blocks are stored unjudged (``not-run``): searchable at once, and
     validated by the next build that validates. Under ``install``, with ``lend``, a distribution pip
     cannot install is lent from its sdist (:mod:`nnrag.library.lent`) and the blocks that wait
-    for it are judged again with its code copied.
+    for it are judged again with its code copied; an installed distribution too new for the code
+    (it imports what has moved away) is pinned to the release the code was written against
+    (:mod:`nnrag.library.pins`), in an environment of its own. ``pins``: package -> that release.
     """
     check_requirements(requirements)
     started = time.perf_counter()
-    options = BuildOptions(progress, harvest, check_prefer(prefer), requirements, validate, workers)
+    options = BuildOptions(progress, harvest, check_prefer(prefer), requirements, validate, workers, pins or {})
     with connect(workspace) as db, _open_gate(scheduler, workers, limits) as gate:
         build = _Build(workspace, db, gate, options)
         rows = build.run(set(sources) if sources is not None else None, names, limit)
@@ -85,9 +89,9 @@ def build_library(
             build.drop_gone(rows, set(sources) if sources is not None else None)
     report = build.report
     if lend and options.install and validate and not report.interrupted:
-        report = _lend_and_build_again(workspace, report, sources=sources, names=names, limit=limit, workers=workers,
-                                       limits=limits, progress=progress, harvest=harvest, scheduler=scheduler,
-                                       prefer=prefer, requirements=requirements)
+        report = _build_again(workspace, report, sources=sources, names=names, limit=limit, workers=workers,
+                              limits=limits, progress=progress, harvest=harvest, scheduler=scheduler,
+                              prefer=prefer, requirements=requirements)
     report.seconds = time.perf_counter() - started
     report.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return report
@@ -103,6 +107,7 @@ class BuildOptions:
     requirements: str
     validate: bool
     workers: int | None  # extraction processes (None: as many as CPUs)
+    pins: dict[str, str]  # installed package -> the older release its blocks are judged with
 
     @property
     def install(self) -> bool:
@@ -301,7 +306,7 @@ class _Build:
                 if waiting and options.install:  # before the retry: it adds blocks to retry
                     report.requirements = validate_in_environments(self.db, self.workspace, waiting, corpus, gate.workers,
                                                                    gate.limits, report, options.progress,
-                                                                   retry if options.harvest else None)
+                                                                   retry if options.harvest else None, options.pins)
                 elif waiting:
                     report.requirements = {"needs_install": needs_install(waiting, corpus)}
                 if retry:
@@ -315,7 +320,7 @@ class _Build:
         """Store the gate's first verdict of ``candidate``, or hold it for its second chance."""
         conn, workspace, options = self.conn, self.workspace, self.options
         # a failure that ran into an optional import's fallback waits for that import first
-        needs = missing_distribution(record, corpus, candidate.code)
+        needs = missing_distribution(record, corpus, candidate.code, options.pins)
         if options.harvest and not record.ok and record.code in RETRY_CODES and not (needs and options.install):
             records.save(conn, workspace, candidate.verdict(record, awaiting_usage()))
             retry.append(Retry(candidate, record))
@@ -339,20 +344,26 @@ class _Build:
                 records.drop(self.conn, self.workspace, block_id)
 
 
-def _lend_and_build_again(workspace: Workspace, report: BuildReport, **build: Any) -> BuildReport:
-    """Lend each distribution pip could not install from its sdist and, when any is lent, build
-    again: the blocks that waited for one are extracted with its code and judged again, the
+def _build_again(workspace: Workspace, report: BuildReport, **build: Any) -> BuildReport:
+    """Lend each distribution pip could not install from its sdist, pin each installed one too new
+    for the code to an older release and, when either happened, build again: the blocks that
+    waited are extracted with the code lent and judged in the pinned releases' environments, the
     others reused."""
     from ..indexing.indexer import index_sources
 
     with connect(workspace) as db:
         indexed = {r["name"] for r in db.conn.execute("SELECT name FROM sources")}
         lenders, outcome = lent.lending_sources(workspace, db.conn, indexed)
+        pinned = pins_of.pins(workspace, db.conn, corpus_packages(db))
     if lenders:
         index_sources(workspace, lenders, workers=build.get("workers"), progress=build.get("progress"))
-        report = build_library(workspace, **build, lend=False)
+    chosen = {p.package: p.requirement for p in pinned if p.version}
+    if lenders or chosen:
+        report = build_library(workspace, **build, lend=False, pins=chosen)
     if outcome:
         report.requirements["lent"] = [o.to_dict() for o in outcome]
+    if pinned:
+        report.requirements["pinned"] = [p.to_dict() for p in pinned]
     return report
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ..db import Database
 from ..errors import ValidatorUnavailable
@@ -25,6 +25,7 @@ from ..validator.gate import Gate
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord
 from ..workspace import Workspace
 from . import records
+from .pins import pinned_requirement
 from .report import BuildReport
 from .retry import RETRY_CODES, Retry
 
@@ -88,13 +89,17 @@ def _fallback_met(code: str, record: ValidationRecord) -> str | None:
     return None
 
 
-def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = frozenset(), code: str = "") -> str | None:
+def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = frozenset(), code: str = "",
+                         pins: Mapping[str, str] | None = None) -> str | None:
     """The distribution a failed import stopped at, or (given the block's ``code``) an optional
-    import whose fallback the failure ran into, when it is not installed here. A package of the
-    corpus (``corpus``: its top-level modules) is a closure the block could not complete, never
-    something to install."""
+    import whose fallback the failure ran into, when it is not installed here; or, where the
+    import found a package installed here too new for the code, the release ``pins`` pins it to
+    (:mod:`nnrag.library.pins`). A package of the corpus (``corpus``: its top-level modules) is a
+    closure the block could not complete, never something to install."""
     top = _stopped_at(record) or (_fallback_met(code, record) if code else None)
-    return distribution_for(top) if top and top not in corpus else None
+    if top and top not in corpus:
+        return distribution_for(top)
+    return pinned_requirement(record, pins, corpus) if pins else None
 
 
 def explain_corpus_import(record: ValidationRecord, corpus: frozenset[str]) -> ValidationRecord:
@@ -137,13 +142,14 @@ def corpus_packages(db: Database) -> frozenset[str]:
 
 def validate_in_environments(db: Database, workspace: Workspace, waiting: list[tuple[records.Candidate, ValidationRecord]],
                              corpus: frozenset[str], workers: int, limits: Limits, report: BuildReport,
-                             progress: ProgressFn | None, retry: list[Retry] | None = None) -> dict[str, object]:
+                             progress: ProgressFn | None, retry: list[Retry] | None = None,
+                             pins: Mapping[str, str] | None = None) -> dict[str, object]:
     """Check each waiting block in the environment of its missing requirements; a set pip cannot
     install leaves its blocks ``missing-dependency`` with pip's reason. A block that imports there
     but fails on guessed arguments or inputs joins ``retry`` (when given) instead of being settled."""
     queue: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]] = {}
     for candidate, first in waiting:
-        dist = missing_distribution(first, corpus, candidate.code)
+        dist = missing_distribution(first, corpus, candidate.code, pins)
         if dist:  # the build waits only blocks that miss one
             queue.setdefault((dist,), []).append((candidate, first))
     entered, rescued, done = 0, 0, 0
@@ -177,7 +183,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                 with Gate(workers, limits, python=env.python) as gate:
                     for candidate, record in gate.check_many((c, c.code, c.class_name) for c, _ in items):
                         judged.add(candidate.ref.block_id)
-                        more = missing_distribution(record, corpus, candidate.code)
+                        more = missing_distribution(record, corpus, candidate.code, pins)
                         if more and more not in requirements and round_ + 1 < _ROUNDS:
                             later.setdefault(tuple(sorted({*requirements, more})), []).append((candidate, record))
                             continue

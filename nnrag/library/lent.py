@@ -14,27 +14,23 @@ Nothing of an sdist runs while it is chosen or indexed: archives are read as dat
 
 from __future__ import annotations
 
-import ast
 import logging
 import re
 import sqlite3
-import tarfile
-import zipfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from ..errors import SourceError
-from ..sourcing.index_files import ReleasedFile, download, source_distributions
+from ..sourcing.index_files import source_distributions
 from ..sourcing.spec import KIND_PYPI, SourceSpec
 from ..validator.envs import distribution_for
 from ..workspace import Workspace
 from . import records
+from .releases import imported_names, newest_providing
 
 log = logging.getLogger(__name__)
 
-_TRIES = 12  # releases read per distribution, newest first, before the best one read is taken
 _PRIORITY = 1000  # below every source a corpus names: a corpus source that provides the package lends it first
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _PIP_FAILED = re.compile(r"pip cannot install ([^:]+): (.+?)\)?$", re.S)
@@ -82,96 +78,9 @@ def missing_distributions(conn: sqlite3.Connection) -> list[Missing]:
                   key=lambda m: (-m.blocks, m.distribution))
 
 
-def imported_names(conn: sqlite3.Connection, package: str) -> set[tuple[str, str | None]]:
-    """What the indexed sources import from ``package``: (module, name) pairs, name None for a
-    module imported whole."""
-    rows = conn.execute(
-        "SELECT DISTINCT i.module, i.name FROM imports i JOIN files f ON f.id = i.file_id"
-        " WHERE i.level = 0 AND (i.module = ? OR i.module LIKE ?)", (package, package + ".%"))
-    return {(r["module"], r["name"] if r["name"] != "*" else None) for r in rows}
-
-
-def choose_release(distribution: str, package: str, wanted: set[tuple[str, str | None]],
-                   cache: Path) -> tuple[ReleasedFile, int] | None:
-    """The newest final sdist of ``distribution`` whose modules provide every name of ``wanted``;
-    else the one, of the releases read, that provides the most. With the number of names it provides."""
-    files = [f for f in source_distributions(distribution) if not f.version.is_prerelease]
-    best: tuple[ReleasedFile, int] | None = None
-    for file in files[:_TRIES]:
-        try:
-            modules = _modules_of(download(file, cache), package)
-        except (SourceError, OSError, tarfile.TarError, zipfile.BadZipFile) as exc:
-            log.info("%s: cannot read %s: %s", distribution, file.filename, exc)
-            continue
-        covered = sum(_provides(modules, module, name) for module, name in wanted)
-        if best is None or covered > best[1]:
-            best = (file, covered)
-        if covered == len(wanted):
-            break
-    return best
-
-
-def _modules_of(archive: Path, package: str) -> dict[str, str]:
-    """module -> source text of every module of ``package`` in an sdist (a tar or zip archive)."""
-    out: dict[str, str] = {}
-    if archive.name.endswith(".zip"):
-        with zipfile.ZipFile(archive) as zf:
-            members = [(n, lambda n=n: zf.read(n)) for n in zf.namelist()]
-            return _collect(members, package, out)
-    with tarfile.open(archive) as tf:
-        members = [(m.name, lambda m=m: tf.extractfile(m).read())  # type: ignore[union-attr]
-                   for m in tf.getmembers() if m.isfile()]
-        return _collect(members, package, out)
-
-
-def _collect(members: list, package: str, out: dict[str, str]) -> dict[str, str]:
-    for name, read in members:
-        parts = name.split("/")[1:]  # an sdist holds one folder, NAME-VERSION/
-        if not parts or parts[0] != package or not name.endswith(".py"):
-            continue
-        dotted = ".".join(parts)[: -len(".py")].removesuffix(".__init__")
-        out[dotted] = read().decode("utf-8", "replace")
-    return out
-
-
-def _provides(modules: dict[str, str], module: str, name: str | None) -> bool:
-    if module not in modules:
-        return False
-    if name is None or f"{module}.{name}" in modules:
-        return True
-    bound = _bound_names(modules[module])
-    return bound is None or name in bound
-
-
-def _bound_names(text: str) -> set[str] | None:
-    """Names a module binds at its top level (in ``if``/``try`` too); None where a star import or a
-    syntax this Python cannot read leaves it open."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    bound: set[str] = set()
-    todo = list(tree.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any(a.name == "*" for a in node.names):
-                return None
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            bound.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(node, (ast.If, ast.Try, ast.With)):
-            todo += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
-                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
-    return bound
-
-
 def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set[str]) -> tuple[list[SourceSpec], list[Lending]]:
     """For each distribution the library waits for and pip could not install, the source that
-    lends it from the release :func:`choose_release` picks, and what became of each.
+    lends it from the release :func:`~nnrag.library.releases.newest_providing` picks, and what became of each.
     ``indexed``: names of the sources already in the index (a distribution one of them provides is
     lent by it already)."""
     specs: list[SourceSpec] = []
@@ -186,7 +95,8 @@ def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set
             continue
         wanted = imported_names(conn, missing.package)
         try:
-            chosen = choose_release(missing.distribution, missing.package, wanted, workspace.cache_dir / "sdists")
+            files = [f for f in source_distributions(missing.distribution) if not f.version.is_prerelease]
+            chosen = newest_providing(files, missing.package, wanted, workspace.cache_dir / "sdists")
         except SourceError as exc:
             outcome.append(Lending(**{**base.__dict__, "why_not": str(exc)}))
             continue

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
+from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename,
+                             parse_wheel_filename)
 from packaging.version import Version
 
 from ..errors import SourceError
@@ -69,6 +70,33 @@ def _configured_index() -> str:
 
 def source_distributions(name: str, index: str | None = None) -> list[ReleasedFile]:
     """The sdists the index holds of distribution ``name``, newest first (yanked ones left out)."""
+    found = []
+    for filename, url, sha256 in _released(name, index):
+        try:
+            dist, version = parse_sdist_filename(filename)
+        except InvalidSdistFilename:
+            continue
+        if canonicalize_name(dist) == canonicalize_name(name):
+            found.append(ReleasedFile(filename, url, sha256, version))
+    return sorted(found, key=lambda f: f.version, reverse=True)
+
+
+def pure_wheels(name: str, index: str | None = None) -> list[ReleasedFile]:
+    """The pure-Python wheels (``py3-none-any``) the index holds of ``name``, newest first, one per version."""
+    found: dict[Version, ReleasedFile] = {}
+    for filename, url, sha256 in _released(name, index):
+        try:
+            dist, version, _, tags = parse_wheel_filename(filename)
+        except InvalidWheelFilename:
+            continue
+        if canonicalize_name(dist) == canonicalize_name(name) and any(
+                t.interpreter.startswith("py3") and t.abi == "none" and t.platform == "any" for t in tags):
+            found.setdefault(version, ReleasedFile(filename, url, sha256, version))
+    return [found[v] for v in sorted(found, reverse=True)]
+
+
+def _released(name: str, index: str | None) -> list[tuple[str, str, str | None]]:
+    """(filename, absolute url, sha256) of every file the index page of ``name`` lists, yanked ones left out."""
     index = index or index_url()
     if index is None:
         raise SourceError("pip is told to use no package index (--no-index)")
@@ -82,15 +110,7 @@ def source_distributions(name: str, index: str | None = None) -> list[ReleasedFi
     except OSError as exc:
         raise SourceError(f"cannot read the index page of {name} ({page}): {exc}") from exc
     entries = _json_files(body) if _JSON in kind else _html_files(body.decode("utf-8", "replace"))
-    found = []
-    for filename, url, sha256, yanked in entries:
-        try:
-            dist, version = parse_sdist_filename(filename)
-        except InvalidSdistFilename:
-            continue
-        if canonicalize_name(dist) == canonicalize_name(name) and not yanked:
-            found.append(ReleasedFile(filename, urllib.parse.urljoin(page, url), sha256, version))
-    return sorted(found, key=lambda f: f.version, reverse=True)
+    return [(filename, urllib.parse.urljoin(page, url), sha256) for filename, url, sha256, yanked in entries if not yanked]
 
 
 def _json_files(body: bytes) -> list[tuple[str, str, str | None, bool]]:

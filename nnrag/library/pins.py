@@ -1,0 +1,98 @@
+"""Installed distributions too new for the corpus, pinned to the release it was written against.
+
+A repository written against an older release of a distribution installed here imports what has
+since moved away (``timm.models.layers.helpers``, transformers' ``apply_chunking_to_forward``).
+For each such distribution, under ``--requirements install``, the build picks the newest release
+whose modules provide every name the corpus imports from it
+(:func:`~nnrag.library.releases.newest_providing`, over its pure-Python wheels, else its sdists)
+and judges the blocks that stopped there again in an environment with that release, layered over
+this one. The distribution's own dependencies stay this environment's.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..errors import SourceError
+from ..extraction.requirements import installed
+from ..sourcing.index_files import pure_wheels, source_distributions
+from ..validator.record import MISSING_DEPENDENCY, ValidationRecord
+from ..workspace import Workspace
+from . import records
+from .releases import imported_names, newest_providing
+
+_GONE_MODULE = re.compile(r"No module named '(\w+)\.([\w.]+)'")
+_GONE_NAME = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
+
+
+def outdated_package(message: str, corpus: frozenset[str]) -> str | None:
+    """The top-level package an import failure shows to be of another release than the code's: a
+    submodule or a name missing from a package installed here that the corpus does not hold."""
+    found = _GONE_MODULE.search(message) or _GONE_NAME.search(message)
+    if found is None:
+        return None
+    top = (found.group(1) if found.re is _GONE_MODULE else found.group(2)).split(".")[0]
+    return top if top not in corpus and installed(top) else None
+
+
+def pinned_requirement(record: ValidationRecord, pins: Mapping[str, str], corpus: frozenset[str]) -> str | None:
+    """The pinned release a failed block waits for, if its failure is an outdated import of a pinned package."""
+    if record.ok or record.code != MISSING_DEPENDENCY or not pins:
+        return None
+    top = outdated_package(record.message or "", corpus)
+    return pins.get(top) if top else None
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What became of one installed distribution the corpus imports moved-away names from."""
+
+    distribution: str
+    package: str
+    installed: str
+    blocks: int
+    version: str | None = None  # the release pinned; None: none provides more than the installed one
+    covers: str = ""
+    why_not: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, "")}
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.version}"
+
+
+def pins(workspace: Workspace, conn: sqlite3.Connection, corpus: frozenset[str]) -> list[Pin]:
+    """For each installed package that the library's ``missing-dependency`` blocks show to be too
+    new, the release to pin it to."""
+    wanting: dict[str, int] = {}
+    for message in records.missing_dependency_messages(conn):
+        if top := outdated_package(message, corpus):
+            wanting[top] = wanting.get(top, 0) + 1
+    found: list[Pin] = []
+    provided = md.packages_distributions()
+    for top, blocks in sorted(wanting.items(), key=lambda kv: (-kv[1], kv[0])):
+        distribution = (provided.get(top) or [top])[0]
+        try:
+            current = md.version(distribution)
+        except md.PackageNotFoundError:
+            continue
+        base = Pin(distribution, top, current, blocks)
+        wanted = imported_names(conn, top)
+        try:
+            files = [f for f in pure_wheels(distribution) if not f.version.is_prerelease]
+            files = files or [f for f in source_distributions(distribution) if not f.version.is_prerelease]
+            chosen = newest_providing(files, top, wanted, workspace.cache_dir / "releases")
+        except SourceError as exc:
+            found.append(Pin(**{**base.__dict__, "why_not": str(exc)}))
+            continue
+        if chosen is None or str(chosen[0].version) == current:
+            found.append(Pin(**{**base.__dict__, "why_not": "no release provides more of what the corpus imports"}))
+            continue
+        found.append(Pin(**{**base.__dict__, "version": str(chosen[0].version), "covers": f"{chosen[1]}/{len(wanted)}"}))
+    return found

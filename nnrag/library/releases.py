@@ -1,0 +1,121 @@
+"""Which release of a distribution provides what the corpus imports from it: read from the
+releases' archives (sdists or pure-Python wheels) as data, newest first, nothing of them run.
+Used to lend a distribution pip cannot install (:mod:`nnrag.library.lent`) and to pin an older
+release of one installed here that moved a module away (:mod:`nnrag.library.pins`)."""
+
+from __future__ import annotations
+
+import ast
+import logging
+import sqlite3
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+from ..errors import SourceError
+from ..sourcing.index_files import ReleasedFile, download
+
+log = logging.getLogger(__name__)
+
+_READS = 10  # archives read per distribution before the best one read is taken
+
+
+def imported_names(conn: sqlite3.Connection, package: str) -> set[tuple[str, str | None]]:
+    """What the indexed sources import from ``package``: (module, name) pairs, name None for a
+    module imported whole."""
+    rows = conn.execute(
+        "SELECT DISTINCT i.module, i.name FROM imports i JOIN files f ON f.id = i.file_id"
+        " WHERE i.level = 0 AND (i.module = ? OR i.module LIKE ?)", (package, package + ".%"))
+    return {(r["module"], r["name"] if r["name"] != "*" else None) for r in rows}
+
+
+def newest_providing(files: list[ReleasedFile], package: str, wanted: set[tuple[str, str | None]],
+                     cache: Path) -> tuple[ReleasedFile, int] | None:
+    """Of ``files`` (newest first), the newest whose modules provide every name of ``wanted``,
+    with how many it provides; else the one read that provides the most. The newest is read
+    first; past it, releases are bisected on the assumption that what a corpus imports from an
+    older API stops being provided at one release (a binary search: ``_READS`` reads cover a
+    thousand releases)."""
+    scores: dict[int, int] = {}
+
+    def score(i: int) -> int:
+        if i not in scores:
+            try:
+                modules = _modules_of(download(files[i], cache), package)
+                scores[i] = sum(_provides(modules, module, name) for module, name in wanted)
+            except (SourceError, OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
+                log.info("%s: cannot read %s: %s", package, files[i].filename, exc)
+                scores[i] = -1
+        return scores[i]
+
+    if not files:
+        return None
+    full = len(wanted)
+    if score(0) < full:
+        lo, hi = 1, len(files) - 1  # the newest full one lies in [lo, hi], if any
+        while lo <= hi and len(scores) < _READS:
+            mid = (lo + hi) // 2
+            if score(mid) == full:
+                hi = mid - 1
+            else:
+                lo = mid + 1
+    best = min(scores, key=lambda i: (-scores[i], i))
+    return (files[best], scores[best]) if scores[best] >= 0 else None
+
+
+def _modules_of(archive: Path, package: str) -> dict[str, str]:
+    """module -> source text of every module of ``package`` in an sdist or a wheel."""
+    wheel = archive.name.endswith(".whl")
+    if archive.name.endswith((".zip", ".whl")):
+        with zipfile.ZipFile(archive) as zf:
+            return _collect([(n, lambda n=n: zf.read(n)) for n in zf.namelist()], package, wheel)
+    with tarfile.open(archive) as tf:
+        return _collect([(m.name, lambda m=m: tf.extractfile(m).read())  # type: ignore[union-attr]
+                         for m in tf.getmembers() if m.isfile()], package, wheel)
+
+
+def _collect(members: list[tuple[str, Callable[[], bytes]]], package: str, wheel: bool) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, read in members:
+        parts = name.split("/") if wheel else name.split("/")[1:]  # an sdist holds one folder, NAME-VERSION/
+        if not parts or parts[0] != package or not name.endswith(".py"):
+            continue
+        dotted = ".".join(parts)[: -len(".py")].removesuffix(".__init__")
+        out[dotted] = read().decode("utf-8", "replace")
+    return out
+
+
+def _provides(modules: dict[str, str], module: str, name: str | None) -> bool:
+    if module not in modules:
+        return False
+    if name is None or f"{module}.{name}" in modules:
+        return True
+    bound = _bound_names(modules[module])
+    return bound is None or name in bound
+
+
+def _bound_names(text: str) -> set[str] | None:
+    """Names a module binds at its top level (in ``if``/``try`` too); None where a star import or a
+    syntax this Python cannot read leaves it open."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    bound: set[str] = set()
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(a.name == "*" for a in node.names):
+                return None
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            todo += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
+    return bound
