@@ -92,7 +92,7 @@ class Extractor(RegistryNames):
         }
         self._units = ParsedModules(self._parse)
         self._bind_cache: dict[tuple[str, str], Target | None] = {}
-        self._nested: dict[tuple[str, int], list[tuple[int, int, str, list[tuple[str, Target]]]]] = {}
+        self._nested: dict[tuple[str, int], list[tuple[int, int, str, list[tuple[str, Target]], bool]]] = {}
         # Every standalone file imports torch anyway: blocks of torch itself keep importing the rest
         # of torch instead of copying it (a copied Conv3d would carry 3,700 lines of torch.nn).
         self.inline = not all(m.module == "torch" or m.module.startswith("torch.") for m in own)
@@ -369,14 +369,19 @@ class Extractor(RegistryNames):
                     found[name] = t
         return found
 
-    def nested_imports(self, mu: ModuleUnits, k: int) -> list[tuple[int, int, str, list[tuple[str, Target]]]]:
-        """In-source imports inside a copied statement, with what each bound name means."""
+    def nested_imports(self, mu: ModuleUnits, k: int) -> list[tuple[int, int, str, list[tuple[str, Target]], bool]]:
+        """In-source imports inside a copied statement, with what each bound name means, and whether
+        the import runs with the statement (in a branch of a module-level ``if``/``try``) rather than
+        when a function it defines is called."""
         cached = self._nested.get((mu.module, k))
         if cached is not None:
             return cached
         st = mu.stmts[k]
-        out: list[tuple[int, int, str, list[tuple[str, Target]]]] = []
+        out: list[tuple[int, int, str, list[tuple[str, Target]], bool]] = []
         has_import = any("import" in line for line in mu.lines[st.start - 1 : st.end])
+        in_functions = {id(n) for f in (ast.walk(st.node) if has_import else ())
+                        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                        for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
         for node in ast.walk(st.node) if has_import else ():
             if not isinstance(node, (ast.Import, ast.ImportFrom)) or node is st.node:
                 continue
@@ -397,7 +402,7 @@ class Extractor(RegistryNames):
             last = (node.end_lineno or node.lineno) - st.start
             line = mu.lines[node.lineno - 1]
             indent = line[st.dedent : len(line) - len(line.lstrip())]
-            out.append((first, last, indent, pairs))
+            out.append((first, last, indent, pairs, id(node) not in in_functions))
         self._nested[(mu.module, k)] = out
         return out
 
@@ -608,7 +613,7 @@ class ClosureWalk:
 
     def nested_imports(self, mu: ModuleUnits, plan: UnitPlan, names: UnitNames) -> None:
         """In-source imports inside the statement (lazy or conditional), kept for rewriting."""
-        for first, last, indent, pairs in self.ex.nested_imports(mu, plan.key[1]):
+        for first, last, indent, pairs, runs_now in self.ex.nested_imports(mu, plan.key[1]):
             kept: list[tuple[str, Target]] = []
             for local, t in pairs:
                 if isinstance(t, Missing):
@@ -624,9 +629,9 @@ class ClosureWalk:
                         if isinstance(attr_target, ExtImport):
                             plan.imports.add(attr_target)
                         else:
-                            self.link(plan, attr_target, False)
+                            self.link(plan, attr_target, runs_now)
                 elif isinstance(t, DefTarget):
-                    self.link(plan, t, False)
+                    self.link(plan, t, runs_now)
                 kept.append((local, t))
             plan.rewrites.append((first, last, indent, kept))
 

@@ -4,9 +4,12 @@ are written over the old ones in the text. Everything else stays byte for byte.
 
 It gives what the LibCST renamer of :mod:`nnrag.extraction.rename` gives, at a small fraction of
 its cost (LibCST's scope analysis took 0.2-2 s for a large class, and 76% of mmdet's extraction).
-Where a statement holds something it does not model as that renamer does (a renamed name inside
-an f-string, whose positions this Python's parser does not give reliably; a scope it cannot pair
-with the compiler's), it answers None and the LibCST renamer does the statement.
+Where a statement holds something it does not model as that renamer does (a renamed name a class
+body both reads and binds, whose meaning LibCST decides statement by statement; a ``global``
+declaration of one; a ``match`` statement; a scope it cannot pair with the compiler's), or where a
+position it computed does not hold the name it replaces, it answers None and the LibCST renamer
+does the statement. Names inside f-strings are spliced too: every position is checked against
+the text before it is written over.
 """
 
 from __future__ import annotations
