@@ -44,6 +44,7 @@ class Missing:
     package: str  # the top-level import name the blocks miss
     reason: str  # pip's last line
     blocks: int
+    sources: frozenset[str]  # of those blocks: what they import from it decides the release
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ def missing_distributions(conn: sqlite3.Connection) -> list[Missing]:
     """The distributions the library's ``missing-dependency`` blocks wait for and pip could not
     install, with the package each misses, most wanted first."""
     found: dict[tuple[str, str], list[str]] = {}
-    for message in records.missing_dependency_messages(conn):
+    sources: dict[tuple[str, str], set[str]] = {}
+    for source, message in records.missing_dependency_messages(conn):
         module, pip = _NO_MODULE.search(message), _PIP_FAILED.search(message)
         if not (module and pip):
             continue
@@ -74,7 +76,8 @@ def missing_distributions(conn: sqlite3.Connection) -> list[Missing]:
         distribution = distribution_for(package)
         if distribution and distribution in {d.strip() for d in pip.group(1).split(",")}:
             found.setdefault((distribution, package), []).append(pip.group(2).strip())
-    return sorted((Missing(d, p, reasons[0], len(reasons)) for (d, p), reasons in found.items()),
+            sources.setdefault((distribution, package), set()).add(source)
+    return sorted((Missing(d, p, reasons[0], len(reasons), frozenset(sources[d, p])) for (d, p), reasons in found.items()),
                   key=lambda m: (-m.blocks, m.distribution))
 
 
@@ -93,7 +96,7 @@ def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set
             outcome.append(Lending(**{**base.__dict__, "why_not": "an indexed source provides it; the blocks load "
                                                                   "it by a name computed at run time"}))
             continue
-        wanted = imported_names(conn, missing.package)
+        wanted = imported_names(conn, missing.package, set(missing.sources))
         try:
             files = [f for f in source_distributions(missing.distribution) if not f.version.is_prerelease]
             chosen = newest_providing(files, missing.package, wanted, workspace.cache_dir / "sdists")

@@ -71,9 +71,11 @@ def pins(workspace: Workspace, conn: sqlite3.Connection, corpus: frozenset[str])
     """For each installed package that the library's ``missing-dependency`` blocks show to be too
     new, the release to pin it to."""
     wanting: dict[str, int] = {}
-    for message in records.missing_dependency_messages(conn):
+    sources: dict[str, set[str]] = {}  # the sources of the blocks that stopped there: what they import decides
+    for source, message in records.missing_dependency_messages(conn):
         if top := outdated_package(message, corpus):
             wanting[top] = wanting.get(top, 0) + 1
+            sources.setdefault(top, set()).add(source)
     found: list[Pin] = []
     provided = md.packages_distributions()
     for top, blocks in sorted(wanting.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -83,7 +85,7 @@ def pins(workspace: Workspace, conn: sqlite3.Connection, corpus: frozenset[str])
         except md.PackageNotFoundError:
             continue
         base = Pin(distribution, top, current, blocks)
-        wanted = imported_names(conn, top)
+        wanted = imported_names(conn, top, sources[top])
         try:
             files = [f for f in pure_wheels(distribution) if not f.version.is_prerelease]
             files = files or [f for f in source_distributions(distribution) if not f.version.is_prerelease]

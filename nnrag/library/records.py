@@ -93,9 +93,9 @@ class StoredRecord:
         return out
 
 
-def missing_dependency_messages(conn: sqlite3.Connection) -> list[str]:
-    """The messages of the library's ``missing-dependency`` verdicts."""
-    return [r[0] or "" for r in conn.execute("SELECT message FROM library WHERE code='missing-dependency'")]
+def missing_dependency_messages(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(source, message) of the library's ``missing-dependency`` verdicts."""
+    return [(r[0], r[1] or "") for r in conn.execute("SELECT source, message FROM library WHERE code='missing-dependency'")]
 
 
 @dataclass(frozen=True)

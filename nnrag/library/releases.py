@@ -21,22 +21,25 @@ log = logging.getLogger(__name__)
 _READS = 10  # archives read per distribution before the best one read is taken
 
 
-def imported_names(conn: sqlite3.Connection, package: str) -> set[tuple[str, str | None]]:
-    """What the indexed sources import from ``package``: (module, name) pairs, name None for a
-    module imported whole."""
+def imported_names(conn: sqlite3.Connection, package: str, sources: set[str] | None = None) -> set[tuple[str, str | None]]:
+    """What the indexed sources (or those named ``sources``) import from ``package``: (module,
+    name) pairs, name None for a module imported whole."""
     rows = conn.execute(
-        "SELECT DISTINCT i.module, i.name FROM imports i JOIN files f ON f.id = i.file_id"
-        " WHERE i.level = 0 AND (i.module = ? OR i.module LIKE ?)", (package, package + ".%"))
-    return {(r["module"], r["name"] if r["name"] != "*" else None) for r in rows}
+        "SELECT DISTINCT s.name AS source, i.module, i.name FROM imports i JOIN files f ON f.id = i.file_id"
+        " JOIN sources s ON s.id = f.source_id WHERE i.level = 0 AND (i.module = ? OR i.module LIKE ?)",
+        (package, package + ".%"))
+    return {(r["module"], r["name"] if r["name"] != "*" else None) for r in rows
+            if sources is None or r["source"] in sources}
 
 
 def newest_providing(files: list[ReleasedFile], package: str, wanted: set[tuple[str, str | None]],
                      cache: Path) -> tuple[ReleasedFile, int] | None:
     """Of ``files`` (newest first), the newest whose modules provide every name of ``wanted``,
-    with how many it provides; else the one read that provides the most. The newest is read
-    first; past it, releases are bisected on the assumption that what a corpus imports from an
-    older API stops being provided at one release (a binary search: ``_READS`` reads cover a
-    thousand releases)."""
+    with how many it provides; else the one read that provides the most. Releases are read at
+    doubling distances from the newest (0, 1, 2, 4, 8, ...) until one provides everything, then
+    bisected back towards the newer one read before it: what a corpus imports from an older API
+    is provided by a band of releases (mmcv's ``mmcv.runner`` from 1.x until 2.0 moved it, its
+    ``BaseModule`` only from 1.3), which this finds from its newer end in about ten reads."""
     scores: dict[int, int] = {}
 
     def score(i: int) -> int:
@@ -51,15 +54,40 @@ def newest_providing(files: list[ReleasedFile], package: str, wanted: set[tuple[
 
     if not files:
         return None
-    full = len(wanted)
-    if score(0) < full:
-        lo, hi = 1, len(files) - 1  # the newest full one lies in [lo, hi], if any
-        while lo <= hi and len(scores) < _READS:
+    full, n = len(wanted), len(files)
+
+    def newest_full(newer: int, older: int) -> None:
+        """Bisect (newer, older], ``older`` providing everything, for the newest that does."""
+        lo, hi = newer + 1, older - 1
+        while lo <= hi and len(scores) < _READS + 6:
             mid = (lo + hi) // 2
             if score(mid) == full:
                 hi = mid - 1
             else:
                 lo = mid + 1
+
+    probes, at, step = [], 0, 1
+    while at < n and len(scores) < _READS:  # 0, 1, 3, 7, 15, ...: doubling distances
+        probes.append(at)
+        if score(at) == full:
+            newest_full(probes[-2] if len(probes) > 1 else -1, at)
+            break
+        at, step = at + step, step * 2
+    else:
+        # none provides everything: look between the oldest read that provides the most and the
+        # next older one read, where a band of releases that provides more may lie
+        best = max(scores.values())
+        a = max(i for i in probes if scores[i] == best)
+        b = next((i for i in probes if i > a), n)
+        while b - a > 1 and len(scores) < _READS + 6:
+            mid = (a + b) // 2
+            if score(mid) == full:
+                newest_full(a, mid)
+                break
+            if scores[mid] >= best:
+                a, best = mid, scores[mid]
+            else:
+                b = mid
     best = min(scores, key=lambda i: (-scores[i], i))
     return (files[best], scores[best]) if scores[best] >= 0 else None
 
