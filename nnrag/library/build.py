@@ -58,7 +58,7 @@ def build_library(
     prefer: str = "installed",
     requirements: str = "off",
     validate: bool = True,
-    lend: bool = True,
+    releases: bool = True,
     pins: dict[str, str] | None = None,
 ) -> BuildReport:
     """Extract and validate every selected block; store files and verdicts.
@@ -71,7 +71,7 @@ def build_library(
     ``install`` validates blocks that miss a third-party distribution again in an environment that
     has it; ``off`` (the default) installs nothing and reports what they wait for. Without
     ``validate`` the extracted blocks are stored unjudged (``not-run``): searchable at once, and
-    validated by the next build that validates. Under ``install``, with ``lend``, a distribution pip
+    validated by the next build that validates. Under ``install``, with ``releases``, a distribution pip
     cannot install is lent from its sdist (:mod:`nnrag.library.lent`) and the blocks that wait
     for it are judged again with its code copied; an installed distribution too new for the code
     (it imports what has moved away) is pinned to the release the code was written against
@@ -88,7 +88,7 @@ def build_library(
         if names is None and limit is None and not build.report.interrupted:
             build.drop_gone(rows, set(sources) if sources is not None else None)
     report = build.report
-    if lend and options.install and validate and not report.interrupted:
+    if releases and options.install and validate and not report.interrupted:
         report = _build_again(workspace, report, sources=sources, names=names, limit=limit, workers=workers,
                               limits=limits, progress=progress, harvest=harvest, scheduler=scheduler,
                               prefer=prefer, requirements=requirements)
@@ -359,7 +359,7 @@ def _build_again(workspace: Workspace, report: BuildReport, **build: Any) -> Bui
         index_sources(workspace, lenders, workers=build.get("workers"), progress=build.get("progress"))
     chosen = {p.package: p.requirement for p in pinned if p.version}
     if lenders or chosen:
-        report = build_library(workspace, **build, lend=False, pins=chosen)
+        report = build_library(workspace, **build, releases=False, pins=chosen)
     if outcome:
         report.requirements["lent"] = [o.to_dict() for o in outcome]
     if pinned:
