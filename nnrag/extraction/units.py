@@ -104,6 +104,21 @@ def _bound_names(stmts: list[ast.stmt], out: set[str]) -> None:
                 _bound_names(case.body, out)
 
 
+def module_bindings(text: str) -> set[str] | None:
+    """The names a module's top-level statements bind (in ``if``/``try``/``with`` branches too, as
+    :class:`ModuleUnits` reads them); None where a star import or a syntax this Python cannot read
+    leaves them open."""
+    try:
+        body = ast.parse(text).body
+    except (SyntaxError, ValueError):
+        return None
+    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in body):
+        return None
+    bound: set[str] = set()
+    _bound_names(body, bound)
+    return bound
+
+
 def _root_name(node: ast.expr) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value

@@ -353,8 +353,9 @@ def _build_again(workspace: Workspace, report: BuildReport, **build: Any) -> Bui
 
     with connect(workspace) as db:
         indexed = {r["name"] for r in db.conn.execute("SELECT name FROM sources")}
-        lenders, outcome = lent.lending_sources(workspace, db.conn, indexed)
-        pinned = pins_of.pins(workspace, db.conn, corpus_packages(db))
+        corpus = corpus_packages(db)
+        lenders, outcome = lent.lending_sources(workspace, db.conn, indexed, corpus)
+        pinned = pins_of.pins(workspace, db.conn, corpus)
     if lenders:
         index_sources(workspace, lenders, workers=build.get("workers"), progress=build.get("progress"))
     chosen = {p.package: p.requirement for p in pinned if p.version}

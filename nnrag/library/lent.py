@@ -2,9 +2,10 @@
 
 A block that imports a distribution pip fails to build (``mmcv``: "Failed to build 'mmcv' when
 getting requirements to build wheel") stays ``missing-dependency`` although what it uses of it
-is mostly Python. For each such distribution nnrag reads the sdists the package index holds,
-newest first, and picks the first whose modules provide every name the corpus imports from it (a
-repository written against ``mmcv.runner`` needs a release from before that module moved away);
+is mostly Python. For each such distribution nnrag reads the sdists the package index holds and
+picks the newest whose modules provide every name the waiting blocks' sources import from it
+(:func:`~nnrag.library.releases.newest_providing`: a repository written against ``mmcv.runner``
+needs a release from before that module moved away);
 the release is indexed as a source that only lends (``lends``), below the corpus, and the next
 pass of the build copies the Python the blocks need from it. Its compiled parts stay absent: a
 block that calls them fails there, as ``native-extension`` or at the call.
@@ -14,25 +15,21 @@ Nothing of an sdist runs while it is chosen or indexed: archives are read as dat
 
 from __future__ import annotations
 
-import logging
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.utils import canonicalize_name
 
 from ..errors import SourceError
 from ..sourcing.index_files import source_distributions
 from ..sourcing.spec import KIND_PYPI, SourceSpec
-from ..validator.envs import distribution_for
+from ..validator.envs import distribution_for, missing_module
 from ..workspace import Workspace
 from . import records
 from .releases import imported_names, newest_providing
 
-log = logging.getLogger(__name__)
-
 _PRIORITY = 1000  # below every source a corpus names: a corpus source that provides the package lends it first
-_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _PIP_FAILED = re.compile(r"pip cannot install ([^:]+): (.+?)\)?$", re.S)
 
 
@@ -69,10 +66,9 @@ def missing_distributions(conn: sqlite3.Connection) -> list[Missing]:
     found: dict[tuple[str, str], list[str]] = {}
     sources: dict[tuple[str, str], set[str]] = {}
     for source, message in records.missing_dependency_messages(conn):
-        module, pip = _NO_MODULE.search(message), _PIP_FAILED.search(message)
-        if not (module and pip):
+        package, pip = missing_module(message), _PIP_FAILED.search(message)
+        if not (package and pip):
             continue
-        package = module.group(1).split(".")[0]
         distribution = distribution_for(package)
         if distribution and distribution in {d.strip() for d in pip.group(1).split(",")}:
             found.setdefault((distribution, package), []).append(pip.group(2).strip())
@@ -81,36 +77,35 @@ def missing_distributions(conn: sqlite3.Connection) -> list[Missing]:
                   key=lambda m: (-m.blocks, m.distribution))
 
 
-def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set[str]) -> tuple[list[SourceSpec], list[Lending]]:
+def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set[str],
+                    corpus: frozenset[str]) -> tuple[list[SourceSpec], list[Lending]]:
     """For each distribution the library waits for and pip could not install, the source that
     lends it from the release :func:`~nnrag.library.releases.newest_providing` picks, and what became of each.
-    ``indexed``: names of the sources already in the index (a distribution one of them provides is
-    lent by it already)."""
+    ``indexed``: names of the sources already in the index; ``corpus``: the top-level packages they
+    hold (a package one of them provides is lent by it already)."""
     specs: list[SourceSpec] = []
     outcome: list[Lending] = []
-    provided = {r["top"] for r in conn.execute(
-        "SELECT DISTINCT substr(module, 1, instr(module || '.', '.') - 1) AS top FROM files WHERE module IS NOT NULL")}
     for missing in missing_distributions(conn):
         base = Lending(missing.distribution, missing.package, missing.reason, missing.blocks)
-        if missing.package in provided:
-            outcome.append(Lending(**{**base.__dict__, "why_not": "an indexed source provides it; the blocks load "
-                                                                  "it by a name computed at run time"}))
+        if missing.package in corpus:
+            outcome.append(replace(base, why_not="an indexed source provides it; the blocks load it by a name "
+                                                 "computed at run time"))
             continue
         wanted = imported_names(conn, missing.package, set(missing.sources))
         try:
             files = [f for f in source_distributions(missing.distribution) if not f.version.is_prerelease]
             chosen = newest_providing(files, missing.package, wanted, workspace.cache_dir / "sdists")
         except SourceError as exc:
-            outcome.append(Lending(**{**base.__dict__, "why_not": str(exc)}))
+            outcome.append(replace(base, why_not=str(exc)))
             continue
         if chosen is None:
-            outcome.append(Lending(**{**base.__dict__, "why_not": "the index holds no sdist that could be read"}))
+            outcome.append(replace(base, why_not="the index holds no sdist that could be read"))
             continue
         file, covered = chosen
         name = _free_name(canonicalize_name(missing.distribution), indexed | {s.name for s in specs})
         specs.append(SourceSpec(name=name, kind=KIND_PYPI, location=f"{missing.distribution}=={file.version}",
                                 priority=_PRIORITY, lends=True))
-        outcome.append(Lending(**{**base.__dict__, "version": str(file.version), "covers": f"{covered}/{len(wanted)}"}))
+        outcome.append(replace(base, version=str(file.version), covers=f"{covered}/{len(wanted)}"))
     return specs, outcome
 
 

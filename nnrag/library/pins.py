@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..errors import SourceError
@@ -91,10 +91,10 @@ def pins(workspace: Workspace, conn: sqlite3.Connection, corpus: frozenset[str])
             files = files or [f for f in source_distributions(distribution) if not f.version.is_prerelease]
             chosen = newest_providing(files, top, wanted, workspace.cache_dir / "releases")
         except SourceError as exc:
-            found.append(Pin(**{**base.__dict__, "why_not": str(exc)}))
+            found.append(replace(base, why_not=str(exc)))
             continue
         if chosen is None or str(chosen[0].version) == current:
-            found.append(Pin(**{**base.__dict__, "why_not": "no release provides more of what the corpus imports"}))
+            found.append(replace(base, why_not="no release provides more of what the corpus imports"))
             continue
-        found.append(Pin(**{**base.__dict__, "version": str(chosen[0].version), "covers": f"{chosen[1]}/{len(wanted)}"}))
+        found.append(replace(base, version=str(chosen[0].version), covers=f"{chosen[1]}/{len(wanted)}"))
     return found

@@ -5,7 +5,6 @@ release of one installed here that moved a module away (:mod:`nnrag.library.pins
 
 from __future__ import annotations
 
-import ast
 import logging
 import sqlite3
 import tarfile
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import SourceError
+from ..extraction.units import module_bindings
 from ..sourcing.index_files import ReleasedFile, download
 
 log = logging.getLogger(__name__)
@@ -24,19 +24,20 @@ _READS = 10  # archives read per distribution before the best one read is taken
 def imported_names(conn: sqlite3.Connection, package: str, sources: set[str] | None = None) -> set[tuple[str, str | None]]:
     """What the indexed sources (or those named ``sources``) import from ``package``: (module,
     name) pairs, name None for a module imported whole."""
-    rows = conn.execute(
-        "SELECT DISTINCT s.name AS source, i.module, i.name FROM imports i JOIN files f ON f.id = i.file_id"
-        " JOIN sources s ON s.id = f.source_id WHERE i.level = 0 AND (i.module = ? OR i.module LIKE ?)",
-        (package, package + ".%"))
-    return {(r["module"], r["name"] if r["name"] != "*" else None) for r in rows
-            if sources is None or r["source"] in sources}
+    sql = ("SELECT DISTINCT i.module, i.name FROM imports i JOIN files f ON f.id = i.file_id JOIN sources s ON s.id = f.source_id"
+           " WHERE i.level = 0 AND (i.module = ? OR i.module LIKE ?)")
+    args: list[str] = [package, package + ".%"]
+    if sources is not None:
+        sql += f" AND s.name IN ({','.join('?' * len(sources))})"
+        args += sorted(sources)
+    return {(r["module"], r["name"] if r["name"] != "*" else None) for r in conn.execute(sql, args)}
 
 
 def newest_providing(files: list[ReleasedFile], package: str, wanted: set[tuple[str, str | None]],
                      cache: Path) -> tuple[ReleasedFile, int] | None:
     """Of ``files`` (newest first), the newest whose modules provide every name of ``wanted``,
     with how many it provides; else the one read that provides the most. Releases are read at
-    doubling distances from the newest (0, 1, 2, 4, 8, ...) until one provides everything, then
+    doubling distances from the newest (the 1st, 2nd, 4th, 8th, 16th, ...) until one provides everything, then
     bisected back towards the newer one read before it: what a corpus imports from an older API
     is provided by a band of releases (mmcv's ``mmcv.runner`` from 1.x until 2.0 moved it, its
     ``BaseModule`` only from 1.3), which this finds from its newer end in about ten reads."""
@@ -45,8 +46,8 @@ def newest_providing(files: list[ReleasedFile], package: str, wanted: set[tuple[
     def score(i: int) -> int:
         if i not in scores:
             try:
-                modules = _modules_of(download(files[i], cache), package)
-                scores[i] = sum(_provides(modules, module, name) for module, name in wanted)
+                release = _Release(_modules_of(download(files[i], cache), package))
+                scores[i] = sum(release.provides(module, name) for module, name in wanted)
             except (SourceError, OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
                 log.info("%s: cannot read %s: %s", package, files[i].filename, exc)
                 scores[i] = -1
@@ -114,36 +115,19 @@ def _collect(members: list[tuple[str, Callable[[], bytes]]], package: str, wheel
     return out
 
 
-def _provides(modules: dict[str, str], module: str, name: str | None) -> bool:
-    if module not in modules:
-        return False
-    if name is None or f"{module}.{name}" in modules:
-        return True
-    bound = _bound_names(modules[module])
-    return bound is None or name in bound
+class _Release:
+    """The modules of ``package`` in one release, and the names each binds, read when first asked."""
 
+    def __init__(self, modules: dict[str, str]) -> None:
+        self.modules = modules
+        self._bound: dict[str, set[str] | None] = {}
 
-def _bound_names(text: str) -> set[str] | None:
-    """Names a module binds at its top level (in ``if``/``try`` too); None where a star import or a
-    syntax this Python cannot read leaves it open."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
-    bound: set[str] = set()
-    todo = list(tree.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any(a.name == "*" for a in node.names):
-                return None
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            bound.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(node, (ast.If, ast.Try, ast.With)):
-            todo += [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
-                     *(s for h in getattr(node, "handlers", []) for s in h.body)]
-    return bound
+    def provides(self, module: str, name: str | None) -> bool:
+        if module not in self.modules:
+            return False
+        if name is None or f"{module}.{name}" in self.modules:
+            return True
+        if module not in self._bound:
+            self._bound[module] = module_bindings(self.modules[module])
+        bound = self._bound[module]
+        return bound is None or name in bound

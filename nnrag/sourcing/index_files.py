@@ -145,7 +145,7 @@ def download(file: ReleasedFile, folder: Path) -> Path:
     checked against the index's."""
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / Path(file.filename).name
-    if target.is_file() and _sha256(target) == (file.sha256 or _sha256(target)):
+    if target.is_file() and (file.sha256 is None or _sha256(target) == file.sha256):
         return target
     part = target.with_name(target.name + ".part")
     try:
