@@ -287,3 +287,31 @@ def test_an_installed_distribution_too_new_for_the_code_is_pinned_to_the_release
     assert md.version("tqdm") != "1.0"  # installed in the block's environment, never here
     again = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False, requirements="install")
     assert (again.passed, again.cached) == (1, 1)  # the pinned environment stands: nothing judged again
+
+
+def test_a_harvest_runs_without_the_declared_requirements_pip_cannot_install_and_without_other_sources(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """needs_repo declares ``tinyplot`` and ``brokenpkg``, whose sdist does not build; another
+    source of the corpus declares ``otherbroken``, which needs_repo never imports. The harvest of
+    needs_repo runs in an environment with what it declares and pip installs, and rescues TanhGate
+    as it does when nothing is broken; what it ran without is reported with pip's reason."""
+    wheels = tmp_path / "wheels"
+    _wheel(wheels)
+    for name in ("brokenpkg", "otherbroken"):
+        _sdist(wheels, name, "1.0", {f"{name}/__init__.py": ""})
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels} --no-cache-dir")
+    repo, other = tmp_path / "needs_repo", tmp_path / "other_repo"
+    shutil.copytree(FIXTURES / "needs_repo", repo)
+    shutil.copytree(FIXTURES / "usage_repo", other)
+    for root, declared in ((repo, ("tinyplot", "brokenpkg")), (other, ("otherbroken",))):
+        meta = root / f"{root.name}-1.0.dist-info"
+        meta.mkdir()
+        meta.joinpath("METADATA").write_text("Metadata-Version: 2.1\nName: x\nVersion: 1.0\n"
+                                             + "".join(f"Requires-Dist: {d}\n" for d in declared))
+    home = tmp_path / "home"
+    report = nnrag.build([str(repo), str(other)], home=home, limits=search_limits(), search=False,
+                         names={"TanhGate"}, requirements="install")
+    assert report.passed == 1 and report.harvest["rescued"] == 1, report.harvest  # type: ignore[index]
+    assert _record(home, "TanhGate")["environment"] == ["tinyact", "tinyplot"]
+    (left_out,) = report.harvest["left_out"].values()  # type: ignore[index,union-attr]
+    assert list(left_out) == ["brokenpkg"] and "brokenpkg" in left_out["brokenpkg"]

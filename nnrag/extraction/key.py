@@ -18,7 +18,7 @@ import sqlite3
 import sys
 
 from ..codekeys import code_key
-from .lending import lenders
+from .lending import imported_lenders, imported_packages
 
 
 def _installed_digest() -> bytes:
@@ -38,23 +38,14 @@ def extraction_keys(conn: sqlite3.Connection, prefer: str) -> dict[str, str]:
     files: dict[int, list[tuple[str, str, str]]] = {i: [] for i in rows}
     for r in conn.execute("SELECT source_id, path, sha1, status FROM files ORDER BY source_id, path"):
         files[r["source_id"]].append((r["path"], r["sha1"], r["status"]))
-    imported: dict[int, set[str]] = {i: set() for i in rows}
-    for r in conn.execute("SELECT DISTINCT f.source_id, substr(i.module, 1, instr(i.module || '.', '.') - 1) AS top"
-                          " FROM imports i JOIN files f ON f.id=i.file_id WHERE i.level=0 AND i.module IS NOT NULL"):
-        imported[r["source_id"]].add(r["top"])
+    imported = imported_packages(conn)
     keys: dict[str, str] = {}
     for sid, row in rows.items():
-        lent = lenders(conn, sid, prefer)
-        involved, used, todo = {sid}, set(), set(imported[sid])
-        while todo:  # the packages it imports, those their lenders import, ...
-            top = todo.pop()
-            used.add(top)
-            if top in lent and lent[top] not in involved:
-                involved.add(lent[top])
-                todo |= imported[lent[top]] - used
+        # the packages it imports from other sources, those their lenders import, ...
+        lent = imported_lenders(conn, sid, prefer, imported)
         h = hashlib.sha1(common)
-        h.update(repr(sorted((top, rows[lent[top]]["name"]) for top in used if top in lent)).encode())
-        for other in sorted(involved, key=lambda i: rows[i]["name"]):
+        h.update(repr(sorted((top, rows[lent[top]]["name"]) for top in lent)).encode())
+        for other in sorted({sid, *lent.values()}, key=lambda i: rows[i]["name"]):
             h.update(repr(tuple(rows[other])[1:]).encode() + repr(files[other]).encode())
         keys[row["name"]] = h.hexdigest()
     return keys

@@ -15,7 +15,7 @@ from ..db import Database
 from ..extraction.block import Extractors
 from ..progress import ProgressFn
 from ..sourcing.fetch import declared_requirements
-from ..validator.envs import distribution_for, environment, to_install
+from ..validator.envs import distribution_for, environment, to_install, widest_environment
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord, gate_version
 from ..validator.usage import runs as usage
 from ..workspace import Workspace
@@ -150,43 +150,45 @@ class _Retrying:
         self.retried = self.rescued = self.done = 0
         self.stopped: dict[str, list[str]] = {}  # source -> the distributions its harvest could not import, without install
         self.waiting: dict[str, list[str]] = {}  # block id -> those its verdict records (``usage_waits_for``)
+        self.left_out: dict[str, dict[str, str]] = {}  # source -> declared distributions pip could not install: why
 
     def source(self, src: str, items: list[Retry]) -> None:
         """Harvest ``src`` in the widest environment its blocks need (widened by what the harvest
         stops at, for a few rounds under ``install``), then check its blocks in that gate."""
         db, progress = self.db, self.progress
-        requirements = tuple(sorted({r for item in items for r in item.requirements}))
+        needed = tuple(sorted({r for item in items for r in item.requirements}))  # its blocks were judged there
+        wanted: set[str] = set()  # what the package declares or the harvest stopped at: as much as pip installs
         if self.install:  # the harvest imports the whole package: what its distributions declare
             declared = [name for root in usage.roots(db, src) for name in declared_requirements(root)]
-            requirements = tuple(sorted({*requirements, *to_install(declared, self.corpus)}))
+            wanted = to_install(declared, self.corpus)
         focus = {item.candidate.ref.module for item in items}
         names = frozenset(item.candidate.ref.name_in_module.split(".")[-1] for item in items)
         parents = passing_parents(db.conn, src, [item.candidate.ref for item in items])
-        usable: tuple[str, ...] | None = None  # the widest environment made so far
+        left_out: set[str] = set()
         for round_ in range(_ROUNDS):
+            env, dropped = widest_environment(self.workspace, needed, tuple(sorted(wanted)))
+            if env.python is None and needed:  # pip could not install even what the blocks needed
+                break
+            left_out |= set(dropped)
+            if dropped:
+                self.left_out.setdefault(src, {}).update(dropped)
+            requirements = env.requirements if env.python is not None else ()
             with _gate_for(self.workspace, self.gate, requirements) as checker:
-                if checker is None:  # pip could not install this set
-                    break
+                assert checker is not None  # made just now, or this interpreter's
                 one = usage.run(db, checker, src, usage.plan(db, src, focus, requirements, classes=names, passed=parents),
                                 (lambda d, t: progress("harvest", d, t)) if progress else None)
                 self.ran.add(one)
-                usable = requirements
                 # what this run stopped at, and what an earlier build's run of the same units did
                 more = {d for m in usage.stopped_at(db, src, requirements)
-                        if m not in self.corpus and (d := distribution_for(m))} - set(requirements)
+                        if m not in self.corpus and (d := distribution_for(m))} - set(requirements) - left_out
                 if more and not self.install:  # left for a build that may install them
                     self.stopped[src], more = sorted(more), set()
                 if not more or round_ + 1 == _ROUNDS:
                     self.check(src, items, checker, requirements)  # in the gate the harvest used
                     return
-            requirements = tuple(sorted({*requirements, *more}))
-        if usable is None:  # not even the blocks' own environment could be made
-            for item in items:
-                self.settle(item, item.first, item.requirements)
-            return
-        with _gate_for(self.workspace, self.gate, usable) as checker:
-            assert checker is not None  # made once already, and cached
-            self.check(src, items, checker, usable)
+            wanted |= more
+        for item in items:  # not even the blocks' own environment could be made
+            self.settle(item, item.first, item.requirements)
 
     def check(self, src: str, items: list[Retry], checker: "Gate", requirements: tuple[str, ...]) -> None:
         """Recorded usage first; a block it does not pass (or that has none) and whose guess lacked
@@ -252,4 +254,5 @@ class _Retrying:
         return {"factories": ran.factories, "examples": ran.examples, "configs": ran.configs, "passed": ran.passed,
                 "ok": ran.ok, "seconds": round(ran.seconds, 2), "not_run": ran.not_run, "why_not_run": ran.why_not_run,
                 "retried": self.retried, "rescued": self.rescued, "usage_waiting": len(self.waiting),
-                "usage_waits_for": dict(Counter(d for dists in self.waiting.values() for d in dists).most_common())}
+                "usage_waits_for": dict(Counter(d for dists in self.waiting.values() for d in dists).most_common()),
+                "left_out": self.left_out}

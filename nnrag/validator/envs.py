@@ -183,5 +183,62 @@ def _pip_install(python: Path, requirements: tuple[str, ...]) -> str | None:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_PIP_TIMEOUT_S)
     if proc.returncode == 0:
         return None
-    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
-    return lines[-1] if lines else f"pip exited {proc.returncode}"
+    return pip_reason(proc.stderr) or f"pip exited {proc.returncode}"
+
+
+def pip_reason(stderr: str) -> str | None:
+    """pip's one-line reason for a failed install, naming the distribution where pip does: its last
+    ``ERROR:`` line ("Failed to build 'mmcv' ...", "No matching distribution found for detectron2"),
+    else its ``error:`` kind with the package it points at ("metadata-generation-failed: py3nj"),
+    never the closing hint ("See above for details")."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    if errors:
+        return errors[-1]
+    kind = next((line.removeprefix("error:").strip() for line in lines if line.startswith("error:")), None)
+    pointed = [line.split(">", 1)[1].strip() for line in lines if line.startswith("╰─>")]
+    if kind and pointed:
+        return f"{kind}: {', '.join(pointed)}"
+    return kind or (lines[-1] if lines else None)
+
+
+def named_in(reason: str | None, requirements: tuple[str, ...]) -> list[str]:
+    """The requirements pip's ``reason`` names as the ones it could not install."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    if not reason:
+        return []
+    words = {canonicalize_name(w) for w in re.findall(r"[A-Za-z0-9][A-Za-z0-9._-]*", reason)}
+    named = []
+    for requirement in requirements:
+        try:
+            name = Requirement(requirement).name
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(name) in words:
+            named.append(requirement)
+    return named
+
+
+def widest_environment(workspace: Workspace, required: tuple[str, ...],
+                       optional: tuple[str, ...]) -> tuple[Environment, dict[str, str]]:
+    """The environment of ``required`` and as many of ``optional`` as pip installs (a package's
+    declared requirements, some of which never build here): a set pip refuses is tried again
+    without the optional distributions its reason names, then with ``required`` alone (with none
+    required, this interpreter). Returns the environment and the optional ones left out, each with
+    pip's reason."""
+    optional = tuple(sorted(set(optional) - set(required)))
+    dropped: dict[str, str] = {}
+    while True:
+        env = environment(workspace, (*required, *optional))
+        if env.python is not None:
+            return env, dropped
+        named = named_in(env.error, optional)
+        if not named:
+            break
+        dropped.update((n, env.error or "") for n in named)
+        optional = tuple(o for o in optional if o not in named)
+    dropped.update((o, env.error or "") for o in optional)
+    # nothing required: this interpreter, not an environment with nothing installed
+    return (environment(workspace, required) if required else Environment((), sys.executable)), dropped

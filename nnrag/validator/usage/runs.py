@@ -25,7 +25,7 @@ from .factories import factory_functions
 from .readme import README_UNIT, blocks_using, code_blocks, readme_files
 from .tables import TABLE_UNIT, table_names
 from ...db import Database
-from ...extraction.lending import lenders
+from ...extraction.lending import imported_lenders
 from ..envs import missing_module
 from ..record import gate_version
 
@@ -200,12 +200,13 @@ def _packages(store: Database, source: str) -> tuple[list[str], list[str]]:
 
 def roots(store: Database, source: str) -> list[Path]:
     """The folders of the source and of the indexed sources it imports packages from (mmdet: mmcv
-    and mmengine), the source's first."""
+    and mmengine), the source's first; never those of the corpus's other sources, whose declared
+    requirements would join the harvest's environment."""
     conn = store.conn
     row = conn.execute("SELECT id, root FROM sources WHERE name=?", (source,)).fetchone()
     if row is None:
         return []
-    lent = set(lenders(conn, row["id"]).values())
+    lent = set(imported_lenders(conn, row["id"]).values())
     found = [row["root"]] + [r["root"] for r in conn.execute("SELECT id, root FROM sources ORDER BY priority, name")
                              if r["id"] in lent]
     return [Path(r) for r in found if r]
