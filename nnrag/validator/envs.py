@@ -230,15 +230,12 @@ def widest_environment(workspace: Workspace, required: tuple[str, ...],
     pip's reason."""
     optional = tuple(sorted(set(optional) - set(required)))
     dropped: dict[str, str] = {}
-    while True:
+    while optional:
         env = environment(workspace, (*required, *optional))
         if env.python is not None:
             return env, dropped
-        named = named_in(env.error, optional)
-        if not named:
-            break
+        named = named_in(env.error, optional) or list(optional)  # none named: none of them, then
         dropped.update((n, env.error or "") for n in named)
         optional = tuple(o for o in optional if o not in named)
-    dropped.update((o, env.error or "") for o in optional)
     # nothing required: this interpreter, not an environment with nothing installed
     return (environment(workspace, required) if required else Environment((), sys.executable)), dropped
