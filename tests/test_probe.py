@@ -133,6 +133,9 @@ def test_an_input_pooled_away_is_retried_at_the_designed_size() -> None:
     small = RuntimeError("Given input size: (832x4x1x1). Calculated output size: (832x2x0x0). Output size is too small")
     assert input_repairs(small, "float", (2, 3, 8, 32, 32), Sizes(), 3)[0] == ("float", (2, 3, 16, 112, 112))
     assert input_repairs(small, "float", (2, 3, 32, 32), Sizes(), 3) == [("float", (2, 3, 224, 224))]
+    short = RuntimeError("Calculated padded input size per channel: (16). Kernel size: (25). "
+                         "Kernel size can't be greater than actual input size")
+    assert input_repairs(short, "float", (2, 4, 16), Sizes(), 4)[:2] == [("float", (2, 4, 256)), ("float", (2, 4, 1024))]
     rank = ValueError("not enough values to unpack (expected 4, got 3)")
     assert ("float", (2, 16, 16, 16)) in input_repairs(rank, "float", (2, 16, 48), Sizes(), 16)
     assert ("float", (2, 16, 16, 48)) in input_repairs(rank, "float", (2, 16, 48), Sizes(), 16)  # channels last
@@ -1504,6 +1507,9 @@ _REPAIR_CASES: dict[str, tuple[str, str, dict[str, Any], Any]] = {
         "    raise ValueError(f'Model depth is {depth}, but you provide decoder_channels for {len(decoder_channels)} blocks')",
         "depth, decoder_channels", {"depth": 1, "decoder_channels": [8, 8]}, lambda c: c == {"decoder_channels": [8]}),
     "per-block rates": ("self.d = drop_path[0]", "drop_path", {"drop_path": 0.1}, lambda c: c == {"drop_path": [0.1] * 8}),
+    "lengths too short for the layers": (
+        "self.conv = nn.Conv1d(n_chans, 4, 25)\nself.conv(torch.zeros(1, n_chans, n_times))",
+        "n_chans, n_times", {"n_chans": 16, "n_times": 16}, lambda c: c == {"n_times": 128}),
     "None default filled": ("self.n = norm_layer(dim)", "dim, norm_layer=None", {"dim": 16},
                             lambda c: c.get("norm_layer") is nn.BatchNorm2d),
     "layer instance": ("self.seq = nn.Sequential(act)", "act", {"act": nn.ReLU}, lambda c: isinstance(c.get("act"), nn.ReLU)),
@@ -1574,3 +1580,28 @@ def test_every_repair_rule_has_a_case() -> None:
     from nnrag.validator.probing.repairs import REPAIR_RULES
 
     assert [r.name for r in REPAIR_RULES] == list(_REPAIR_CASES)
+
+
+def test_a_block_that_runs_itself_while_it_is_built_gets_the_input_it_ran_on(tmp_path: Path) -> None:
+    """The constructor sizes its classifier by a forward on a dummy signal (channels by samples,
+    no image): that shape is the input, whatever its first layer suggests."""
+    source = '''
+    import torch
+    from torch import nn
+
+
+    class SignalNet(nn.Module):
+        def __init__(self, n_chans: int = 5, n_times: int = 40, n_outputs: int = 3):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 4, (n_chans, 7))
+            with torch.no_grad():
+                flat = self.forward(torch.zeros(1, n_chans, n_times), features_only=True).shape[1]
+            self.head = nn.Linear(flat, n_outputs)
+
+        def forward(self, x, features_only=False):
+            x = self.conv(x.unsqueeze(1)).flatten(1)
+            return x if features_only else self.head(x)
+    '''
+    result = _probed(tmp_path, source, "SignalNet")
+    assert result["input_shapes"] == [[2, 5, 40]] and result["output_shapes"] == [2, 3]
+    assert result["backward"] is True

@@ -56,7 +56,7 @@ class Passthrough(nn.Identity):
         return input
 
 
-def _words(name: str) -> list[str]:
+def name_words(name: str) -> list[str]:
     return _WORDS.findall(name.lower())
 
 
@@ -161,7 +161,7 @@ def _capacity(name: str) -> bool:
     """A bound rather than a size (``max_position_embeddings``, ``pad_token_id``): cheap, and what
     indexes or positions must stay below. Bucket counts too (``relative_attention_num_buckets``):
     a small table, and code that computes the buckets may hard-code the default (MPNet's 32)."""
-    w = _words(name)
+    w = name_words(name)
     return bool(w) and (w[0] == "max" or "position" in w or "positions" in w or w[-1] in _INDEX_WORDS
                         or "buckets" in w)
 
@@ -327,7 +327,7 @@ class Asked:
 
     @property
     def w(self) -> list[str]:
-        return _words(self.name)
+        return name_words(self.name)
 
 
 NOT_MINE = object()  # a rule's answer when the parameter is not one it fills
@@ -566,7 +566,7 @@ def _config_value(name: str, s: Sizes) -> Any:
     (``vision_config``) is a stand-in config too; else the argument guess."""
     if name.startswith("_"):
         return None
-    w = _words(name)
+    w = name_words(name)
     if w and w[-1] in ("act", "activation") or name.endswith("activation_function"):
         return guess_value(name, str, s)  # the name a ``str`` activation argument gets
     if w and w[-1] in ("config", "cfg"):

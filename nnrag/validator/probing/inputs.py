@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from .arguments import CHANNEL_NAMES, Sizes
+from .designed import shown_input
 from .documented import bind, documented_inputs, shape_of
 
 _LAYER_KINDS = {
@@ -107,6 +108,8 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
     main = _main_argument(module)
     if main in documented and not documented[main].is_list:  # the shape its docstring states, first
         out.append((documented[main].kind, shape_of(documented[main], {}, c, s)))
+    if (shown := shown_input(module)) and len(shown) > 1:  # the constructor ran it on this shape
+        out += [("float", (2,) + shown[1:]), ("float", shown)]  # a batch of two first: batch norms train on it
     found = _first_layer(module)
     kind, first = found if found else ("", None)
     if takes_graph(module):  # node features [N, F]: F from the first linear layer, else the channels

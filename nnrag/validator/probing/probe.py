@@ -23,6 +23,7 @@ from .. import record as R
 from . import weights
 from .arguments import Sizes, constructor_attempts, is_depth
 from .companions import companion_recipes, offer
+from .designed import built_recording
 from .repairs import forward_repairs, repairs
 from .inputs import FIELDS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
@@ -463,7 +464,7 @@ def _instantiate(cls: type, kwargs: dict[str, Any], sizes: Sizes) -> tuple[nn.Mo
         try:
             if (n := _oversized(cls, kwargs)) is not None:
                 return None, kwargs, MemoryError(f"these arguments build {n:,} parameters; too large to probe")
-            return cls(**kwargs), kwargs, None
+            return built_recording(cls, kwargs), kwargs, None
         except BaseException as e:
             _guard(e)
             error = e

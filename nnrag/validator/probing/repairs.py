@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 from torch import nn
 
-from .arguments import AutoConfig, Passthrough, Sizes, guess_value, init_hints, is_depth, passed_through
+from .arguments import CHANNEL_NAMES, AutoConfig, Passthrough, Sizes, name_words, guess_value, init_hints, is_depth, passed_through
 from .source import failing_statement, source_tree as _tree, static_value
 from .asserts import asserted_arguments
 from .frames import IDENTIFIER, called_in_line, candidate_frames, held_under, named_in_line, passed_as
@@ -184,6 +184,26 @@ def _none_default_filled(f: Failure) -> Iterator[dict[str, Any]]:
            and (isinstance(value, type) or not isinstance(value, int))}
 
 
+# torch's own words for an input its layers shrink to nothing (a kernel longer than the signal, a
+# pooling or a window that leaves no output), and a library's for the same
+_TOO_SHORT = re.compile(r"can't be greater than actual input size|Output size is too small|negative dimension"
+                        r"|expected 0 < \w+ < \d+|(?:requires|needs) at least \d+|shorter than", re.I)
+_LENGTH_WORDS = {"len", "length", "seq", "time", "times", "samples", "steps", "timesteps", "window", "duration",
+                 "seconds", "size", "resolution", "frames"}
+
+
+def _lengths_too_short(f: Failure) -> Iterator[dict[str, Any]]:
+    """Guessed lengths the layers built from them consume (a signal of 16 samples under a kernel of
+    25, a window of 250): eight times as long, then sixty-four times. Widths, heads and counts stay."""
+    if not _TOO_SHORT.search(f.text):
+        return
+    lengths = {k: v for k, v in f.kwargs.items() if type(v) in (int, float) and v > 0 and k.lower() not in CHANNEL_NAMES
+               and _LENGTH_WORDS & set(name_words(k))}
+    for factor in (8, 64):
+        if lengths:
+            yield {k: type(v)(v * factor) for k, v in lengths.items()}
+
+
 def _compared_choices(f: Failure) -> Iterator[dict[str, Any]]:
     m = _NO_ATTRIBUTE.search(f.text) if f.raised(AttributeError) else None
     if f.raised(KeyError, ValueError, AssertionError, NotImplementedError) or (m and m.group(2) in _STR_METHODS):
@@ -215,6 +235,7 @@ REPAIR_RULES: tuple[RepairRule, ...] = (
     RepairRule("length unpacked", _unpacked_length),
     RepairRule("length the message states", _only((ValueError, AssertionError), lambda f: _lengths(f.kwargs, f.text))),
     RepairRule("per-block rates", _per_block_rates),
+    RepairRule("lengths too short for the layers", _lengths_too_short),
     RepairRule("None default filled", _none_default_filled),
     RepairRule("layer instance", lambda f: _instances(f.cls, f.kwargs, f.error)),
     RepairRule("callable", lambda f: _made_callable(f.cls, f.kwargs, f.error)),

@@ -168,7 +168,9 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
     if "Output size is too small" in text or "can't be greater than actual input size" in text:
         # pooled away by a deep stack: the sizes the architecture was designed for
-        if len(shape) == 4:
+        if len(shape) == 3:  # a signal or a sequence: as long as the 1-D stacks are designed for
+            out += [(kind, shape[:2] + (256,)), (kind, shape[:2] + (1024,))]
+        elif len(shape) == 4:
             out.append((kind, shape[:2] + (224, 224)))
         elif len(shape) == 5:
             out += [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
