@@ -404,3 +404,53 @@ def test_companions_are_built_one_block_deep_where_their_recipe_gives_a_depth() 
         "kwargs": {"attn_layers": {"module": {"cls": ["m", "Decoder"], "args": [], "kwargs": {"dim": {"v": 512}, "depth": {"v": 1}}}},
                    "num_layers": {"v": 1}, "heads": {"v": 8}, "use_layers": {"v": True}}}
     assert recipe["kwargs"]["num_layers"] == {"v": 6}  # the recorded recipe is left as it was
+
+
+def test_a_class_that_takes_one_config_is_built_with_the_repositorys_default_config(tmp_path: Path) -> None:
+    """``Mixer(cfg)`` reads sections of a yacs-style settings object (``cfg.MODEL.WIDTH``) that no
+    stand-in answering attributes with numbers can be; the repository sets the defaults in code
+    and returns a copy from ``get_cfg()``. The harvest builds the class with that, and the block
+    passes with the recorded settings, rebuilt in its file as an object read by attribute."""
+    repo = tmp_path / "defaults_repo"
+    shutil.copytree(FIXTURES / "defaults_repo", repo)
+    guessed = nnrag.build([str(repo)], home=tmp_path / "guess", limits=LIMITS, harvest=False, search=False)
+    assert guessed.failures == {"constructor-args": 1}
+    home = tmp_path / "home"
+    report = nnrag.build([str(repo)], home=home, limits=LIMITS, search=False)
+    assert report.passed == 1 and report.harvest["rescued"] == 1, report.harvest
+    record = _entries(home)["Mixer"]["record"]
+    assert record["arguments"] == "recorded" and record["input_shapes"][0][-1] == 12  # type: ignore[index]
+    with connect(Workspace.resolve(home)) as store:
+        (message,) = store.conn.execute("SELECT message FROM harvests WHERE factory='dpkg.config:<defaults>'").fetchone()
+    assert "query should be" in message  # built; the harvest's image inputs do not fit an attention over tokens
+
+
+def test_default_configs_are_the_settings_objects_a_module_holds_or_returns() -> None:
+    """A parser's defaults are settings too (``get_args_parser()``); a parser with a required
+    option and functions that need arguments are left alone; the whole settings come first."""
+    import argparse
+    import types
+
+    from nnrag.validator.usage.defaults import default_configs
+
+    module = types.ModuleType("settings")
+
+    def get_args_parser() -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--hidden_dim", default=12, type=int)
+        parser.add_argument("--nheads", default=3, type=int)
+        return parser
+
+    def required_parser() -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--data", required=True)
+        return parser
+
+    def config_for(name: str) -> dict[str, str]:
+        return {"name": name}
+
+    for fn in (get_args_parser, required_parser, config_for):
+        fn.__module__ = "settings"
+        setattr(module, fn.__name__, fn)
+    (found,) = default_configs(module)
+    assert vars(found) == {"hidden_dim": 12, "nheads": 3}

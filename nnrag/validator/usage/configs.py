@@ -20,13 +20,13 @@ _MAX_BYTES = 200_000
 
 
 def config_files(root: Path) -> list[Path]:
-    """Python files under folders named ``configs`` of ``root`` (``.mim/configs`` of a wheel too),
+    """Python files under folders named ``configs`` (or ``..._configs``) of ``root`` (``.mim/configs`` of a wheel too),
     in path order; links are not followed, so every file lies inside ``root``."""
     found: list[Path] = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".git") and not os.path.islink(os.path.join(folder, d)))
         rel = Path(folder).relative_to(root)
-        if _FOLDER not in rel.parts:
+        if not any(part == _FOLDER or part.endswith("_" + _FOLDER) for part in rel.parts):  # ``local_configs`` too
             continue
         for name in sorted(files):
             path = Path(folder, name)

@@ -13,6 +13,7 @@ Runs inside the sandbox child (torch imported).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import importlib
@@ -34,6 +35,7 @@ from torch import nn
 
 from . import PASSED_SUFFIX
 from .configs import CONFIG_UNIT
+from .defaults import DEFAULTS_UNIT, run_defaults
 from .examples import EXAMPLE_SUFFIX, example_sources
 from .readme import README_UNIT, code_blocks, imported_modules
 from ..record import CANDIDATE_MODULE
@@ -212,6 +214,15 @@ def _exercise(model: Any) -> str | None:
         return f"the factory returned {type(model).__name__}, not a module"
     model.eval()
     first: str | None = None
+    if callable(getattr(model, "forward_dummy", None)):  # an mmcv 1.x model: its inference path without meta information
+        try:
+            with torch.no_grad():
+                model.forward_dummy(torch.rand(1, 3, _BATCH_SIDES[0], _BATCH_SIDES[0]))
+            return None
+        except FactoryTimeout:
+            raise
+        except Exception as e:
+            first = f"{type(e).__name__}: {e}"[:300]
     if isinstance(getattr(model, "data_preprocessor", None), nn.Module) and callable(getattr(model, "test_step", None)):
         try:
             with torch.no_grad():
@@ -351,19 +362,53 @@ class AbsentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def _load_config(path: str, scope: str) -> tuple[Any, Any, str]:
-    """The registry that builds a config file's model (mmengine's, in the config's scope), the
-    model's config and that scope; the registry's model modules are imported first, so that the
-    recorder can wrap their classes before the build."""
+def _load_config(path: str, packages: list[str]) -> tuple[Any, Any, str]:
+    """The registry that builds a config file's model (mmengine's, in the config's scope, by
+    default the source's first package), the model's config and that scope; the registry's model
+    modules are imported first, so that the recorder can wrap their classes before the build."""
+    if (legacy := _legacy_config(path, packages)) is not None:
+        return legacy
     from mmengine.config import Config
     from mmengine.registry import MODELS, init_default_scope
 
     cfg = Config.fromfile(path)
-    scope = cfg.get("default_scope") or scope
+    scope = cfg.get("default_scope") or packages[0]
     init_default_scope(scope)
     with MODELS.switch_scope_and_registry(scope) as registry:
         registry.import_from_location()
     return registry, cfg.model, scope
+
+
+def _legacy_config(path: str, packages: list[str]) -> tuple[Any, Any, str] | None:
+    """The same for the packages of mmcv 1.x (``mmcv.Config``, a ``Registry`` per package that
+    ``<package>.models`` fills as it imports: mmseg 0.x, mmdet 2.x and the research repositories
+    built on them), whose configs mmengine reads but whose types no mmengine registry holds: the
+    registry of the source's packages that holds the model's type, and the package it is of as
+    the scope. None where mmcv is not of that kind."""
+    try:
+        mmcv = importlib.import_module("mmcv")
+    except ImportError:
+        return None
+    config_class = getattr(mmcv, "Config", None)  # mmcv 2.x left it to mmengine
+    if config_class is None:
+        return None
+    cfg = config_class.fromfile(path)
+    model = cfg.model
+    wanted = model.get("type") if isinstance(model, dict) else None
+    for package in packages:
+        for name in (package, f"{package}.models"):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
+        registry = next((obj for name, module in list(sys.modules.items())
+                         if (name == package or name.startswith(package + ".")) and module is not None
+                         for obj in list(vars(module).values())
+                         if type(obj).__name__ == "Registry" and callable(getattr(obj, "build", None))
+                         and isinstance(wanted, str) and obj.get(wanted) is not None), None)
+        if registry is not None:
+            # older configs keep the training and test settings beside the model; the builder passes them in
+            extra = {k: cfg.get(k) for k in ("train_cfg", "test_cfg") if k not in model and cfg.get(k) is not None}
+            return registry, type(model)({**model, **extra}) if extra else model, package
+    raise LookupError(f"no registry of {', '.join(packages)} holds {wanted!r}")
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
@@ -377,6 +422,8 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
     ``<config>`` builds the model of the config file at the path given as its module; one named
     ``<readme>`` runs code block N of the README at the ``PATH#N`` given as its module; one named
     ``<tables>`` builds the classes the module's registry tables name (see tables.py); one named
+    ``<defaults>`` builds the failing classes given third (JSON) with the module's default configs
+    (see defaults.py); one named
     ``Class.<passed>`` runs a block that passed the gate, by the recipe (JSON) given third.
     Examples run real models at real sizes (SAM's at 1024 pixels takes 27 s on two quiet cores):
     ``per_factory_s`` leaves room for a loaded machine; what a factory recorded before its time
@@ -396,7 +443,7 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
         try:
             signal.setitimer(signal.ITIMER_REAL, per_factory_s)
             if function == CONFIG_UNIT:
-                registry, config, scope = _load_config(module_name, packages[0])
+                registry, config, scope = _load_config(module_name, packages)
                 recorder.wrap_loaded()
                 model = registry.build(config)
                 error = _exercise(model)
@@ -404,6 +451,9 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
                 error = _run_readme(module_name, packages, recorder)
             elif function.endswith(PASSED_SUFFIX) and given:
                 error = _run_passed(module_name, function.removesuffix(PASSED_SUFFIX), json.loads(given[0]), recorder)
+            elif function == DEFAULTS_UNIT and given:
+                wanted = json.loads(given[0])
+                error = run_defaults(module_name, wanted["modules"], wanted["names"], recorder.wrap_loaded, _exercise)
             elif function == TABLE_UNIT:
                 module = importlib.import_module(module_name)
                 recorder.wrap_loaded()

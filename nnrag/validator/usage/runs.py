@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import PASSED_SUFFIX, configs
+from .defaults import DEFAULTS_UNIT, defines_defaults
 from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
 from .readme import README_UNIT, blocks_using, code_blocks, readme_files
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 _FACTORIES_PER_JOB = 40
 _README_BLOCKS = 60  # README code blocks run per source, those naming still failing classes
 _CONFIGS = 100  # registry configs run per source: enough to name every model type in most packages
+_DEFAULT_MODULES = 3  # modules of default configs run per source (a repository keeps them in one or two)
 _JOB_TIMEOUT_S = 900.0
 
 
@@ -50,7 +52,8 @@ class Factory:
     module: str
     function: str
     stamp: str
-    recipe: str = ""  # JSON: how the gate built and called a passing block (``Class.<passed>``)
+    recipe: str = ""  # JSON: how the gate built and called a passing block (``Class.<passed>``), or the
+    # failing classes to build with default configs (``<defaults>``)
 
     @property
     def key(self) -> str:
@@ -113,7 +116,7 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
          per_focus_module: int = 2, classes: frozenset[str] = frozenset(), passed: Sequence[Passed] = ()) -> list[Factory]:
     """What to run for ``source``: the blocks in ``passed`` as the gate ran them, the documented
     examples, registry tables and up to ``per_focus_module`` factories of the modules in ``focus`` (those holding
-    blocks that still fail), then registry config files that together name every model type and
+    blocks that still fail), then the source's default configs with those blocks' classes, then registry config files that together name every model type and
     the README's code blocks that name a class in ``classes`` (the blocks that still fail), then
     the examples and the smallest factory of every other module, since a block of a shared layers
     module is built by the models and examples of other modules. Units already run against the
@@ -142,8 +145,12 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
                            stamp(sha1s[p.module] + hashlib.sha1(p.recipe.encode()).hexdigest()), p.recipe)
             if done.get(unit.key) != unit.stamp:
                 first.append(unit)
+    defaults: list[tuple[str, str]] = []  # modules that make default configs
     for module, sha1 in files:
-        if not sha1 or "def " not in (text := store.file_text(sha1)):
+        text = store.file_text(sha1) if sha1 else ""
+        if defines_defaults(text):
+            defaults.append((module, sha1))
+        if "def " not in text:
             continue
         names = factory_functions(text)[: per_focus_module if module in focus else 1]
         if ">>>" in text:
@@ -152,6 +159,13 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
             names.append(TABLE_UNIT)
         chosen = [Factory(source, module, n, stamp(sha1)) for n in names]
         (first if module in focus else rest).extend(f for f in chosen if done.get(f.key) != f.stamp)
+    if focus and classes and defaults:  # each failing class that takes a config, built with the source's defaults
+        wanted = json.dumps({"modules": sorted(focus), "names": sorted(classes)})
+        digest = hashlib.sha1(wanted.encode()).hexdigest()
+        for module, sha1 in defaults[:_DEFAULT_MODULES]:
+            unit = Factory(source, module, DEFAULTS_UNIT, stamp(hashlib.sha1((sha1 + digest).encode()).hexdigest()), wanted)
+            if done.get(unit.key) != unit.stamp:
+                first.append(unit)
     if focus and row["root"]:
         root = Path(row["root"])
         for rel in configs.choose(root, _CONFIGS):

@@ -1,0 +1,119 @@
+"""Default configs: repositories whose blocks take one config object (``ResNet(cfg)``, ``build(args)``)
+keep its defaults in code, as a yacs ``CfgNode`` (``_C = CfgNode(); _C.MODEL.DEPTH = 50`` and a
+``get_cfg()`` that clones it), an ``EasyDict``, or an ``argparse`` parser whose defaults are the
+settings (``get_args_parser()``). A stand-in that answers every attribute with a number cannot
+say that ``cfg.MODEL`` is a section; the repository's own defaults can.
+
+A harvest unit named ``<defaults>`` imports a module that defines such defaults, makes the config
+objects it holds or returns, and builds with each the failing classes (and the builder functions
+of their modules) whose one required parameter is a config, with the recorder on. Modules are
+found in the source text, so planning costs no import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import re
+from typing import Any, Callable
+
+DEFAULTS_UNIT = "<defaults>"
+CONFIG_PARAMETERS = ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp")
+_MARKS = re.compile(r"\bCfgNode\b|\bCN\(\)|\bEasyDict\b|\bedict\(|\bArgumentParser\(")
+_PROVIDER = re.compile(r"cfg|config|args|parser|defaults|options|opts", re.I)
+
+
+def defines_defaults(text: str) -> bool:
+    """Whether a module's source makes a config of the kinds above."""
+    return bool(_MARKS.search(text))
+
+
+def _config_like(value: Any) -> bool:
+    """A settings object read by attribute: a yacs node or an EasyDict (dicts whose keys are also
+    attributes), or an ``argparse.Namespace``."""
+    if isinstance(value, argparse.Namespace):
+        return True
+    if not (isinstance(value, dict) and type(value) is not dict and value):
+        return False
+    key = next(iter(value))
+    return isinstance(key, str) and key.isidentifier() and hasattr(value, key)
+
+
+def default_configs(module: Any) -> list[Any]:
+    """The config objects ``module`` holds or its zero-argument functions named for configs return
+    (a parser's defaults for a parser), the largest first: the whole settings before a section."""
+    found: list[Any] = [v for name, v in vars(module).items() if not name.startswith("__") and _config_like(v)]
+    for name, fn in list(vars(module).items()):
+        if not (inspect.isfunction(fn) and fn.__module__ == module.__name__ and _PROVIDER.search(name)):
+            continue
+        try:
+            if any(p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                   for p in inspect.signature(fn).parameters.values()):
+                continue
+            made = fn()
+            if isinstance(made, argparse.ArgumentParser):
+                made = made.parse_known_args([])[0]
+        except (Exception, SystemExit):  # a parser with a required option exits
+            continue
+        if _config_like(made):
+            found.append(made)
+    unique = {id(v): v for v in found}
+    return sorted(unique.values(), key=lambda v: -len(vars(v) if isinstance(v, argparse.Namespace) else v))
+
+
+def _takes_config(fn: Any) -> bool:
+    """Whether the one required parameter of ``fn`` (a class's constructor or a function) is a config."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return len(required) == 1 and required[0].name.lower() in CONFIG_PARAMETERS
+
+
+def _builders(module: Any) -> list[Callable[..., Any]]:
+    """Public functions of a failing class's module that take one config (``build(args)``,
+    ``build_model(cfg)``): they build the class with the rest of what it needs."""
+    return [fn for name, fn in vars(module).items() if inspect.isfunction(fn) and fn.__module__ == module.__name__
+            and not name.startswith("_") and "build" in name.lower() and _takes_config(fn)]
+
+
+def run_defaults(module_name: str, modules: list[str], names: list[str], wrap: Callable[[], None],
+                 exercise: Callable[[Any], str | None]) -> str | None:
+    """Build the classes named ``names`` of ``modules`` (the failing blocks) that take one config,
+    and the builder functions of those modules, with the first default config of ``module_name``
+    that builds each, and run what they make once; the first error, or None when each ran."""
+    configs = default_configs(importlib.import_module(module_name))
+    if not configs:
+        return "no default configs"
+    todo: list[Callable[..., Any]] = []
+    first: str | None = None
+    for module_path in modules:
+        try:
+            module = importlib.import_module(module_path)
+        except Exception as e:  # noqa: BLE001 - the other modules still run
+            first = first or f"{module_path}: {type(e).__name__}: {e}"[:300]
+            continue
+        for name in names:
+            obj = getattr(module, name, None)
+            if inspect.isclass(obj) and obj.__module__ == module_path and _takes_config(obj) and obj not in todo:
+                todo.append(obj)
+        todo += [fn for fn in _builders(module) if fn not in todo]
+    if not todo:
+        return first or "no failing class takes a config"
+    wrap()  # the modules are loaded: their classes record from here on
+    for build in todo:
+        error: str | None = "not built"
+        for config in configs:
+            try:
+                made = build(config)
+            except Exception as e:  # noqa: BLE001 - another config may build it
+                error = f"{getattr(build, '__name__', build)}: {type(e).__name__}: {e}"[:300]
+                continue
+            made_list = made if isinstance(made, (tuple, list)) else [made]
+            model = next((m for m in made_list if callable(getattr(m, "forward", None))), None)
+            error = exercise(model) if model is not None else None
+            break
+        first = first or error
+    return first
