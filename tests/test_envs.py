@@ -258,6 +258,29 @@ def test_a_distribution_pip_cannot_build_is_lent_from_the_release_that_has_what_
         __import__("lentpkg")  # read as data, never installed
 
 
+def test_the_release_lent_is_within_the_versions_the_repository_states_it_accepts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every release provides ``lentpkg.runner``; the repository's package checks at import that
+    ``lentpkg`` is at most 1.5 (``LENTPKG_MAX``), as OpenMMLab packages check mmcv. The newest
+    release inside that bound is lent, not the newest."""
+    files = tmp_path / "index" / "files"
+    files.mkdir(parents=True)
+    scale = "import torch\n\n\nclass Scale(torch.nn.Module):\n    def __init__(self, s):\n        super().__init__()\n" \
+            "        self.s = s\n\n    def forward(self, x):\n        return x * self.s\n"
+    releases = [_sdist(files, "lentpkg", v, {"lentpkg/__init__.py": "", "lentpkg/runner.py": scale}) for v in ("1.0", "1.5", "2.0")]
+    repo = tmp_path / "old_api_repo"
+    shutil.copytree(FIXTURES / "old_api_repo", repo)
+    (repo / "oldapi" / "__init__.py").write_text(
+        "LENTPKG_MIN = '1.0'\nLENTPKG_MAX = '1.5'\n\n\ndef _check(version):\n"
+        "    assert LENTPKG_MIN <= version <= LENTPKG_MAX, f'lentpkg=={version} is used but incompatible'\n")
+    with _package_index(tmp_path / "index", "lentpkg", releases) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
+                             requirements="install")
+    (lent,) = report.requirements["lent"]  # type: ignore[misc]
+    assert (lent["version"], lent["covers"]) == ("1.5", "1/1") and report.passed == 2
+
+
 def test_an_installed_distribution_too_new_for_the_code_is_pinned_to_the_release_that_has_what_it_imports(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The block imports ``tqdm.oldmod``, which the tqdm installed here does not have; an index on

@@ -3,7 +3,8 @@
 A block that imports a distribution pip fails to build (``mmcv``: "Failed to build 'mmcv' when
 getting requirements to build wheel") stays ``missing-dependency`` although what it uses of it
 is mostly Python. For each such distribution nnrag reads the sdists the package index holds and
-picks the newest whose modules provide every name the waiting blocks' sources import from it
+picks the newest whose modules provide every name the waiting blocks' sources import from it,
+within the versions their packages state they accept (``MMCV_MAX = '1.3.0'``)
 (:func:`~nnrag.library.releases.newest_providing`: a repository written against ``mmcv.runner``
 needs a release from before that module moved away);
 the release is indexed as a source that only lends (``lends``), below the corpus, and the next
@@ -27,7 +28,7 @@ from ..sourcing.spec import KIND_PYPI, SourceSpec
 from ..validator.envs import distribution_for, missing_module
 from ..workspace import Workspace
 from . import records
-from .releases import imported_names, newest_providing
+from .releases import imported_names, newest_providing, stated_bounds, within
 
 _PRIORITY = 1000  # below every source a corpus names: a corpus source that provides the package lends it first
 _PIP_FAILED = re.compile(r"pip cannot install ([^:]+): (.+?)\)?$", re.S)
@@ -94,6 +95,7 @@ def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set
         wanted = imported_names(conn, missing.package, set(missing.sources))
         try:
             files = [f for f in source_distributions(missing.distribution) if not f.version.is_prerelease]
+            files = within(files, stated_bounds(conn, missing.package, set(missing.sources)))
             chosen = newest_providing(files, missing.package, wanted, workspace.cache_dir / "sdists")
         except SourceError as exc:
             outcome.append(replace(base, why_not=str(exc)))

@@ -23,7 +23,7 @@ from ..sourcing.index_files import pure_wheels, source_distributions
 from ..validator.record import MISSING_DEPENDENCY, ValidationRecord
 from ..workspace import Workspace
 from . import records
-from .releases import imported_names, newest_providing
+from .releases import imported_names, newest_providing, stated_bounds, within
 
 _GONE_MODULE = re.compile(r"No module named '(\w+)\.([\w.]+)'")
 _GONE_NAME = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
@@ -89,6 +89,7 @@ def pins(workspace: Workspace, conn: sqlite3.Connection, corpus: frozenset[str])
         try:
             files = [f for f in pure_wheels(distribution) if not f.version.is_prerelease]
             files = files or [f for f in source_distributions(distribution) if not f.version.is_prerelease]
+            files = within(files, stated_bounds(conn, top, sources[top]))
             chosen = newest_providing(files, top, wanted, workspace.cache_dir / "releases")
         except SourceError as exc:
             found.append(replace(base, why_not=str(exc)))

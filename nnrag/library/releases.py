@@ -5,13 +5,19 @@ release of one installed here that moved a module away (:mod:`nnrag.library.pins
 
 from __future__ import annotations
 
+import ast
 import logging
+import re
 import sqlite3
 import tarfile
 import zipfile
 from pathlib import Path
 from typing import Callable
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from ..db import file_text
 from ..errors import SourceError
 from ..extraction.units import module_bindings
 from ..sourcing.index_files import ReleasedFile, download
@@ -31,6 +37,44 @@ def imported_names(conn: sqlite3.Connection, package: str, sources: set[str] | N
         sql += f" AND s.name IN ({','.join('?' * len(sources))})"
         args += sorted(sources)
     return {(r["module"], r["name"] if r["name"] != "*" else None) for r in conn.execute(sql, args)}
+
+
+def stated_bounds(conn: sqlite3.Connection, package: str, sources: set[str]) -> SpecifierSet:
+    """The versions of ``package`` the named sources' own top-level packages say they work with:
+    module-level strings named for it and a minimum or maximum (``MMCV_MIN = '1.1.4'``,
+    ``mmcv_maximum_version = '1.8.0'``), which the package checks as it is imported and refuses
+    to load outside. An empty set where none is stated."""
+    bounds: list[str] = []
+    rows = conn.execute("SELECT f.sha1 FROM files f JOIN sources s ON s.id = f.source_id WHERE f.status = 'ok'"
+                        " AND f.module IS NOT NULL AND instr(f.module, '.') = 0 AND f.path LIKE '%__init__.py'"
+                        f" AND s.name IN ({','.join('?' * len(sources))})", sorted(sources)).fetchall()
+    for row in rows:
+        text = file_text(conn, row["sha1"])
+        if package.lower() not in text.lower():
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        for node in tree.body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                continue
+            words = set(re.findall(r"[a-z0-9]+", node.targets[0].id.lower()))
+            side = ">=" if words & {"min", "minimum"} else "<=" if words & {"max", "maximum"} else None
+            if side and package.lower() in words:
+                try:
+                    bounds.append(f"{side}{Version(node.value.value)}")
+                except InvalidVersion:
+                    continue
+    return SpecifierSet(",".join(bounds))
+
+
+def within(files: list[ReleasedFile], bounds: SpecifierSet) -> list[ReleasedFile]:
+    """The releases of ``files`` inside ``bounds``, or all of them when none is (bounds stated for
+    a fork that never reached the index tell nothing about which release to take)."""
+    kept = [f for f in files if bounds.contains(f.version)]
+    return kept or files
 
 
 def newest_providing(files: list[ReleasedFile], package: str, wanted: set[tuple[str, str | None]],
