@@ -387,7 +387,9 @@ def _legacy_config(path: str, packages: list[str]) -> tuple[Any, Any, str] | Non
     the scope. None where mmcv is not of that kind."""
     try:
         mmcv = importlib.import_module("mmcv")
-    except ImportError:
+    except ModuleNotFoundError as e:
+        if e.name != "mmcv":  # mmcv is there and misses a requirement of its own (addict): that is the error
+            raise
         return None
     config_class = getattr(mmcv, "Config", None)  # mmcv 2.x left it to mmengine
     if config_class is None:
