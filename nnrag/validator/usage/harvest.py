@@ -13,7 +13,6 @@ Runs inside the sandbox child (torch imported).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
 import importlib
@@ -397,10 +396,14 @@ def _legacy_config(path: str, packages: list[str]) -> tuple[Any, Any, str] | Non
     cfg = config_class.fromfile(path)
     model = cfg.model
     wanted = model.get("type") if isinstance(model, dict) else None
+    failed: ImportError | None = None  # what stopped a package's models from registering (a requirement not here)
     for package in packages:
         for name in (package, f"{package}.models"):
-            with contextlib.suppress(ImportError):
+            try:
                 importlib.import_module(name)
+            except ImportError as e:
+                if not (isinstance(e, ModuleNotFoundError) and e.name in (package, name)):
+                    failed = failed or e
         registry = next((obj for name, module in list(sys.modules.items())
                          if (name == package or name.startswith(package + ".")) and module is not None
                          for obj in list(vars(module).values())
@@ -410,6 +413,8 @@ def _legacy_config(path: str, packages: list[str]) -> tuple[Any, Any, str] | Non
             # older configs keep the training and test settings beside the model; the builder passes them in
             extra = {k: cfg.get(k) for k in ("train_cfg", "test_cfg") if k not in model and cfg.get(k) is not None}
             return registry, type(model)({**model, **extra}) if extra else model, package
+    if failed is not None:
+        raise failed
     raise LookupError(f"no registry of {', '.join(packages)} holds {wanted!r}")
 
 
