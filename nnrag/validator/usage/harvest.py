@@ -407,15 +407,33 @@ def _legacy_config(path: str, packages: list[str]) -> tuple[Any, Any, str] | Non
         registry = next((obj for name, module in list(sys.modules.items())
                          if (name == package or name.startswith(package + ".")) and module is not None
                          for obj in list(vars(module).values())
-                         if type(obj).__name__ == "Registry" and callable(getattr(obj, "build", None))
+                         if type(obj).__name__ == "Registry" and callable(getattr(obj, "get", None))
                          and isinstance(wanted, str) and obj.get(wanted) is not None), None)
         if registry is not None:
+            if not callable(getattr(registry, "build", None)):  # before mmcv 1.3.x a function builds from a registry
+                build_from_cfg = importlib.import_module("mmcv.utils").build_from_cfg
+                registry = types.SimpleNamespace(build=functools.partial(_build_from, build_from_cfg, registry))
             # older configs keep the training and test settings beside the model; the builder passes them in
             extra = {k: cfg.get(k) for k in ("train_cfg", "test_cfg") if k not in model and cfg.get(k) is not None}
-            return registry, type(model)({**model, **extra}) if extra else model, package
+            return registry, _single_process(type(model)({**model, **extra}) if extra else model), package
     if failed is not None:
         raise failed
     raise LookupError(f"no registry of {', '.join(packages)} holds {wanted!r}")
+
+
+def _single_process(config: Any) -> Any:
+    """The config with its synchronised batch norms as plain ones: the same layer in one process,
+    and mmcv 1.x builds ``SyncBN`` through a method of torch's that torch has since removed
+    (``_specify_ddp_gpu_num``)."""
+    if isinstance(config, dict):
+        return type(config)({k: "BN" if k == "type" and v == "SyncBN" else _single_process(v) for k, v in config.items()})
+    if isinstance(config, (list, tuple)):
+        return type(config)(_single_process(v) for v in config)
+    return config
+
+
+def _build_from(build_from_cfg: Callable[..., Any], registry: Any, cfg: Any) -> Any:
+    return build_from_cfg(cfg, registry)
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
