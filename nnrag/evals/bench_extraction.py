@@ -1,7 +1,8 @@
 """Extraction time per block, in this process, as a build's extraction worker spends it: every
 block of the home's sources extracted once (modules parsed on first use, shared by the blocks of a
 source after it). Prints per source and overall: blocks, mean, median, p90, p99 and max seconds,
-and the SHA-1 of all the files made (two runs that make the same files print the same one).
+and the SHA-1 of all the files made (two runs that make the same files print the same one; with
+``--json`` per source too).
 
     python -m nnrag.evals.bench_extraction HOME [SOURCE ...] [--json]
 
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     per_source: dict[str, list[float]] = {}
     made = hashlib.sha1()
+    made_by: dict[str, "hashlib._Hash"] = {}  # per source: runs over some sources compare with a whole run
     with connect(Workspace.resolve(args.home)) as db:
         rows = db.conn.execute(
             "SELECT s.name AS source, f.module, b.qualname, b.category FROM blocks b JOIN sources s ON s.id=b.source_id"
@@ -54,12 +56,14 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             _, assembled, _ = extractors.extract(BlockRef.from_row(row))
             per_source.setdefault(row["source"], []).append(time.perf_counter() - started)
-            made.update(f"{row['source']}:{row['qualname']}\n".encode())
-            made.update((assembled.code if assembled is not None else "").encode())
+            for h in (made, made_by.setdefault(row["source"], hashlib.sha1())):
+                h.update(f"{row['source']}:{row['qualname']}\n".encode())
+                h.update((assembled.code if assembled is not None else "").encode())
     figures = {source: _figures(times) for source, times in per_source.items()}
     figures["all"] = _figures([t for times in per_source.values() for t in times])
     if args.json:
-        print(json.dumps({"figures": figures, "files_sha1": made.hexdigest()}, indent=2))
+        print(json.dumps({"figures": figures, "files_sha1": made.hexdigest(),
+                          "files_sha1_by_source": {k: h.hexdigest() for k, h in made_by.items()}}, indent=2))
         return 0
     for source, f in figures.items():
         print(f"{source:24} {f['blocks']:6} blocks  mean {f['mean_s']:.3f} s  median {f['median_s']:.3f}  "

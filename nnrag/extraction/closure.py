@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME
 from ..indexing.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
 from .fillers import without_failing_fillers
-from .lending import lenders
+from .lending import imported_lenders
 from .native import is_extension, loads_library_by_path
 from .order import order_units
 from .patches import Patches
@@ -72,7 +72,7 @@ class Extractor(RegistryNames):
         self.source = source
         self.source_id: int = row["id"]
         self.root = Path(row["root"]) if row["root"] else None
-        lent = lenders(conn, self.source_id, prefer)
+        lent = imported_lenders(conn, self.source_id, prefer)  # what its code reaches, as its extraction key says
         everything = load_modules(conn, {self.source_id, *lent.values()})
         own = [m for m in everything if m.source_id == self.source_id]
         others = conn.execute("SELECT id, name, root, priority FROM sources WHERE id != ? ORDER BY priority, name",
