@@ -1537,6 +1537,11 @@ _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
     # a statement a formatter split over lines: the argument is named on a line of its own
     ("layer instance", "self.layers = nn.ModuleList(\n    [copy.deepcopy(encoder_layer) for _ in range(2)]\n)",
      "encoder_layer", {"encoder_layer": nn.ReLU}, lambda c: isinstance(c.get("encoder_layer"), nn.ReLU)),
+    # a number guessed for a layer an encoder clones: a stand-in that takes whatever it is called with
+    ("layer instance", "self.layers = nn.ModuleList([copy.deepcopy(encoder_layer) for _ in range(2)])",
+     "encoder_layer", {"encoder_layer": 16}, lambda c: type(c.get("encoder_layer")).__name__ == "Passthrough"),
+    ("layer instance", "self.layers = nn.ModuleList(attn_layers)",
+     "attn_layers", {"attn_layers": [16, 16]}, lambda c: [type(x).__name__ for x in c.get("attn_layers", [])] == ["Passthrough"] * 2),
 ]
 
 

@@ -663,9 +663,12 @@ def _called_classes(kwargs: dict[str, Any], error: BaseException) -> Iterator[di
 
 
 def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
-    """``ReLU is not a Module subclass``: a layer class passed where an instance is added; a
-    method called on a layer class passed where an instance is used (``missing ... 'self'``),
-    the arguments the failing line names first."""
+    """``ReLU is not a Module subclass``: a layer class passed where an instance is added, as an
+    instance, then as a stand-in layer that takes whatever the block calls it with (an encoder
+    cloning its ``encoder_layer`` calls each clone with masks and positions); a number or numbers
+    guessed where layers are added (``int is not a Module subclass``), as stand-ins; a method
+    called on a layer class passed where an instance is used (``missing ... 'self'``), the
+    arguments the failing line names first."""
     text = str(error)
     missing = _MISSING.search(text) if isinstance(error, TypeError) else None
     unbound = missing is not None and "'self'" in missing.group(1)
@@ -674,8 +677,16 @@ def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
     named = named_in_line(candidate_frames(cls, error), kwargs)
     # an unbound call may fail in a helper whose line names no argument (PyG's ``reset(value)``)
     for k in [*named, *(k for k in kwargs if k not in named)] if unbound else named:
-        if isinstance(v := kwargs[k], type) and issubclass(v, nn.Module):
+        v = kwargs[k]
+        if isinstance(v, type) and issubclass(v, nn.Module):
             try:
                 yield {k: v()}
             except Exception:
-                continue
+                pass
+            if not unbound:
+                yield {k: Passthrough()}
+        elif not unbound and "int is not a Module subclass" in text:
+            if type(v) is int:
+                yield {k: Passthrough()}
+            elif isinstance(v, (list, tuple)) and v and all(type(x) is int for x in v):
+                yield {k: [Passthrough() for _ in v]}
