@@ -454,3 +454,27 @@ def test_default_configs_are_the_settings_objects_a_module_holds_or_returns() ->
         setattr(module, fn.__name__, fn)
     (found,) = default_configs(module)
     assert vars(found) == {"hidden_dim": 12, "nheads": 3}
+
+
+def test_an_mmcv_1x_package_is_harvested_from_its_configs_with_the_release_it_accepts(tmp_path: Path) -> None:
+    """A package of the mmcv 1.x kind (its own ``Registry``, configs beside it, the mmcv range it
+    accepts checked as it imports) whose mmcv pip cannot build here: mmcv is lent from the newest
+    sdist inside that range, the harvest reads the config with ``mmcv.Config``, builds it with the
+    package's registry (``build_from_cfg``: mmcv 1.3.0's registries have no ``build``), its
+    ``SyncBN`` as ``BN``, and runs ``forward_dummy``; the segmentor, which takes config dicts, passes
+    with what was recorded."""
+    repo = tmp_path / "legacy_registry_repo"
+    shutil.copytree(FIXTURES / "legacy_registry_repo", repo)
+    home = tmp_path / "home"
+    report = nnrag.build([str(repo)], home=home, limits=LIMITS, search=False, requirements="install")
+    (lent,) = report.requirements["lent"]  # type: ignore[misc]
+    assert (lent["distribution"], lent["version"]) == ("mmcv", "1.3.0"), lent
+    entries = _entries(home)
+    segmentor = entries["TinySegmentor"]
+    assert segmentor["status"] == "validated", segmentor["message"]
+    assert segmentor["record"]["arguments"] == "recorded"  # type: ignore[index]
+    backbone = segmentor["record"]["recipe"]["init"]["kwargs"]["backbone"]  # type: ignore[index]
+    assert dict(backbone["dict"])["norm_cfg"]["dict"][0] == ["type", {"v": "BN"}]
+    with connect(Workspace.resolve(home)) as store:
+        (ok,) = store.conn.execute("SELECT ok FROM harvests WHERE factory='configs/tiny_segmentor.py:<config>'").fetchone()
+    assert ok == 1
