@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import math
 import re
 import sys
 from dataclasses import dataclass
@@ -192,6 +193,22 @@ _LENGTH_WORDS = {"len", "length", "seq", "time", "times", "samples", "steps", "t
                  "seconds", "size", "resolution", "frames"}
 
 
+_NOT_DIVISIBLE = re.compile(r"\((\d+)\) must be divisible by \w+ \((\d+)\)")
+
+
+def _widths_for_groups(f: Failure) -> Iterator[dict[str, Any]]:
+    """"num_channels (16) must be divisible by num_groups (32)": a group norm's fixed groups over
+    widths guessed smaller, or derived from them. The guessed widths, as many times wider as the
+    width named needs to be a multiple."""
+    if not (m := _NOT_DIVISIBLE.search(f.text)):
+        return
+    have, groups = int(m.group(1)), int(m.group(2))
+    factor = groups // math.gcd(have, groups) if have else 0
+    widths = {k: v for k, v in _ints(f.kwargs).items() if k.lower() in CHANNEL_NAMES or {"channels", "dim", "ch"} & set(name_words(k))}
+    if factor > 1 and widths:
+        yield {k: v * factor for k, v in widths.items()}
+
+
 def _lengths_too_short(f: Failure) -> Iterator[dict[str, Any]]:
     """Guessed lengths the layers built from them consume (a signal of 16 samples under a kernel of
     25, a window of 250): eight times as long, then sixty-four times. Widths, heads and counts stay."""
@@ -236,6 +253,7 @@ REPAIR_RULES: tuple[RepairRule, ...] = (
     RepairRule("length the message states", _only((ValueError, AssertionError), lambda f: _lengths(f.kwargs, f.text))),
     RepairRule("per-block rates", _per_block_rates),
     RepairRule("lengths too short for the layers", _lengths_too_short),
+    RepairRule("widths a group count divides", _widths_for_groups),
     RepairRule("None default filled", _none_default_filled),
     RepairRule("layer instance", lambda f: _instances(f.cls, f.kwargs, f.error)),
     RepairRule("callable", lambda f: _made_callable(f.cls, f.kwargs, f.error)),
