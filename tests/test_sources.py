@@ -30,7 +30,10 @@ def git_repo(tmp_path: Path) -> Path:
     (repo / "layers").mkdir(parents=True)
     (repo / "layers" / "__init__.py").write_text("")
     (repo / "layers" / "a.py").write_text(LAYER.format(name="LayerA"))
-    (repo / "README.md").write_text("not Python: not cloned\n")
+    (repo / "README.md").write_text("its code blocks show how the layers are used\n")
+    (repo / "configs").mkdir()
+    (repo / "configs" / "model.yaml").write_text("model:\n  target: layers.a.LayerA\n")
+    (repo / "weights.bin").write_bytes(b"\0" * 64)  # data: never checked out
     (repo / "LICENSE").write_text("MIT License\n\nPermission is hereby granted, free of charge, ...\n")
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
@@ -98,7 +101,14 @@ def test_git_source_clone_update_and_offline(git_repo: Path, home: Path) -> None
     assert src.commit == _git(git_repo, "rev-parse", "HEAD")
     clone = Path(nnrag.sources(home=home)[0].root)
     assert clone.is_relative_to(home / "cache" / "git")
-    assert not (clone / "README.md").exists()  # code-only clone
+    # code, and the texts the usage harvest reads beside it; no data
+    assert (clone / "README.md").exists() and (clone / "configs" / "model.yaml").exists()
+    assert not (clone / "weights.bin").exists()
+    # a clone made when only Python was checked out gets the rest on its next update
+    _git(clone, "sparse-checkout", "set", "--no-cone", "/**/*.py")
+    assert not (clone / "README.md").exists()
+    nnrag.index([url], home=home)
+    assert (clone / "README.md").exists()
     assert [b.name for b in nnrag.blocks(home=home)] == ["LayerA"]
 
     (git_repo / "layers" / "b.py").write_text(LAYER.format(name="LayerB"))

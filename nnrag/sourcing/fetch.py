@@ -1,7 +1,7 @@
 """Bring sources onto local disk: git clones, installed distributions, wheels and sdists.
 
 Nothing fetched is ever installed or executed: wheels and sdists are unpacked as archives and
-git clones are sparse (Python files and license texts only).
+git clones are sparse (Python files, license texts, READMEs, YAML and requirement files).
 """
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ from .walk import list_files, walk_tree
 log = logging.getLogger(__name__)
 
 GIT_TIMEOUT_S = 600
-_SPARSE_PATTERNS = ("/**/*.py", "/*.py", "/LICENSE*", "/LICENCE*", "/COPYING*", "/NOTICE*")
+# Python files and license texts, and what the usage harvest reads beside them: the README's code
+# blocks, model descriptions in YAML (``target:``/``params:``), the requirement files
+_SPARSE_PATTERNS = ("/**/*.py", "/*.py", "/LICENSE*", "/LICENCE*", "/COPYING*", "/NOTICE*", "/README*", "/readme*",
+                    "/**/*.yaml", "/**/*.yml", "/requirements*.txt", "/requirements/*.txt", "/setup.cfg", "/pyproject.toml")
 _LICENSE_NAMES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING", "LICENSE.rst")
 _LICENSE_HINTS = (
     ("Apache License", "Apache-2.0"),
@@ -137,6 +140,18 @@ def _fetch_checkout(repo: Path, ref: str) -> str:
     return _git(["rev-parse", "HEAD"], cwd=repo)
 
 
+def _widen_checkout(repo: Path) -> None:
+    """A clone made with fewer sparse patterns gets the current ones; offline, where the files it
+    lacks cannot be fetched, it stays as it is (its Python files are all there)."""
+    current = repo / ".git" / "info" / "sparse-checkout"
+    try:
+        if current.read_text(encoding="utf-8").split() == list(_SPARSE_PATTERNS):
+            return
+        _git(["sparse-checkout", "set", "--no-cone", *_SPARSE_PATTERNS], cwd=repo)
+    except (OSError, SourceError) as exc:
+        log.info("%s: keeps its checkout (%s)", repo.name, exc)
+
+
 def git_source(spec: SourceSpec, base: Path) -> Materialized:
     """Shallow, sparse clone (or update) of a git source under the home's cache."""
     repo = _clone_dir(spec, base)
@@ -156,6 +171,7 @@ def git_source(spec: SourceSpec, base: Path) -> Materialized:
         tmp.rename(repo)  # only a complete clone takes the final name
         log.info("cloned %s at %s", spec.spec, commit[:12])
     else:
+        _widen_checkout(repo)
         _readable(repo)  # cloned before sources were made readable
         commit = _git(["rev-parse", "HEAD"], cwd=repo, timeout=30)
         if not _is_commit(spec.ref):
