@@ -478,3 +478,29 @@ def test_an_mmcv_1x_package_is_harvested_from_its_configs_with_the_release_it_ac
     with connect(Workspace.resolve(home)) as store:
         (ok,) = store.conn.execute("SELECT ok FROM harvests WHERE factory='configs/tiny_segmentor.py:<config>'").fetchone()
     assert ok == 1
+
+
+def test_models_described_in_yaml_supply_usage(tmp_path: Path) -> None:
+    """A repository builds its models from YAML files (``target:`` with ``params:``, as
+    taming-transformers does; Hydra's ``_target_``): the harvest builds the modules they describe,
+    not the data module beside them, and the autoencoder, whose settings dict names a torch layer
+    no guess names, passes with what was recorded."""
+    from nnrag.validator.usage.described import choose
+
+    repo = tmp_path / "described_repo"
+    shutil.copytree(FIXTURES / "described_repo", repo)
+    assert sorted(choose(repo, 10)) == ["conf/head.yaml", "configs/autoencoder.yaml"]
+    guessed = nnrag.build([str(repo)], home=tmp_path / "guess", limits=LIMITS, harvest=False, search=False,
+                          names={"Autoencoder"})
+    assert guessed.failures == {"constructor-args": 1}, guessed.failures
+    home = tmp_path / "home"
+    report = nnrag.build([str(repo)], home=home, limits=LIMITS, search=False, names={"Autoencoder"})
+    assert report.passed == 1 and report.harvest["configs"] == 2, report.harvest
+    record = _entries(home)["Autoencoder"]["record"]
+    assert record["arguments"] == "recorded" and record["init_args"]["embed_dim"] == "4"  # type: ignore[index]
+    with connect(Workspace.resolve(home)) as store:
+        rows = dict(store.conn.execute("SELECT factory, ok FROM harvests WHERE factory LIKE '%<described>'").fetchall())
+        (head,) = usage.hints(store.conn, "described_repo", "vqpkg.models.Head")
+    # both built; the head takes no image, the harvest's input, so it did not run
+    assert rows == {"configs/autoencoder.yaml:<described>": 1, "conf/head.yaml:<described>": 0}
+    assert head["init"]["kwargs"]["act"]["module"]["cls"] == ["torch.nn.modules.activation", "GELU"]  # built as Hydra does

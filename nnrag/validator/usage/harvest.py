@@ -35,6 +35,7 @@ from torch import nn
 from . import PASSED_SUFFIX
 from .configs import CONFIG_UNIT
 from .defaults import DEFAULTS_UNIT, run_defaults
+from .described import DESCRIBED_UNIT, run_described
 from .examples import EXAMPLE_SUFFIX, example_sources
 from .readme import README_UNIT, code_blocks, imported_modules
 from ..record import CANDIDATE_MODULE
@@ -448,7 +449,8 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
     ``<readme>`` runs code block N of the README at the ``PATH#N`` given as its module; one named
     ``<tables>`` builds the classes the module's registry tables name (see tables.py); one named
     ``<defaults>`` builds the failing classes given third (JSON) with the module's default configs
-    (see defaults.py); one named
+    (see defaults.py); one named ``<described>`` builds the modules the YAML file at the path given
+    as its module describes (see described.py); one named
     ``Class.<passed>`` runs a block that passed the gate, by the recipe (JSON) given third.
     Examples run real models at real sizes (SAM's at 1024 pixels takes 27 s on two quiet cores):
     ``per_factory_s`` leaves room for a loaded machine; what a factory recorded before its time
@@ -476,6 +478,8 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
                 error = _run_readme(module_name, packages, recorder)
             elif function.endswith(PASSED_SUFFIX) and given:
                 error = _run_passed(module_name, function.removesuffix(PASSED_SUFFIX), json.loads(given[0]), recorder)
+            elif function == DESCRIBED_UNIT:
+                error = run_described(module_name, recorder.wrap_loaded, _exercise)
             elif function == DEFAULTS_UNIT and given:
                 wanted = json.loads(given[0])
                 error = run_defaults(module_name, wanted["modules"], wanted["names"], recorder.wrap_loaded, _exercise)

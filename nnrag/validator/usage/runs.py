@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from . import PASSED_SUFFIX, configs
+from . import PASSED_SUFFIX, configs, described
 from .defaults import DEFAULTS_UNIT, defines_defaults
 from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
@@ -45,7 +45,8 @@ _JOB_TIMEOUT_S = 900.0
 @dataclass(frozen=True)
 class Factory:
     """A unit the harvest runs: a model factory, the examples of a class (``Class.__doc__``), the
-    registry tables of a module (``<tables>``), or a registry config file (function ``<config>``,
+    registry tables of a module (``<tables>``), a module's default configs (``<defaults>``), or a
+    registry config file or a YAML model description (function ``<config>`` or ``<described>``,
     module its path relative to the source's root)."""
 
     source: str
@@ -65,7 +66,8 @@ class Factory:
 
     @property
     def is_config(self) -> bool:
-        return self.function == configs.CONFIG_UNIT
+        """A registry config or a model described in YAML."""
+        return self.function in (configs.CONFIG_UNIT, described.DESCRIBED_UNIT)
 
     @property
     def is_passed(self) -> bool:
@@ -168,8 +170,10 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
                 first.append(unit)
     if focus and row["root"]:
         root = Path(row["root"])
-        for rel in configs.choose(root, _CONFIGS):
-            unit = Factory(source, rel, configs.CONFIG_UNIT, stamp(hashlib.sha1((root / rel).read_bytes()).hexdigest()))
+        chosen = [(rel, configs.CONFIG_UNIT) for rel in configs.choose(root, _CONFIGS)]
+        chosen += [(rel, described.DESCRIBED_UNIT) for rel in described.choose(root, _CONFIGS)]
+        for rel, kind in chosen:
+            unit = Factory(source, rel, kind, stamp(hashlib.sha1((root / rel).read_bytes()).hexdigest()))
             if done.get(unit.key) != unit.stamp:
                 first.append(unit)
         packages = _packages(store, source)[0]
