@@ -1511,6 +1511,8 @@ _REPAIR_CASES: dict[str, tuple[str, str, dict[str, Any], Any]] = {
         "self.conv = nn.Conv1d(n_chans, 4, 25)\nself.conv(torch.zeros(1, n_chans, n_times))",
         "n_chans, n_times", {"n_chans": 16, "n_times": 16}, lambda c: c == {"n_times": 128}),
     "widths a group count divides": ("self.norm = nn.GroupNorm(32, ch * 2)", "ch", {"ch": 8}, lambda c: c == {"ch": 16}),
+    "name as the module spells it": ("self.act = getattr(nn, activation)()", "activation", {"activation": "relu"},
+                                     lambda c: c == {"activation": "ReLU"}),
     "None default filled": ("self.n = norm_layer(dim)", "dim, norm_layer=None", {"dim": 16},
                             lambda c: c.get("norm_layer") is nn.BatchNorm2d),
     "layer instance": ("self.seq = nn.Sequential(act)", "act", {"act": nn.ReLU}, lambda c: isinstance(c.get("act"), nn.ReLU)),

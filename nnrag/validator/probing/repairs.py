@@ -193,6 +193,21 @@ _LENGTH_WORDS = {"len", "length", "seq", "time", "times", "samples", "steps", "t
                  "seconds", "size", "resolution", "frames"}
 
 
+_MODULE_LACKS = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
+
+
+def _spelled_as_the_module_spells_it(f: Failure) -> Iterator[dict[str, Any]]:
+    """A guessed string the code looks up in a module ("module 'torch.nn' has no attribute
+    'relu'" for ``getattr(nn, activation)``): the module's own name that differs only in case."""
+    if not (f.raised(AttributeError) and (m := _MODULE_LACKS.search(f.text))):
+        return
+    module = sys.modules.get(m.group(1))
+    names = {n.lower(): n for n in dir(module)} if module is not None else {}
+    change = {k: names[v.lower()] for k, v in f.kwargs.items() if v == m.group(2) and isinstance(v, str) and v.lower() in names}
+    if change:
+        yield change
+
+
 _NOT_DIVISIBLE = re.compile(r"\((\d+)\) must be divisible by \w+ \((\d+)\)")
 
 
@@ -254,6 +269,7 @@ REPAIR_RULES: tuple[RepairRule, ...] = (
     RepairRule("per-block rates", _per_block_rates),
     RepairRule("lengths too short for the layers", _lengths_too_short),
     RepairRule("widths a group count divides", _widths_for_groups),
+    RepairRule("name as the module spells it", _spelled_as_the_module_spells_it),
     RepairRule("None default filled", _none_default_filled),
     RepairRule("layer instance", lambda f: _instances(f.cls, f.kwargs, f.error)),
     RepairRule("callable", lambda f: _made_callable(f.cls, f.kwargs, f.error)),
