@@ -6,7 +6,8 @@ and the SHA-1 of all the files made (two runs that make the same files print the
 
     python -m nnrag.evals.bench_extraction HOME [SOURCE ...] [--json]
 
-Run it with ``PYTHONPATH`` at another checkout to time that code on the same index (its own
+Each source's figures also go to stderr as it is done (one JSON line), so a run stopped early still
+tells. Run it with ``PYTHONPATH`` at another checkout to time that code on the same index (its own
 extraction runs; only this file is taken from here). Asserts nothing.
 """
 
@@ -18,6 +19,7 @@ import json
 import statistics
 import sys
 import time
+from typing import Any
 
 from nnrag.db import connect
 from nnrag.extraction.block import Extractors
@@ -36,6 +38,12 @@ def _figures(times: list[float]) -> dict[str, float]:
             "max_s": round(ordered[-1], 2)}
 
 
+def _done(per_source: dict[str, list[float]], made_by: dict[str, Any]) -> None:
+    source = next(reversed(per_source))
+    print(json.dumps({"source": source, **_figures(per_source[source]), "files_sha1": made_by[source].hexdigest()}),
+          file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("home")
@@ -44,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     per_source: dict[str, list[float]] = {}
     made = hashlib.sha1()
-    made_by: dict[str, "hashlib._Hash"] = {}  # per source: runs over some sources compare with a whole run
+    made_by: dict[str, Any] = {}  # per source: runs over some sources compare with a whole run
     with connect(Workspace.resolve(args.home)) as db:
         rows = db.conn.execute(
             "SELECT s.name AS source, f.module, b.qualname, b.category FROM blocks b JOIN sources s ON s.id=b.source_id"
@@ -53,12 +61,18 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             if args.sources and row["source"] not in args.sources:
                 continue
+            if per_source and row["source"] not in per_source:  # the last source is done: on stderr as it goes,
+                _done(per_source, made_by)                         # so that a run stopped early still tells
             started = time.perf_counter()
             _, assembled, _ = extractors.extract(BlockRef.from_row(row))
             per_source.setdefault(row["source"], []).append(time.perf_counter() - started)
             for h in (made, made_by.setdefault(row["source"], hashlib.sha1())):
                 h.update(f"{row['source']}:{row['qualname']}\n".encode())
                 h.update((assembled.code if assembled is not None else "").encode())
+    if not per_source:
+        print("no blocks of those sources in this home", file=sys.stderr)
+        return 1
+    _done(per_source, made_by)
     figures = {source: _figures(times) for source, times in per_source.items()}
     figures["all"] = _figures([t for times in per_source.values() for t in times])
     if args.json:
