@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import functools
+from pathlib import Path
+from typing import Callable, Iterable
 
 PASSED_SUFFIX = ".<passed>"  # a harvest unit named "Class.<passed>" runs a block that passed, as the gate ran it
 
@@ -17,3 +19,31 @@ def module_tree(text: str) -> ast.Module | None:
         return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
         return None
+
+
+def covering_files(root: Path, files: Iterable[Path], names: Callable[[str], set[str] | None], limit: int,
+                   max_bytes: int) -> list[str]:
+    """Up to ``limit`` of ``files`` (paths relative to ``root``; larger than ``max_bytes`` left out)
+    that together name the most of what ``names`` reads in each: each next one is the one naming
+    most not named yet, the shorter on a tie."""
+    named: dict[str, set[str]] = {}
+    sizes: dict[str, int] = {}
+    for path in files:
+        try:
+            if path.stat().st_size > max_bytes:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if found := names(text):
+            rel = path.relative_to(root).as_posix()
+            named[rel], sizes[rel] = found, len(text)
+    chosen: list[str] = []
+    covered: set[str] = set()
+    while named and len(chosen) < limit:
+        best = max(named, key=lambda rel: (len(named[rel] - covered), -sizes[rel], rel))
+        if not named[best] - covered:
+            break
+        chosen.append(best)
+        covered |= named.pop(best)
+    return chosen

@@ -13,6 +13,8 @@ import ast
 import os
 from pathlib import Path
 
+from . import covering_files
+
 CONFIG_UNIT = "<config>"  # a harvest unit of this name builds the model of the config file it names
 _FOLDER = "configs"
 _MAX_FILES = 5000  # a source with more is read in part
@@ -73,25 +75,4 @@ def model_types(text: str) -> set[str] | None:
 def choose(root: Path, limit: int) -> list[str]:
     """Up to ``limit`` config files (paths relative to ``root``) that together name the most model
     types: each next file is the one naming most types not yet named, the shorter on a tie."""
-    named: dict[str, set[str]] = {}
-    sizes: dict[str, int] = {}
-    for path in config_files(root):
-        try:
-            if path.stat().st_size > _MAX_BYTES:
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        types = model_types(text)
-        if types:
-            rel = path.relative_to(root).as_posix()
-            named[rel], sizes[rel] = types, len(text)
-    chosen: list[str] = []
-    covered: set[str] = set()
-    while named and len(chosen) < limit:
-        best = max(named, key=lambda rel: (len(named[rel] - covered), -sizes[rel], rel))
-        if not named[best] - covered:
-            break
-        chosen.append(best)
-        covered |= named.pop(best)
-    return chosen
+    return covering_files(root, config_files(root), model_types, limit, _MAX_BYTES)

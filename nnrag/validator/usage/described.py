@@ -18,6 +18,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from . import covering_files
+
 DESCRIBED_UNIT = "<described>"
 _TARGET = re.compile(r"^\s*(_target_|target)\s*:\s*['\"]?([A-Za-z_][\w.]*\.[A-Za-z_]\w*)", re.M)
 _MAX_FILES = 2000
@@ -46,27 +48,7 @@ def named_targets(text: str) -> set[str]:
 def choose(root: Path, limit: int) -> list[str]:
     """Up to ``limit`` YAML files (paths relative to ``root``) that together name the most
     targets: each next one names most not yet named, the shorter on a tie."""
-    named: dict[str, set[str]] = {}
-    sizes: dict[str, int] = {}
-    for path in described_files(root):
-        try:
-            if path.stat().st_size > _MAX_BYTES:
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if targets := named_targets(text):
-            rel = path.relative_to(root).as_posix()
-            named[rel], sizes[rel] = targets, len(text)
-    chosen: list[str] = []
-    covered: set[str] = set()
-    while named and len(chosen) < limit:
-        best = max(named, key=lambda rel: (len(named[rel] - covered), -sizes[rel], rel))
-        if not named[best] - covered:
-            break
-        chosen.append(best)
-        covered |= named.pop(best)
-    return chosen
+    return covering_files(root, described_files(root), named_targets, limit, _MAX_BYTES)
 
 
 def _resolve(dotted: str) -> Any:
