@@ -1543,6 +1543,9 @@ _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
     # a number guessed for a layer an encoder clones: a stand-in that takes whatever it is called with
     ("layer instance", "self.layers = nn.ModuleList([copy.deepcopy(encoder_layer) for _ in range(2)])",
      "encoder_layer", {"encoder_layer": 16}, lambda c: type(c.get("encoder_layer")).__name__ == "Passthrough"),
+    # the message quotes the choices and the value given, not the parameter
+    ("choice the message lists", "assert act in ACTS, f'{act} is not in {ACTS}'", "act", {"act": "relu"},
+     lambda c: c == {"act": "ReLU"}),
     ("layer instance", "self.layers = nn.ModuleList(attn_layers)",
      "attn_layers", {"attn_layers": [16, 16]}, lambda c: [type(x).__name__ for x in c.get("attn_layers", [])] == ["Passthrough"] * 2),
 ]
@@ -1561,7 +1564,7 @@ def _check_repair(tmp_path: Path, rule_name: str, body: str, signature: str, kwa
     from nnrag.validator.probing.repairs import Failure, rule_repairs
 
     path = tmp_path / f"repair_case_{abs(hash(rule_name))}.py"
-    path.write_text("import copy\n\nimport torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n"
+    path.write_text("import copy\n\nimport torch\nfrom torch import nn\n\nACTS = ['ReLU', 'Tanh']\n\n\nclass Block(nn.Module):\n"
                     "    arch_settings = {18: (2, 2), 34: (3, 4)}\n\n"
                     f"    def __init__(self, {signature}):\n        super().__init__()\n"
                     + textwrap.indent(body, " " * 8) + "\n\n"

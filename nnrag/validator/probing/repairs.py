@@ -109,13 +109,21 @@ def _table_key(f: Failure) -> Iterator[dict[str, Any]]:
 
 
 def _listed_choice(f: Failure) -> Iterator[dict[str, Any]]:
-    """An argument the message names, with the choices it lists: "Unsupported hidden_act 16: expected 'gelu' or ..."."""
+    """An argument the message names, with the choices it lists: "Unsupported hidden_act 16: expected
+    'gelu' or ..."; or a guessed string the message quotes among them ("relu is not in ['ReLU',
+    'Tanh']"), as the choice spelt like it, else the first."""
     if not f.raised(KeyError, ValueError, AssertionError):
         return
     choices = [c for c in _QUOTED.findall(f.text) if c not in f.kwargs]
     named = [k for k, v in f.kwargs.items() if k in f.text and not (isinstance(v, str) and v in choices)]
     if choices and named:
         yield {named[0]: choices[0]}
+    elif choices:
+        words = set(IDENTIFIER.findall(f.text))
+        given = [k for k, v in f.kwargs.items() if isinstance(v, str) and v in words and v not in choices]
+        if given:
+            v = f.kwargs[given[0]].lower()
+            yield {given[0]: next((c for c in choices if c.lower() == v), choices[0])}
 
 
 def _missing_argument(f: Failure) -> Iterator[dict[str, Any]]:
