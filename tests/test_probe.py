@@ -1616,3 +1616,24 @@ def test_a_block_that_runs_itself_while_it_is_built_gets_the_input_it_ran_on(tmp
     result = _probed(tmp_path, source, "SignalNet")
     assert result["input_shapes"] == [[2, 5, 40]] and result["output_shapes"] == [2, 3]
     assert result["backward"] is True
+
+
+def test_a_block_built_for_a_length_its_kernels_outgrow_is_built_longer() -> None:
+    """A constructor that sizes its layers for the signal's length without running itself builds
+    at a guessed ``n_times=16``; its forward then fails on a temporal kernel of 25. The forward's
+    error rebuilds it with the lengths longer, its widths as they were."""
+    from nnrag.validator.probing.repairs import forward_repairs
+
+    class TemporalNet(nn.Module):
+        def __init__(self, n_chans: int, n_times: int) -> None:
+            super().__init__()
+            self.temporal = nn.Conv1d(n_chans, 4, 25)
+            self.head = nn.Linear(4, n_times)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.temporal(x).mean(-1))
+
+    model = TemporalNet(n_chans=4, n_times=16)
+    with pytest.raises(RuntimeError) as failed:
+        model(torch.rand(2, 4, 16))
+    assert next(forward_repairs(TemporalNet, {"n_chans": 4, "n_times": 16}, failed.value)) == {"n_times": 128}

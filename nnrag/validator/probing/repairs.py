@@ -632,7 +632,7 @@ def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> I
 def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """Constructor arguments a forward's error shows were guessed wrong: a number a wrapper calls
     as its inner layer (``return self.fn(x) + x``) becomes a layer that passes its input through,
-    one whose attribute it reads a layer that has it."""
+    one whose attribute it reads a layer that has it, lengths its kernels outgrow longer."""
     if re.search(r"'(int|float|str)' object is not callable", str(error)):
         frames = candidate_frames(cls, error)
         # the arguments the line calls, not a number it also names (``x.chunk(chunks)`` beside ``self.fn(c)``)
@@ -641,6 +641,8 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
         if named:
             yield {k: Passthrough() for k in named}
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
+    # a signal the guessed lengths made shorter than a kernel: the block built for longer ones
+    yield from _lengths_too_short(Failure(cls, kwargs, error, Sizes()))
     yield from _called_classes(kwargs, error)
     yield from _shaped_like_input(kwargs, error)
     if _NO_GPU.search(str(error)) and (off := _gpu_off(cls)):  # ``use_gpu=True`` by default, and forward moves its input there
