@@ -504,3 +504,20 @@ def test_models_described_in_yaml_supply_usage(tmp_path: Path) -> None:
     # both built; the head takes no image, the harvest's input, so it did not run
     assert rows == {"configs/autoencoder.yaml:<described>": 1, "conf/head.yaml:<described>": 0}
     assert head["init"]["kwargs"]["act"]["module"]["cls"] == ["torch.nn.modules.activation", "GELU"]  # built as Hydra does
+
+
+def test_a_described_target_whose_module_misses_a_requirement_says_which(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harvest reads a missing requirement off the unit's message to install it next round:
+    a target's module that imports what is not here must say that, not that the class is absent."""
+    from nnrag.validator.usage.described import _resolve
+
+    pkg = tmp_path / "descpkg"
+    (pkg / "models").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "models" / "__init__.py").write_text("")
+    (pkg / "models" / "vq.py").write_text("import not_installed_here\n\n\nclass VQ:\n    class Inner:\n        pass\n")
+    (pkg / "models" / "plain.py").write_text("class Outer:\n    class Inner:\n        pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="not_installed_here"):
+        _resolve("descpkg.models.vq.VQ")
+    assert _resolve("descpkg.models.plain.Outer.Inner").__qualname__ == "Outer.Inner"

@@ -52,12 +52,17 @@ def choose(root: Path, limit: int) -> list[str]:
 
 
 def _resolve(dotted: str) -> Any:
+    """The class a dotted target names, ``pkg.module.Class`` or ``pkg.module.Outer.Inner``; an
+    import that fails inside the module raises as it is (what it misses is what to install)."""
     module, _, name = dotted.rpartition(".")
     try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):  # a nested class: ``pkg.module.Outer.Inner``
-        outer, _, inner = module.rpartition(".")
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        outer, _, inner = module.rpartition(".")  # not a module: a class holding the class
         return getattr(getattr(importlib.import_module(outer), inner), name)
+    return getattr(loaded, name)
 
 
 def _hydra(node: Any) -> Any:
