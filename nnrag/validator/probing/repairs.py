@@ -29,6 +29,7 @@ from .asserts import asserted_arguments
 from .frames import IDENTIFIER, called_in_line, candidate_frames, held_under, named_in_line, passed_as
 from ...indexing.attributes import read_off
 from .companions import having
+from .shape_errors import TOO_SHORT
 
 
 _UNPACKED = re.compile(r"(?:not enough|too many) values to unpack \(expected (\d+), got (\d+)\)")
@@ -193,14 +194,6 @@ def _none_default_filled(f: Failure) -> Iterator[dict[str, Any]]:
            and (isinstance(value, type) or not isinstance(value, int))}
 
 
-# torch's own words for an input its layers shrink to nothing (a kernel longer than the signal, a
-# pooling or a window that leaves no output), and a library's for the same
-_TOO_SHORT = re.compile(r"can't be greater than actual input size|Output size is too small|negative dimension"
-                        r"|expected 0 < \w+ < \d+|(?:requires|needs) at least \d+|shorter than", re.I)
-_LENGTH_WORDS = {"len", "length", "seq", "time", "times", "samples", "steps", "timesteps", "window", "duration",
-                 "seconds", "size", "resolution", "frames"}
-
-
 _MODULE_LACKS = re.compile(r"module '([\w.]+)' has no attribute '(\w+)'")
 
 
@@ -232,10 +225,14 @@ def _widths_for_groups(f: Failure) -> Iterator[dict[str, Any]]:
         yield {k: v * factor for k, v in widths.items()}
 
 
+_LENGTH_WORDS = {"len", "length", "seq", "time", "times", "samples", "steps", "timesteps", "window", "duration",
+                 "seconds", "size", "resolution", "frames"}
+
+
 def _lengths_too_short(f: Failure) -> Iterator[dict[str, Any]]:
     """Guessed lengths the layers built from them consume (a signal of 16 samples under a kernel of
     25, a window of 250): eight times as long, then sixty-four times. Widths, heads and counts stay."""
-    if not _TOO_SHORT.search(f.text):
+    if not TOO_SHORT.search(f.text):
         return
     lengths = {k: v for k, v in f.kwargs.items() if type(v) in (int, float) and v > 0 and k.lower() not in CHANNEL_NAMES
                and _LENGTH_WORDS & set(name_words(k))}

@@ -16,6 +16,12 @@ from .asserts import asserted_shapes
 from .documented import Documented, dims_of, shape_of
 from .inputs import FIELDS, GRAPH_NODES
 
+# torch's own words for an input its layers shrink to nothing (a kernel longer than the signal, a
+# pooling or a window that leaves no output), and a library's for the same: the input, or the
+# lengths the block was built for (``repairs``), longer
+TOO_SHORT = re.compile(r"can't be greater than actual input size|Output size is too small|negative dimension"
+                       r"|expected 0 < \w+ < \d+|(?:requires|needs) at least \d+|shorter than", re.I)
+
 
 _CHANNELS_WANTED = re.compile(r"to have (\d+) channels|\b(?:have|has|with|expects?|supports?) (\d+) channels?\b(?! instead)"
                               r"|channel\w*(?: dimensions?)? ?(>) ?1\b")
@@ -166,7 +172,7 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     if m := _MODEL_SIDE.search(text):
         side = int(m.group(1) or m.group(2))
         out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
-    if "Output size is too small" in text or "can't be greater than actual input size" in text:
+    if TOO_SHORT.search(text):
         # pooled away by a deep stack: the sizes the architecture was designed for
         if len(shape) == 3:  # a signal or a sequence: as long as the 1-D stacks are designed for
             out += [(kind, shape[:2] + (256,)), (kind, shape[:2] + (1024,))]
