@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -19,6 +20,22 @@ def module_tree(text: str) -> ast.Module | None:
         return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
         return None
+
+
+def files_under(root: Path, keep: Callable[[Path, str], bool], limit: int) -> list[Path]:
+    """The files of ``root``, in path order, that ``keep(folder relative to root, file name)``
+    accepts, up to ``limit``; links are not followed, so every file lies inside ``root``."""
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".git") and not os.path.islink(os.path.join(folder, d)))
+        rel = Path(folder).relative_to(root)
+        for name in sorted(files):
+            path = Path(folder, name)
+            if keep(rel, name) and not path.is_symlink():
+                found.append(path)
+                if len(found) >= limit:
+                    return found
+    return found
 
 
 def covering_files(root: Path, files: Iterable[Path], names: Callable[[str], set[str] | None], limit: int,

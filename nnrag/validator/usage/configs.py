@@ -10,10 +10,9 @@ harvest like a model factory.
 from __future__ import annotations
 
 import ast
-import os
 from pathlib import Path
 
-from . import covering_files
+from . import covering_files, files_under
 
 CONFIG_UNIT = "<config>"  # a harvest unit of this name builds the model of the config file it names
 _FOLDER = "configs"
@@ -24,19 +23,11 @@ _MAX_BYTES = 200_000
 def config_files(root: Path) -> list[Path]:
     """Python files under folders named ``configs`` (or ``..._configs``) of ``root`` (``.mim/configs`` of a wheel too),
     in path order; links are not followed, so every file lies inside ``root``."""
-    found: list[Path] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", ".git") and not os.path.islink(os.path.join(folder, d)))
-        rel = Path(folder).relative_to(root)
-        if not any(part == _FOLDER or part.endswith("_" + _FOLDER) for part in rel.parts):  # ``local_configs`` too
-            continue
-        for name in sorted(files):
-            path = Path(folder, name)
-            if name.endswith(".py") and not path.is_symlink():
-                found.append(path)
-                if len(found) >= _MAX_FILES:
-                    return found
-    return found
+    return files_under(root, _in_configs, _MAX_FILES)
+
+
+def _in_configs(folder: Path, name: str) -> bool:
+    return name.endswith(".py") and any(part == _FOLDER or part.endswith("_" + _FOLDER) for part in folder.parts)
 
 
 def _type_name(value: ast.expr) -> str | None:

@@ -13,12 +13,11 @@ and runs each once.
 from __future__ import annotations
 
 import importlib
-import os
 import re
 from pathlib import Path
 from typing import Any, Callable
 
-from . import covering_files
+from . import covering_files, files_under
 
 DESCRIBED_UNIT = "<described>"
 _TARGET = re.compile(r"^\s*(_target_|target)\s*:\s*['\"]?([A-Za-z_][\w.]*\.[A-Za-z_]\w*)", re.M)
@@ -27,17 +26,8 @@ _MAX_BYTES = 200_000
 
 
 def described_files(root: Path) -> list[Path]:
-    """YAML files of ``root`` that name a class to build, in path order; links not followed."""
-    found: list[Path] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(folder, d)))
-        for name in sorted(files):
-            path = Path(folder, name)
-            if name.endswith((".yaml", ".yml")) and not path.is_symlink():
-                found.append(path)
-                if len(found) >= _MAX_FILES:
-                    return found
-    return found
+    """YAML files of ``root``, in path order; links not followed."""
+    return files_under(root, lambda folder, name: name.endswith((".yaml", ".yml")), _MAX_FILES)
 
 
 def named_targets(text: str) -> set[str]:
