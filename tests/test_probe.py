@@ -847,7 +847,43 @@ def test_arguments_take_the_relations_the_messages_state() -> None:
     from nnrag.validator.probing.probe import _instantiate
 
     _, kwargs, error = _instantiate(Related, {"in_channels": 16, "out_channels": 16}, Sizes())
-    assert error is None and kwargs == {"in_channels": 32, "out_channels": 16, "groups": 16, "order": 8}
+    # ``order < window`` is read off the guard that raised: the nearest order that fits
+    assert error is None and kwargs == {"in_channels": 32, "out_channels": 16, "groups": 16, "order": 15}
+
+
+class Windowed(nn.Module):
+    """A signal block sized for ``n_times`` samples, which it derives from a window in seconds and a
+    sampling rate when not given, and checks against them when all three are (as EEG toolboxes do)."""
+
+    def __init__(self, n_chans: int, n_times: int | None = None, input_window_seconds: float | None = None,
+                 sfreq: float | None = None, h_freq: float = 30.0) -> None:
+        super().__init__()
+        if n_times is None and (input_window_seconds is None or sfreq is None):
+            raise ValueError("n_times could not be inferred. Either specify n_times or input_window_seconds and sfreq.")
+        if n_times is not None and input_window_seconds is not None and sfreq is not None \
+                and n_times != round(input_window_seconds * sfreq):
+            raise ValueError(f"{n_times=} different from {input_window_seconds=} * {sfreq=}")
+        sfreq = sfreq if sfreq is not None else n_times / input_window_seconds
+        if h_freq >= sfreq / 2:
+            raise ValueError(f"h_freq ({h_freq}) must be less than the Nyquist frequency {sfreq / 2}")
+        n_times = n_times if n_times is not None else round(input_window_seconds * sfreq)
+        self.conv = nn.Conv1d(n_chans, 4, 64)  # a temporal kernel of 64 samples
+        self.head = nn.Linear(4 * (n_times - 63), 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.conv(x).flatten(1))
+
+
+def test_a_guard_that_raised_is_read_as_the_requirement_and_a_signal_gets_the_length_it_was_built_for() -> None:
+    from nnrag.validator.probing.probe import _Budget, _forward, _instantiate
+
+    # the rate is a rate (a width there puts 30 Hz above the Nyquist frequency); the length is set
+    # to what ``n_times != round(seconds * sfreq)`` requires
+    model, kwargs, error = _instantiate(Windowed, {"n_chans": 16}, Sizes())
+    assert error is None and model is not None
+    assert kwargs["sfreq"] > 60 and kwargs["n_times"] == round(kwargs["input_window_seconds"] * kwargs["sfreq"])
+    found, error = _forward(model, kwargs, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None and found[0][0].shape == (2, 16, kwargs["n_times"])
 
 
 def test_a_map_flattened_into_a_linear_layer_gets_the_side_it_was_designed_for() -> None:
@@ -1062,11 +1098,12 @@ class Encoder(nn.Module):
         self.stages = nn.ModuleList(nn.Conv2d(3, out_channels, 3) for _ in range(depth))
 
 
-def test_a_guessed_argument_the_message_names_goes_back_to_its_default() -> None:
+def test_a_guessed_argument_out_of_the_range_a_guard_checks_is_brought_into_it() -> None:
     from nnrag.validator.probing.probe import _instantiate
 
+    # the guard, not the message (which states another range), says what holds: the nearest depth
     _, kwargs, error = _instantiate(Encoder, {"out_channels": 16, "depth": 1}, Sizes())
-    assert error is None and kwargs == {"out_channels": 16, "depth": 5}
+    assert error is None and kwargs == {"out_channels": 16, "depth": 2}
 
 
 def test_a_dict_input_gets_the_keys_the_forward_reads(tmp_path: Path) -> None:
@@ -1428,6 +1465,7 @@ _ARGUMENT_CASES: dict[str, tuple[str, Any, Any, Any]] = {
     "momentum": ("momentum", None, None, lambda v: v == 0.1),
     "per-stage depths": ("depths", None, None, lambda v: v == [1, 1, 1, 1]),
     "depth": ("num_layers", None, None, lambda v: v == 1),
+    "sampling rate": ("sfreq", None, None, lambda v: v >= 100),
     "patch size": ("patch_size", None, None, lambda v: v == 4),
     "window size": ("window_size", None, None, lambda v: v == 4),
     "shift size": ("shift_size", None, None, lambda v: v == 2),
@@ -1537,6 +1575,11 @@ def test_each_repair_rule_reads_its_error(rule_name: str, tmp_path: Path) -> Non
 
 # Further cases of a rule: a form its first case does not show.
 _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
+    # a guard that raised states the requirement negated, through arithmetic and pure builtins
+    ("asserted relation", "if n_times != round(seconds * sfreq):\n    raise ValueError('the window does not match')",
+     "n_times, seconds, sfreq", {"n_times": 16, "seconds": 4, "sfreq": 128}, lambda c: c == {"n_times": 512}),
+    ("asserted relation", "if not (depth >= 2 and depth <= 5):\n    raise ValueError('unsupported depth')",
+     "depth", {"depth": 1}, lambda c: c == {"depth": 2}),
     # a statement a formatter split over lines: the argument is named on a line of its own
     ("layer instance", "self.layers = nn.ModuleList(\n    [copy.deepcopy(encoder_layer) for _ in range(2)]\n)",
      "encoder_layer", {"encoder_layer": nn.ReLU}, lambda c: isinstance(c.get("encoder_layer"), nn.ReLU)),

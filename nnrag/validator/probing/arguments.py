@@ -41,6 +41,7 @@ CHANNEL_NAMES = {  # arguments that set a width
     "in_dim", "out_dim", "dim_in", "dim_out", "num_features", "num_channels", "hidden_size", "hidden_dim",
     "hidden_features", "hidden_channels", "embed_dim", "d_model", "in_features", "out_features", "inplanes",
     "planes", "inp", "oup", "in_planes", "out_planes", "width", "c1", "c2", "c_in", "c_out", "n_embd", "features",
+    "n_chans", "n_channels", "num_chans",
     "input_dim", "output_dim", "input_size", "hidden", "nin", "nout", "in_size", "out_size", "d_in", "d_out",
     "filters", "in_filters", "out_filters", "input_channels", "output_channels", "ch", "c", "num_feat", "nf",
     "mid_channels", "mid_chs", "inner_dim", "embedding_dim", "model_dim", "feat_dim", "num_hidden", "in_feat",
@@ -441,6 +442,13 @@ def _width(a: Asked) -> bool:
         or any(x in w for x in ("channels", "chans", "dim", "features", "size", "width", "planes"))
 
 
+_RATE_NAMES = ("sfreq", "fs", "srate", "sample_rate", "sampling_rate", "sample_freq", "sampling_freq", "sampling_frequency")
+
+
+def _sampling_rate(a: Asked) -> bool:
+    return a.n in _RATE_NAMES or bool({"sample", "sampling"} & set(a.w)) and bool({"rate", "freq", "frequency"} & set(a.w))
+
+
 def _by_annotation_rule(a: Asked) -> Any:
     found, value = _by_annotation(a.annotation, a.sizes)
     return value if found else NOT_MINE
@@ -484,6 +492,9 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
                                            or a.n == "num_blocks" and "list" in str(a.annotation).lower(), lambda a: [1, 1, 1, 1])),
     ArgumentRule("depth", _fixed(lambda a: a.n in ("depth", "num_layers", "n_layers", "nlayers", "num_blocks", "blocks",
                                                    "n_blocks", "repeats", "layer_num", "levels"), 1)),
+    # a rate in Hz must exceed twice every frequency the block filters at (EEG band-passes below
+    # 40 Hz, audio mel bands); a width guessed there puts them above the Nyquist frequency
+    ArgumentRule("sampling rate", _fixed(_sampling_rate, 128)),
     ArgumentRule("patch size", _fixed(lambda a: "patch" in a.n, 4)),
     ArgumentRule("window size", _fixed(lambda a: "window" in a.n, 4)),
     ArgumentRule("shift size", _fixed(lambda a: a.n == "shift_size", 2)),  # half a window

@@ -1,10 +1,12 @@
-"""What a failed ``assert`` asks for.
+"""What a failed ``assert``, or a guard that raised, asks for.
 
 A bare ``assert`` says nothing in its message, but its condition is the requirement itself:
 ``assert in0.size()[0] == 1`` (one sample at a time), ``assert points.ndim == 3 and
 points.shape[2] == 3``, ``assert x.shape[-1] == x.shape[-2] == self.roi_feat_size``, ``assert depth
-> 1``. The condition is read from the frame that failed, its numbers looked up in that frame
-(never a call), and turned into the input shape or constructor argument that satisfies it.
+> 1``. A guard is the same requirement negated: ``if n_times != round(seconds * sfreq): raise
+ValueError(...)`` asks for ``n_times == round(seconds * sfreq)``. The condition is read from the
+frame that failed, its numbers looked up in that frame (never a call but of a pure builtin), and
+turned into the input shape or constructor argument that satisfies it.
 
 Runs inside the sandbox, on the candidate's own frames.
 """
@@ -12,18 +14,21 @@ Runs inside the sandbox, on the candidate's own frames.
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import operator
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from .source import failing_statement, static_value
+from .source import failing_statement, source_tree, static_value
 
-_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv,
                ast.Pow: operator.pow}
+# builtins that compute a number from numbers and nothing else, the only calls a condition is read through
+_PURE: tuple[Callable[..., Any], ...] = (round, int, abs, min, max)
 _ORDER = (ast.Eq, ast.NotEq, ast.Gt, ast.GtE, ast.Lt, ast.LtE, ast.In)
 _FLIPPED = {ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Lt: ast.Gt, ast.LtE: ast.GtE}
 RANK = -99  # the axis a requirement on a tensor's number of dimensions names
@@ -40,32 +45,87 @@ class Requirement:
     value: Any
 
 
-def failed_assert(error: BaseException) -> tuple[ast.expr, FrameType] | None:
-    """The condition of the ``assert`` statement that raised ``error``, and its frame."""
-    if not isinstance(error, AssertionError) or error.__traceback__ is None:
+_NEGATED = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt,
+            ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+
+
+def failed_condition(error: BaseException) -> tuple[ast.expr, FrameType] | None:
+    """What had to hold for ``error`` not to be raised, and the frame that raised it: the
+    condition of the failed ``assert``, or the negated test of the ``if`` whose body raised."""
+    if error.__traceback__ is None:
         return None
     tb = error.__traceback__
     while tb.tb_next is not None:
         tb = tb.tb_next
-    stmt = failing_statement(tb.tb_frame)
-    return (stmt.test, tb.tb_frame) if isinstance(stmt, ast.Assert) else None
+    tree = source_tree(tb.tb_frame.f_code)
+    stmt = failing_statement(tb.tb_frame, tree)
+    if isinstance(stmt, ast.Assert):
+        return (stmt.test, tb.tb_frame) if isinstance(error, AssertionError) else None
+    if not isinstance(stmt, ast.Raise) or tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and stmt in node.body:
+            negated = negation(node.test)
+            return (negated, tb.tb_frame) if negated is not None else None
+        if isinstance(node, ast.If) and stmt in node.orelse:
+            return node.test, tb.tb_frame
+    return None
+
+
+def negation(test: ast.expr) -> ast.expr | None:
+    """``test`` negated as comparisons (De Morgan over ``and``/``or``), None where it is not one."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _NEGATED:
+        return ast.Compare(test.left, [_NEGATED[type(test.ops[0])]()], test.comparators)
+    if isinstance(test, ast.BoolOp):
+        parts = [negation(v) for v in test.values]
+        kept = [p for p in parts if p is not None]
+        if isinstance(test.op, ast.And):  # not (a and b) == (not a) or (not b): any one alternative
+            return ast.BoolOp(ast.Or(), kept) if kept else None
+        # not (a or b) == (not a) and (not b): every part must be known
+        return ast.BoolOp(ast.And(), kept) if len(kept) == len(parts) else None
+    return None
 
 
 def _number(node: ast.expr, scope: dict[str, Any]) -> Any:
     """An integer the expression stands for: a literal, a name or attribute looked up in ``scope``,
-    arithmetic on those, or a tuple of them; None for anything else (a call is never made)."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _number(node.operand, scope)
-        value = -inner if inner is not None else None
-    elif isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
-        left, right = _number(node.left, scope), _number(node.right, scope)
-        value = _ARITHMETIC[type(node.op)](left, right) if left is not None and right is not None else None
-    elif isinstance(node, (ast.Tuple, ast.List)):
+    arithmetic on those (through floats: ``round(seconds * sfreq)``), or a tuple of them; None for
+    anything else."""
+    if isinstance(node, (ast.Tuple, ast.List)):
         items = [_number(e, scope) for e in node.elts]
         return tuple(items) if all(i is not None for i in items) else None
+    value = _numeric(node, scope)
+    return value if isinstance(value, int) else None
+
+
+def _numeric(node: ast.expr, scope: dict[str, Any]) -> int | float | None:
+    """The int or float the expression stands for, None for anything else; the only calls made
+    are of pure builtins on numbers (``round``, ``int``, ``abs``, ``min``, ``max``)."""
+    value: Any
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _numeric(node.operand, scope)
+        value = -inner if inner is not None else None
+    elif isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = _numeric(node.left, scope), _numeric(node.right, scope)
+        try:
+            value = _ARITHMETIC[type(node.op)](left, right) if left is not None and right is not None else None
+        except (ArithmeticError, ValueError):
+            value = None
+    elif isinstance(node, ast.Call) and not node.keywords and (function := _pure(node.func, scope)) is not None:
+        items = [_numeric(a, scope) for a in node.args]
+        value = function(*items) if items and all(i is not None for i in items) else None
     else:
         value = static_value(node, scope)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _pure(node: ast.expr, scope: dict[str, Any]) -> Callable[..., Any] | None:
+    """The builtin a call's name stands for, if it is one of ``_PURE`` (not shadowed in ``scope``)."""
+    if not isinstance(node, ast.Name):
+        return None
+    found = scope.get(node.id, getattr(builtins, node.id, None))
+    return found if any(found is f for f in _PURE) else None
 
 
 def _term(node: ast.expr) -> tuple[str, int | None] | None:
@@ -182,7 +242,7 @@ def satisfying(op: type, current: int | None, value: Any) -> int | None:
 def asserted_shapes(error: BaseException, shape: tuple[int, ...], spatial: int) -> list[tuple[int, ...]]:
     """Main-input shapes that satisfy the failed assertion on the main input (the frame's tensor of
     the main input's shape), one per alternative of the condition."""
-    found = failed_assert(error)
+    found = failed_condition(error)
     if found is None:
         return []
     test, frame = found
@@ -213,7 +273,7 @@ def asserted_arguments(cls: type, kwargs: dict[str, Any], error: BaseException) 
     """Integer constructor arguments set so that the failed assertion on them holds (``assert depth
     > 1``, ``assert self.num_classes != -1``): arguments named as the condition names them, given
     or left at their default."""
-    found = failed_assert(error)
+    found = failed_condition(error)
     if found is None:
         return {}
     test, frame = found

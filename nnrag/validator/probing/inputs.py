@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .arguments import CHANNEL_NAMES, Sizes
+from .arguments import CHANNEL_NAMES, Sizes, name_words
 from .designed import shown_input
 from .documented import bind, documented_inputs, shape_of
 
@@ -86,6 +86,17 @@ def _context_lengths(module: nn.Module) -> list[int]:
     return list(dict.fromkeys(found))
 
 
+_SAMPLE_WORDS = {"times", "samples", "len", "length", "seq", "timesteps", "steps", "frames"}
+
+
+def _signal_lengths(kwargs: dict[str, Any]) -> list[int]:
+    """Lengths the constructor was given for its input signal or sequence (``n_times``,
+    ``seq_len``, ``num_samples``): a block whose layers were sized for them takes that many."""
+    found = [v for k, v in kwargs.items() if type(v) is int and 4 <= v <= 8192 and k.lower() not in CHANNEL_NAMES
+             and _SAMPLE_WORDS & set(name_words(k))]
+    return list(dict.fromkeys(found))
+
+
 GRAPH_NODES = 8  # nodes of the random graph a message-passing layer gets
 _GRAPH_ARGS = ("edge_index", "edges", "adj", "adj_t")
 
@@ -110,6 +121,8 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
         out.append((documented[main].kind, shape_of(documented[main], {}, c, s)))
     if (shown := shown_input(module)) and len(shown) > 1:  # the constructor ran it on this shape
         out += [("float", (2,) + shown[1:]), ("float", shown)]  # a batch of two first: batch norms train on it
+    for n in _signal_lengths(kwargs):  # built for signals of this many samples: channels first, then last
+        out += [("float", (2, c, n)), ("float", (2, n, c))]
     found = _first_layer(module)
     kind, first = found if found else ("", None)
     if takes_graph(module):  # node features [N, F]: F from the first linear layer, else the channels

@@ -357,6 +357,8 @@ def _named_unset_again(cls: type, kwargs: dict[str, Any], text: str) -> Iterator
         params = {p.name: p for p in inspect.signature(cls).parameters.values()}
     except (TypeError, ValueError):
         return
+    if TOO_SHORT.search(text):  # what the layers consume is too short: lengthened (below), not unset
+        return
     named = [w for w in dict.fromkeys(IDENTIFIER.findall(text))
              if w in kwargs and w in params and params[w].default is None and kwargs[w] is not None]
     for name in reversed(named):

@@ -21,9 +21,10 @@ def source_tree(obj: Any) -> ast.AST | None:
         return None
 
 
-def failing_statement(frame: FrameType) -> ast.stmt | None:
-    """The innermost statement of a frame's function that holds the line the frame stopped at."""
-    tree = source_tree(frame.f_code)
+def failing_statement(frame: FrameType, tree: ast.AST | None = None) -> ast.stmt | None:
+    """The innermost statement of a frame's function that holds the line the frame stopped at
+    (in ``tree``, the function's parsed source, when the caller has it)."""
+    tree = tree if tree is not None else source_tree(frame.f_code)
     if tree is None:
         return None
     line = frame.f_lineno - frame.f_code.co_firstlineno + 1
