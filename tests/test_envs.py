@@ -338,3 +338,15 @@ def test_a_harvest_runs_without_the_declared_requirements_pip_cannot_install_and
     assert _record(home, "TanhGate")["environment"] == ["tinyact", "tinyplot"]
     (left_out,) = report.harvest["left_out"].values()  # type: ignore[index,union-attr]
     assert list(left_out) == ["brokenpkg"] and "brokenpkg" in left_out["brokenpkg"]
+
+
+def test_an_import_name_maps_to_its_distribution_through_the_maintained_mapping() -> None:
+    from nnrag.validator.envs import distribution_for
+
+    # from pipreqs' mapping, which the package ships as data
+    assert distribution_for("sklearn") == "scikit-learn" and distribution_for("yaml") == "PyYAML"
+    assert distribution_for("Levenshtein") == "python-Levenshtein"
+    # what the mapping lacks, and a build that imports without a display
+    assert distribution_for("cv2") == "opencv-python-headless" and distribution_for("skimage") == "scikit-image"
+    # a name no mapping holds is its own distribution; a private module is a compiled part of one
+    assert distribution_for("einops") == "einops" and distribution_for("_ext") is None

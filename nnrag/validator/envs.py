@@ -11,6 +11,7 @@ wheel exists, as any ``pip install`` does; nothing is installed unless the user 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -33,11 +34,11 @@ log = logging.getLogger(__name__)
 REQUIREMENTS = ("off", "install")
 _LAYER = "zz_nnrag_parent.pth"  # last in the environment's site-packages: this Python's come after its own
 _PIP_TIMEOUT_S = 900.0
-# Import names whose distribution on PyPI is called otherwise.
-_DISTRIBUTIONS = {
-    "cv2": "opencv-python-headless", "PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image",
-    "yaml": "pyyaml", "attr": "attrs", "google.protobuf": "protobuf", "Crypto": "pycryptodome",
-    "dateutil": "python-dateutil", "pkg_resources": "setuptools", "bs4": "beautifulsoup4", "mpl_toolkits": "matplotlib",
+# Import names the mapping pipreqs maintains (data/import_names.txt) lacks, and cv2's headless build
+# (the one that imports without a display server's libraries).
+_NOT_IN_MAPPING = {
+    "cv2": "opencv-python-headless", "skimage": "scikit-image", "attr": "attrs", "pkg_resources": "setuptools",
+    "mpl_toolkits": "matplotlib",
 }
 
 
@@ -71,7 +72,15 @@ def distribution_for(module: str) -> str | None:
     spelt as a distribution it would reach pip as an option (``-k2``)."""
     if module.startswith("_"):
         return None
-    return _DISTRIBUTIONS.get(module, module.replace("_", "-"))
+    return _NOT_IN_MAPPING.get(module) or _import_names().get(module) or module.replace("_", "-")
+
+
+@functools.cache
+def _import_names() -> dict[str, str]:
+    """pipreqs' mapping of import names to distributions (``sklearn`` -> ``scikit-learn``)."""
+    text = (Path(__file__).parent / "data" / "import_names.txt").read_text(encoding="utf-8")
+    pairs = (line.split(":", 1) for line in text.splitlines() if line and not line.startswith("#") and ":" in line)
+    return {name.strip(): distribution.strip().replace("_", "-") for name, distribution in pairs}
 
 
 # Distributions whose import needs a display server's libraries; their headless builds provide the same modules.
