@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterator
 from ..db import Database
 from ..extraction.block import Extractors
 from ..progress import ProgressFn
-from ..sourcing.fetch import declared_requirements
+from ..sourcing.declared import declared_requirements
 from ..validator.envs import distribution_for, environment, to_install, widest_environment
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord, gate_version
 from ..validator.usage import runs as usage

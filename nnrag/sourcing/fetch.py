@@ -354,23 +354,6 @@ def _wheel_license(root: Path) -> str | None:
     return None
 
 
-def declared_requirements(root: Path) -> list[str]:
-    """The names of the distributions a wheel source's ``*.dist-info/METADATA`` requires for this
-    interpreter, without extras (``mmdet``: matplotlib, pycocotools, terminaltables, ...)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    names: list[str] = []
-    for meta in sorted(root.glob("*.dist-info/METADATA")):
-        for line in md.PathDistribution(meta.parent).requires or []:
-            try:
-                req = Requirement(line)
-            except InvalidRequirement:
-                continue
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                names.append(req.name)
-    return sorted(set(names))
-
-
 def _ensure(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
