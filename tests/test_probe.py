@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from nnrag.validator.probing.arguments import Sizes, constructor_attempts
+from nnrag.validator.probing.arguments import AutoConfig, Sizes, constructor_attempts
 from nnrag.validator.probing.inputs import forward_calls, input_shapes
 from nnrag.validator.probing.shape_errors import input_repairs
 
@@ -1555,6 +1555,8 @@ _REPAIR_CASES: dict[str, tuple[str, str, dict[str, Any], Any]] = {
                             lambda c: c.get("norm_layer") is nn.BatchNorm2d),
     "layer instance": ("self.seq = nn.Sequential(act)", "act", {"act": nn.ReLU}, lambda c: isinstance(c.get("act"), nn.ReLU)),
     "callable": ("self.conv = conv(dim)", "conv, dim", {"conv": 3, "dim": 16}, lambda c: c == {"conv": nn.Identity}),
+    "section of a stand-in config": ("self.width = cfg.MODEL.HEAD.DIM * 2", "cfg", {"cfg": AutoConfig(Sizes()).with_value(
+        "MODEL", AutoConfig(Sizes()).with_value("HEAD", 16))}, lambda c: isinstance(c["cfg"].MODEL.HEAD, AutoConfig)),
     "attribute read off a guess": ("self.out = block.expansion * 2", "block", {"block": 16},
                                    lambda c: hasattr(c.get("block"), "expansion")),
     "list of layers": ("if not isinstance(transforms, list):\n    raise TypeError('transforms should be a sequence of callables')",

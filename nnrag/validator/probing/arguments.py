@@ -569,6 +569,19 @@ class AutoConfig:
         copy._values = {**self._values, name: value}
         return copy
 
+    def with_section(self, path: list[str]) -> "AutoConfig | None":
+        """A copy in which the entry ``path`` leads to (``["MVIT"]``, ``["MODEL", "HEAD"]``), a plain
+        value so far, is a section: a stand-in config of its own (yacs nodes, nested config dicts).
+        None when the path does not lead through this config's sections to a plain value."""
+        head, rest = path[0], path[1:]
+        if head not in self._values:
+            return None
+        value = self._values[head]
+        if not rest:
+            return None if isinstance(value, AutoConfig) else self.with_value(head, AutoConfig(self._sizes))
+        inner = value.with_section(rest) if isinstance(value, AutoConfig) else None
+        return self.with_value(head, inner) if inner is not None else None
+
 
 def _config_value(name: str, s: Sizes) -> Any:
     """What a config holds under ``name``: a private attribute is state the library sets on its own

@@ -26,7 +26,7 @@ from torch import nn
 from .arguments import CHANNEL_NAMES, AutoConfig, Passthrough, Sizes, name_words, guess_value, init_hints, is_depth, passed_through
 from .source import failing_statement, source_tree as _tree, static_value
 from .asserts import asserted_arguments
-from .frames import IDENTIFIER, called_in_line, candidate_frames, held_under, named_in_line, passed_as
+from .frames import IDENTIFIER, called_in_line, candidate_frames, held_under, innermost_line, named_in_line, passed_as
 from ...indexing.attributes import read_off
 from .companions import having
 from .shape_errors import TOO_SHORT
@@ -278,6 +278,7 @@ REPAIR_RULES: tuple[RepairRule, ...] = (
     RepairRule("None default filled", _none_default_filled),
     RepairRule("layer instance", lambda f: _instances(f.cls, f.kwargs, f.error)),
     RepairRule("callable", lambda f: _made_callable(f.cls, f.kwargs, f.error)),
+    RepairRule("section of a stand-in config", lambda f: _config_sections(f)),
     RepairRule("attribute read off a guess", lambda f: _by_attribute(f.cls, f.kwargs, f.error, f.sizes)),
     RepairRule("list of layers", lambda f: _layer_lists(f.kwargs, f.error)),
     RepairRule("mapping", lambda f: _mappings(f.cls, f.kwargs, f.error)),
@@ -504,6 +505,24 @@ def _method_trees(cls: type) -> tuple[ast.AST, ...]:
 def _read_off(cls: type, name: str) -> frozenset[str]:
     """Attributes the class's own methods read off argument ``name``."""
     return frozenset(read_off(_method_trees(cls), {name}))
+
+
+def _config_sections(f: Failure) -> Iterator[dict[str, Any]]:
+    """An attribute read off a number a stand-in config answered (``cfg.MVIT.EMBED_DIM`` where
+    ``cfg.MVIT`` was 16): that entry, named in the failing line, is a section of the config."""
+    m = _NO_ATTRIBUTE.search(f.text) if f.raised(AttributeError) else None
+    configs = {k: v for k, v in f.kwargs.items() if isinstance(v, AutoConfig)}
+    if m is None or m.group(1) not in ("int", "float", "bool", "str") or not configs:
+        return
+    line = innermost_line(candidate_frames(f.cls, f.error))
+    for chain in re.finditer(rf"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.{m.group(2)}\b", line):
+        parts = chain.group(1).split(".")
+        for name, config in configs.items():
+            # the chain's part the config answered first (``self.cfg.MVIT``: MVIT), and on from it
+            start = next((i for i, p in enumerate(parts) if p in config.asked()), None)
+            if start is not None and (made := config.with_section(parts[start:])) is not None:
+                yield {name: made}
+                return
 
 
 def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
