@@ -1504,6 +1504,17 @@ def test_each_argument_rule_fills_its_parameter_first(rule_name: str) -> None:
     assert rule.name == rule_name and check(value), (rule.name, value)
 
 
+def test_a_count_of_repeated_blocks_is_one() -> None:
+    import inspect
+
+    from nnrag.validator.probing.arguments import Asked, Sizes, guess_argument
+
+    # ``num_res_blocks`` of a diffusion U-Net, ``n_enc_layers``: as shallow as the block goes
+    for name in ("num_res_blocks", "n_enc_layers"):
+        rule, value = guess_argument(Asked(name, inspect.Parameter.empty, Sizes(), None, 0))
+        assert rule.name == "depth" and value == 1, (name, rule.name, value)
+
+
 def test_every_argument_rule_has_a_case() -> None:
     from nnrag.validator.probing.arguments import ARGUMENT_RULES
 
@@ -1577,6 +1588,10 @@ def test_each_repair_rule_reads_its_error(rule_name: str, tmp_path: Path) -> Non
 
 # Further cases of a rule: a form its first case does not show.
 _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
+    # a value looked up in it (``curr_res in attn_resolutions``), not a count beside it
+    ("sequence the code expects", "for i in range(num_res_blocks):\n    if 16 in attn_resolutions:\n        self.n = i",
+     "num_res_blocks, attn_resolutions", {"num_res_blocks": 1, "attn_resolutions": 16},
+     lambda c: c == {"attn_resolutions": [16, 16]}),
     # a guard that raised states the requirement negated, through arithmetic and pure builtins
     ("asserted relation", "if n_times != round(seconds * sfreq):\n    raise ValueError('the window does not match')",
      "n_times, seconds, sfreq", {"n_times": 16, "seconds": 4, "sfreq": 128}, lambda c: c == {"n_times": 512}),

@@ -490,8 +490,10 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
     ArgumentRule("momentum", _fixed(lambda a: "momentum" in a.n, 0.1)),
     ArgumentRule("per-stage depths", _when(lambda a: "depths" in a.n or a.n == "layers"
                                            or a.n == "num_blocks" and "list" in str(a.annotation).lower(), lambda a: [1, 1, 1, 1])),
+    # ``num_res_blocks``, ``n_enc_layers``: a count of repeated blocks, as shallow as it goes
     ArgumentRule("depth", _fixed(lambda a: a.n in ("depth", "num_layers", "n_layers", "nlayers", "num_blocks", "blocks",
-                                                   "n_blocks", "repeats", "layer_num", "levels"), 1)),
+                                                   "n_blocks", "repeats", "layer_num", "levels")
+                                 or is_depth(a.n) and a.n.startswith(("num", "n_")), 1)),
     # a rate in Hz must exceed twice every frequency the block filters at (EEG band-passes below
     # 40 Hz, audio mel bands); a width guessed there puts them above the Nyquist frequency
     ArgumentRule("sampling rate", _fixed(_sampling_rate, 128)),

@@ -157,8 +157,8 @@ def _ints_as_sequences(f: Failure) -> Iterator[dict[str, Any]]:
     if not any(w in f.text for w in _WANTS_SEQUENCE):
         return
     ints = {k: v for k, v in _ints(f.kwargs).items() if "spatial" not in k}  # a count of axes, never a list
-    yield {k: [v, v] for k, v in ints.items()
-           if k.endswith(("s", "_list")) and not k.endswith(_NOT_SEQUENCES)}
+    yield {k: [v, v] for k, v in ints.items()  # ``num_res_blocks`` is a count, plural or not
+           if k.endswith(("s", "_list")) and not k.endswith(_NOT_SEQUENCES) and not k.lower().startswith(("num", "n_"))}
     yield {k: (v, v) for k, v in ints.items() if any(w in k.lower() for w in _SIZE_WORDS)}
     yield {k: (v, v) for k, v in ints.items() if not k.lower().endswith(_NOT_SEQUENCES) and not k.lower().startswith("num")}
 
@@ -551,8 +551,8 @@ _SEQUENCE_TYPES = frozenset({"list", "tuple", "Sequence", "Iterable", "MutableSe
 
 
 def _used_as_sequence(stmt: ast.stmt) -> dict[str, type]:
-    """Names (``x`` or ``self.x``) the statement takes the length of, iterates, indexes or checks to
-    be a list or tuple (``len(in_channels)``, ``assert isinstance(depth, tuple)``), with the sequence
+    """Names (``x`` or ``self.x``) the statement takes the length of, iterates, indexes, looks a
+    value up in, or checks to be a list or tuple (``len(in_channels)``, ``assert isinstance(depth, tuple)``), with the sequence
     type that satisfies it."""
     def name(node: ast.expr) -> str | None:
         if isinstance(node, ast.Name):
@@ -575,6 +575,8 @@ def _used_as_sequence(stmt: ast.stmt) -> dict[str, type]:
             found.setdefault(n, list)
         elif isinstance(node, ast.Subscript) and isinstance(node.slice, (ast.Constant, ast.UnaryOp, ast.Slice)) and (n := name(node.value)):
             found.setdefault(n, list)
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[-1], (ast.In, ast.NotIn)) and (n := name(node.comparators[-1])):
+            found.setdefault(n, list)  # ``if curr_res in attn_resolutions``
     return found
 
 
