@@ -25,8 +25,8 @@ import torch
 
 from .source import failing_statement, source_tree, static_value
 
-_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv,
-               ast.Pow: operator.pow}
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+               ast.Div: operator.truediv, ast.Pow: operator.pow}
 # builtins that compute a number from numbers and nothing else, the only calls a condition is read through
 _PURE: tuple[Callable[..., Any], ...] = (round, int, abs, min, max)
 _ORDER = (ast.Eq, ast.NotEq, ast.Gt, ast.GtE, ast.Lt, ast.LtE, ast.In)
@@ -114,7 +114,10 @@ def _numeric(node: ast.expr, scope: dict[str, Any]) -> int | float | None:
             value = None
     elif isinstance(node, ast.Call) and not node.keywords and (function := _pure(node.func, scope)) is not None:
         items = [_numeric(a, scope) for a in node.args]
-        value = function(*items) if items and all(i is not None for i in items) else None
+        try:  # ``int(inf)``, ``round(nan)``: nothing known
+            value = function(*items) if items and all(i is not None for i in items) else None
+        except (ArithmeticError, ValueError, TypeError):
+            value = None
     else:
         value = static_value(node, scope)
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
