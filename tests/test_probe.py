@@ -809,6 +809,61 @@ def test_inputs_take_the_shapes_their_docstring_states() -> None:
     assert hidden.shape[-1] == 8 and reference.shape == (*hidden.shape[:2], 2)
 
 
+class MatchesQueries(nn.Module):
+    """Predictions as a dict, targets as one dict per image, as DETR's matcher takes them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, outputs, targets):  # type: ignore[no-untyped-def]
+        logits, boxes = outputs["pred_logits"], self.proj(outputs["pred_boxes"])
+        labels = torch.cat([t["labels"] for t in targets])
+        gt = torch.cat([t["boxes"] for t in targets])
+        return torch.cdist(boxes.flatten(0, 1), gt) - logits.flatten(0, 1).softmax(-1)[:, labels]
+
+
+class ScalesBoxes(nn.Module):
+    """A post-processor: boxes read off the outputs by key, scaled by each image's size."""
+
+    def forward(self, outputs, target_sizes):  # type: ignore[no-untyped-def]
+        """
+        Parameters:
+            outputs: raw outputs of the model
+            target_sizes: tensor of dimension [batch_size x 2] containing the size of each image
+        """
+        assert target_sizes.shape[1] == 2
+        cx, cy, w, h = outputs["pred_boxes"].unbind(-1)
+        img_h, img_w = target_sizes.unbind(1)
+        return torch.stack([cx * img_w[:, None], cy * img_h[:, None], w, h], -1)
+
+
+class WeighsByScale(nn.Module):
+    def forward(self, x, scale):  # type: ignore[no-untyped-def]
+        assert scale.shape[-1] == 1
+        return x * scale
+
+
+def test_inputs_read_by_key_are_dicts_and_a_companion_gets_the_shape_its_assert_asks() -> None:
+    from nnrag.validator.probing.probe import _Budget, _forward
+
+    found, error = _forward(MatchesQueries(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    outputs, targets = found[0]
+    assert set(outputs) == {"pred_logits", "pred_boxes"} and outputs["pred_boxes"].shape[-1] == 4
+    assert all(t["labels"].dtype == torch.long and t["boxes"].shape[-1] == 4 for t in targets)
+    # the boxes unbind into four; the sizes as documented, "[batch_size x 2]"
+    found, error = _forward(ScalesBoxes(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    outputs, sizes = found[0]
+    assert outputs["pred_boxes"].shape[-1] == 4 and sizes.shape == (2, 2)
+    # ``assert scale.shape[-1] == 1`` is about the second argument, not the main input
+    found, error = _forward(WeighsByScale(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    x, scale = found[0]
+    assert scale.shape == x.shape[:-1] + (1,)
+
+
 class ScattersRows(nn.Module):
     """Adds rows into groups by an index into them, as DimeNet's output blocks do with ``i``."""
 
@@ -1390,26 +1445,36 @@ _RULE_CASES: dict[str, tuple[str, tuple[int, ...], str, Any]] = {
     "rotary pair": ("x, position_embeddings: Tuple[Tensor, Tensor]", (2, 5, 8), "position_embeddings",
                     lambda v: len(v) == 2 and v[0].shape == (2, 5, 4)),
     "earlier outputs": ("x, prev: List[Tensor]", (2, 8), "prev", lambda v: isinstance(v, list) and len(v) == 2),
+    "dicts of the keys forward reads": ("outputs, targets", (2, 5, 8), "targets",
+                                        lambda v: isinstance(v, list) and len(v) == 2 and v[0]["labels"].dtype == torch.long
+                                        and v[0]["boxes"].shape == (2, 4)),
     "target": ("pred, target", (2, 8), "target", lambda v: v.shape == (2, 8)),
     "like the main input": ("x, memory", (2, 5, 8), "memory", lambda v: v.shape == (2, 5, 8)),
 }
+# What a case's forward does, where its rule reads the source (``return None`` for the others).
+_RULE_BODIES = {"dicts of the keys forward reads": "return [(t['labels'], t['boxes']) for t in targets]"}
 
 
 @pytest.mark.parametrize("rule_name", [r.name for r in __import__(
     "nnrag.validator.probing.inputs", fromlist=["INPUT_RULES"]).INPUT_RULES])
-def test_each_input_rule_fills_its_parameter_first(rule_name: str) -> None:
+def test_each_input_rule_fills_its_parameter_first(rule_name: str, tmp_path: Path) -> None:
     """The gate's guesses for forward parameters are one ordered table; each rule has a case here,
     and in its case it is the rule that fills the parameter (no earlier rule takes it)."""
+    import importlib.util
     import inspect
-    from typing import List, Tuple  # noqa: F401  (the signatures' annotations)
 
     from nnrag.validator.probing.inputs import Filling, fill
 
     signature, shape, name, check = _RULE_CASES[rule_name]
-    namespace: dict[str, Any] = {"nn": torch.nn, "Tensor": torch.Tensor, "Tuple": Tuple, "List": List}
-    exec(f"class Probed(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.head_dim = 4\n\n"
-         f"    def forward(self, {signature}):\n        return None\n", namespace)
-    module = namespace["Probed"]()
+    path = tmp_path / f"input_case_{abs(hash(rule_name))}.py"  # a file, so the rules that read source can
+    path.write_text("from typing import List, Tuple\n\nfrom torch import Tensor, nn\n\n\nclass Probed(nn.Module):\n"
+                    "    def __init__(self):\n        super().__init__()\n        self.head_dim = 4\n\n"
+                    f"    def forward(self, {signature}):\n        {_RULE_BODIES.get(rule_name, 'return None')}\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    namespace = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(namespace)
+    module = namespace.Probed()
     param = inspect.signature(module.forward).parameters[name]
     rule, value = fill(Filling(module, torch.rand(shape), given=1), param, name.lower())
     assert rule.name == rule_name and check(value), (rule.name, value)

@@ -257,19 +257,46 @@ def asserted_shapes(error: BaseException, shape: tuple[int, ...], spatial: int) 
         mains &= set(first) or mains
     out: list[tuple[int, ...]] = []
     for alternative in requirements(test, scope):
-        new = list(shape)
-        for r in alternative:
-            if r.name not in mains or r.axis is None:
-                continue
-            if r.axis == RANK:
-                rank = satisfying(r.op, len(new), r.value)
-                if rank is not None and 1 <= rank <= 6:
-                    new = new[:rank] if rank < len(new) else new + [spatial] * (rank - len(new))
-            elif -len(new) <= r.axis < len(new) and (size := satisfying(r.op, new[r.axis], r.value)) is not None and size > 0:
-                new[r.axis] = size
-        if tuple(new) != shape:
-            out.append(tuple(new))
+        new = _satisfied(shape, [r for r in alternative if r.name in mains], spatial)
+        if new != shape:
+            out.append(new)
     return out
+
+
+def asserted_arguments_of_call(error: BaseException, code: Any, spatial: int) -> dict[str, tuple[int, ...]]:
+    """Tensor arguments of the function whose code is ``code`` (a block's ``forward``) that a
+    failed condition in it asks another shape of (``assert target_sizes.shape[1] == 2``), by
+    parameter name, with the shape that satisfies its first alternative."""
+    found = failed_condition(error)
+    if found is None or found[1].f_code is not code:
+        return {}
+    test, frame = found
+    scope = {**frame.f_globals, **frame.f_locals}
+    parameters = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    out: dict[str, tuple[int, ...]] = {}
+    for alternative in requirements(test, scope)[:1]:
+        for name in {r.name for r in alternative if r.axis is not None and r.name in parameters}:
+            value = frame.f_locals.get(name)
+            if isinstance(value, torch.Tensor):
+                shape = tuple(value.shape)
+                if (new := _satisfied(shape, [r for r in alternative if r.name == name], spatial)) != shape:
+                    out[name] = new
+    return out
+
+
+def _satisfied(shape: tuple[int, ...], wanted: list[Requirement], spatial: int) -> tuple[int, ...]:
+    """``shape`` changed so that the axis and rank requirements ``wanted`` hold."""
+    new = list(shape)
+    for r in wanted:
+        if r.axis is None:
+            continue
+        if r.axis == RANK:
+            rank = satisfying(r.op, len(new), r.value)
+            if rank is not None and 1 <= rank <= 6:
+                new = new[:rank] if rank < len(new) else new + [spatial] * (rank - len(new))
+        elif -len(new) <= r.axis < len(new) and (size := satisfying(r.op, new[r.axis], r.value)) is not None and size > 0:
+            new[r.axis] = size
+    return tuple(new)
 
 
 def asserted_arguments(cls: type, kwargs: dict[str, Any], error: BaseException) -> dict[str, Any]:

@@ -21,8 +21,10 @@ from torch import nn
 from .arguments import CHANNEL_NAMES
 
 # "shape (N, 4)", "shape of (B, C)", "with shape [B, N]", ":math:`(B, 1, H, W)`", "size (bs, dim)",
-# "shape ``(B, C)``"; in a type, torchvision's "Tensor[N, 4]"
-_SHAPE = re.compile(r"(?::math:`|\bshape\b(?:\s+of)?:?|\bsize\b:?)\s*`{0,2}[(\[]([^()\[\]`]{1,80})[)\]]")
+# "shape ``(B, C)``", "tensor of dimension [batch_size x 2]"; in a type, torchvision's "Tensor[N, 4]"
+_SHAPE = re.compile(r"(?::math:`|\bshape\b(?:\s+of)?:?|\bsize\b:?|\bdim(?:ension)?s?\b:?)\s*`{0,2}[(\[]([^()\[\]`]{1,80})[)\]]")
+# "(B, C, H, W)", and "[batch_size x 2]", "B × C" as papers write them
+_DIM_SEPARATOR = re.compile(r",|\s[x×]\s")
 _TYPED = re.compile(r"Tensor\[([^()\[\]]{1,80})\]")
 # an argument's entry: ``name (type): text`` (Google) or ``name : type`` (numpy), at the start of a line
 _ENTRY = re.compile(r"^(\s*)\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:(?!:)\s*(.*)$")
@@ -95,7 +97,7 @@ def _documented(cls: type) -> dict[str, Documented]:
     for doc in (inspect.getdoc(forward), inspect.getdoc(cls)):
         for name, (kind, text) in _entries(doc or "", names).items():
             m = _SHAPE.search(text) or _TYPED.search(kind) or _TYPED.search(text[:40])
-            dims = dims_of(m.group(1).split(",")) if m else None
+            dims = dims_of(_DIM_SEPARATOR.split(m.group(1))) if m else None
             if dims is None or name in out:
                 continue
             listed = kind.lower().startswith(("list", "tuple", "sequence")) or text.lower().startswith("list of")

@@ -6,6 +6,7 @@ Everything here runs inside the sandbox, with torch already imported by the warm
 
 from __future__ import annotations
 
+import ast
 import inspect
 import itertools
 import re
@@ -20,6 +21,7 @@ from torch import nn
 from .arguments import CHANNEL_NAMES, Sizes, name_words
 from .designed import shown_input
 from .documented import bind, documented_inputs, shape_of
+from .source import source_tree
 
 _LAYER_KINDS = {
     "_ConvNd": "conv", "Embedding": "embedding", "EmbeddingBag": "embedding", "Linear": "linear",
@@ -117,6 +119,8 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
     out: list[tuple[str, tuple[int, ...]]] = []
     documented = documented_inputs(module)
     main = _main_argument(module)
+    if main is not None and (keys := keys_read(module, main)):  # read by key: a dict of tensors, first
+        out += [(KEYS + ",".join(keys), shape) for shape in ((2, sizes.tokens, c), (2, c, s, s), (2, c))]
     if main in documented and not documented[main].is_list:  # the shape its docstring states, first
         out.append((documented[main].kind, shape_of(documented[main], {}, c, s)))
     if (shown := shown_input(module)) and len(shown) > 1:  # the constructor ran it on this shape
@@ -268,6 +272,61 @@ def _annotations(name: str, main: torch.Tensor) -> Any:
 
 
 FIELDS = "fields:"  # the kind of an input read by field, as a model's output object is
+KEYS = "keys:"  # the kind of an input read by key, as a detector's outputs dict is
+
+
+def keys_read(module: nn.Module, name: str) -> list[str]:
+    """The string keys ``forward`` reads off its argument ``name`` (``outputs["pred_logits"]``,
+    ``x.get("encoder_cont")``), in source order: an argument read so is a dict of tensors."""
+    tree = source_tree(type(module).forward)
+    return _keys_off(tree, {name}) if tree is not None else []
+
+
+def element_keys_read(module: nn.Module, name: str) -> list[str]:
+    """The string keys ``forward`` reads off the elements of its argument ``name`` (``[v["labels"]
+    for v in targets]``): an argument read so is a list of dicts, one per sample."""
+    tree = source_tree(type(module).forward)
+    if tree is None:
+        return []
+    elements = {node.target.id for node in ast.walk(tree) if isinstance(node, (ast.For, ast.comprehension))
+                and isinstance(node.iter, ast.Name) and node.iter.id == name and isinstance(node.target, ast.Name)}
+    return _keys_off(tree, elements) if elements else []
+
+
+def _keys_off(tree: ast.AST, names: set[str]) -> list[str]:
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names:
+            key = node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and isinstance(node.func.value, ast.Name) and node.func.value.id in names and node.args):
+            key = node.args[0]
+        else:
+            continue
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
+            found.append(key.value)
+    return list(dict.fromkeys(found))[:8]
+
+
+_LABEL_KEY = re.compile(r"label|class|cls|categor|(?:^|_)ids?$", re.IGNORECASE)
+_BOX_KEY = re.compile(r"box|bbox", re.IGNORECASE)
+
+
+def keyed_value(key: str, lead: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    """What a dict of targets holds under ``key``: class labels as integers, boxes as four
+    coordinates in [0, 1] (centre and size or corners alike), anything else like ``like``."""
+    if _LABEL_KEY.search(key):
+        return torch.randint(0, 2, lead)
+    if _BOX_KEY.search(key):
+        return _boxes_of(lead)
+    return like.clone()
+
+
+def _boxes_of(lead: tuple[int, ...]) -> torch.Tensor:
+    """Boxes of four coordinates in [0, 1] that are valid read either way: as centre and size
+    (the size positive) and as corners (the far corner beyond the near one)."""
+    near = torch.rand(lead + (2,)) * 0.5
+    return torch.cat([near, near + 0.1 + 0.4 * torch.rand_like(near)], dim=-1)
 
 
 def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
@@ -283,6 +342,9 @@ def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
         return torch.cat([near, near + 0.1 + 0.4 * torch.rand_like(near)], dim=-1)
     if kind.startswith(FIELDS):  # "fields:last_hidden_state,pooler_output": one tensor per field
         return SimpleNamespace(**{name: torch.randn(shape) for name in kind.removeprefix(FIELDS).split(",")})
+    if kind.startswith(KEYS):  # "keys:pred_logits,pred_boxes": one tensor per key, boxes valid ones
+        return {name: _boxes_of(shape[:-1]) if _BOX_KEY.search(name) and shape else torch.randn(shape)
+                for name in kind.removeprefix(KEYS).split(",")}
     if kind == "uint8":  # an image as stored: bytes
         return torch.randint(0, 256, shape, dtype=torch.uint8)
     if kind == "numpy":  # an image as loaded, values in [0, 1]
@@ -556,6 +618,14 @@ def _target(f: Filling, p: inspect.Parameter, n: str) -> Any:
     return f.main.clone() if n in _TARGET_NAMES else _NOT_MINE
 
 
+def _keyed(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    if keys := keys_read(f.module, p.name):  # per batch: ``targets["class"][b]``
+        return {k: keyed_value(k, tuple(f.main.shape[:2]), f.main) for k in keys}
+    if keys := element_keys_read(f.module, p.name):  # per sample, two objects each: DETR's targets
+        return [{k: keyed_value(k, (2,), f.main[i]) for k in keys} for i in range(f.main.shape[0] if f.main.dim() else 1)]
+    return _NOT_MINE
+
+
 def _like_main(f: Filling, p: inspect.Parameter, n: str) -> Any:
     return f.main.clone()
 
@@ -579,6 +649,7 @@ INPUT_RULES: tuple[InputRule, ...] = (
     InputRule("variance", _variance),
     InputRule("rotary pair", _rotary, "rotary"),
     InputRule("earlier outputs", _earlier_outputs),
+    InputRule("dicts of the keys forward reads", _keyed),  # DETR's ``targets``: dicts, not a tensor
     InputRule("target", _target, "target"),
     InputRule("like the main input", _like_main),
 )

@@ -22,10 +22,11 @@ from torch import nn
 from .. import record as R
 from . import weights
 from .arguments import Sizes, constructor_attempts, is_depth
+from .asserts import asserted_arguments_of_call
 from .companions import companion_recipes, offer
 from .designed import built_recording
 from .repairs import forward_repairs, repairs
-from .inputs import FIELDS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
+from .inputs import FIELDS, KEYS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
 from ..usage.recipes import RecipeResolver, Unrecordable, call_args, dump
 from ..sandbox import SandboxViolation
@@ -355,8 +356,8 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
         repaired = False
         if kind.startswith("graph") or kind in ("images", "numpy"):
             calls: Any = [([main], {})]
-        elif kind.startswith(FIELDS):  # the other arguments as for the first field's tensor
-            inner = next(iter(vars(main).values()))
+        elif kind.startswith((FIELDS, KEYS)):  # the other arguments as for the first field's tensor
+            inner = next(iter(main.values() if isinstance(main, dict) else vars(main).values()))
             calls = (([main, *a[1:]], kw) for a, kw in forward_calls(model, inner, kwargs) if a and a[0] is inner)
         else:
             calls = forward_calls(model, main, kwargs)
@@ -381,10 +382,15 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                 seen.append(e)
             first = e if _outranks(e, first) else first  # a missing module over the shape errors before it
             if not repaired and args and _is_main(args[0], main):  # the plain call's error, not a per-level one's
-                repaired = True
-                queue.extendleft(reversed(input_repairs(e, kind, shape, sizes, channels)))
+                # or, when that one's error says nothing of the main input (a companion's assert),
+                # the next call's: the first that suggests a shape
+                suggested = input_repairs(e, kind, shape, sizes, channels)
+                repaired = bool(suggested)
+                queue.extendleft(reversed(suggested))
             if (keyed := _with_key(args, e)) is not None:
                 pending.append((keyed, kw))
+            if (reshaped := _asserted_companions(model, args, kw, e, sizes)) is not None:
+                pending.append(reshaped)
             if (counted := _as_numbers(args, e)) is not None:
                 pending.append((counted, kw))
             if (alike := _one_size(args, e)) is not None:
@@ -400,6 +406,36 @@ def _then(pending: deque[Any], calls: Any) -> Iterator[Any]:
         yield call
     while pending:
         yield pending.popleft()
+
+
+def _asserted_companions(model: nn.Module, args: list[Any], kw: dict[str, Any], error: BaseException,
+                         sizes: Sizes) -> tuple[list[Any], dict[str, Any]] | None:
+    """The call again with the arguments after the main input that a failed condition of
+    ``forward`` asks another shape of (``assert target_sizes.shape[1] == 2``) made so, of the same
+    kind (integer arguments stay integer)."""
+    forward = getattr(type(model).forward, "__code__", None)
+    if forward is None or not (wanted := asserted_arguments_of_call(error, forward, sizes.spatial)):
+        return None
+    try:
+        bound = inspect.signature(model.forward).bind_partial(*args, **kw).arguments
+    except TypeError:
+        return None
+    names = list(bound)
+    if names and names[0] in wanted:  # the main input's shape is the input repairs' to change
+        del wanted[names[0]]
+    a, k, changed = list(args), dict(kw), False
+    for name, shape in wanted.items():
+        old = bound.get(name)
+        if not isinstance(old, torch.Tensor) or math.prod(shape) > _MAX_INPUT_ELEMENTS:
+            continue
+        # positive values: sizes and scales (an image's height and width) as often as anything
+        new = torch.rand(shape, dtype=old.dtype) + 0.5 if old.is_floating_point() else torch.randint(1, 8, shape, dtype=old.dtype)
+        if name in k:
+            k[name] = new
+        else:
+            a[names.index(name)] = new
+        changed = True
+    return (a, k) if changed else None
 
 
 def _with_key(args: list[Any], error: BaseException) -> list[Any] | None:

@@ -14,7 +14,7 @@ import re
 from .arguments import Sizes
 from .asserts import asserted_shapes
 from .documented import Documented, dims_of, shape_of
-from .inputs import FIELDS, GRAPH_NODES
+from .inputs import FIELDS, GRAPH_NODES, KEYS
 
 # torch's own words for an input its layers shrink to nothing (a kernel longer than the signal, a
 # pooling or a window that leaves no output), and a library's for the same: the input, or the
@@ -32,6 +32,7 @@ _GOT_SIZE = re.compile(r"but got input of size ?\[[\d, ]*?(\d+)\]")  # its last 
 _MATMUL = re.compile(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 _UNPACK = re.compile(r"(?:too many|not enough) values to unpack \(expected (\d)")
 _RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
+_CDIST = re.compile(r"X1 and X2 must have the same number of columns\. X1: (\d+) X2: (\d+)")  # torch.cdist
 _EMBED = re.compile(r"expecting embedding dimension of (\d+)")  # torch's multi-head attention
 _ONE_SAMPLE = re.compile(r"\b(?:1|one) batch size|batch size (?:of |must be |should be )?(?:1|one)\b", re.IGNORECASE)
 _NUMPY = re.compile(r"\b(?:numpy|np)\.ndarray\b")  # a forward that takes arrays, not tensors
@@ -110,7 +111,8 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     s, t = sizes.spatial, sizes.tokens
     ch = shape[1] if len(shape) >= 2 else c
     out: list[tuple[str, tuple[int, ...]]] = []
-    out += [(kind, asked) for asked in asserted_shapes(error, shape, s)]  # ``assert x.size(0) == 1``
+    if not kind.startswith((FIELDS, KEYS)):  # a dict's tensors are not the main input an assert names
+        out += [(kind, asked) for asked in asserted_shapes(error, shape, s)]  # ``assert x.size(0) == 1``
     images = _IMAGE_LIST.search(text) is not None
     if images:  # "images is expected to be a list of 3d tensors of shape [C, H, W]"
         out.append(("images", (2, 3, 4 * s, 4 * s)))
@@ -155,9 +157,15 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     if m := _UNPACK.search(text):
         rank = int(m.group(1))
         last = shape[-1] if shape else c
-        out += {2: [("float", (2, last))], 3: [("float", (2, t, last)), ("float", (2, t, ch))],
-                4: [("float", (2, ch, s, s)), ("float", (2, last, s, s)), ("float", (2, s, s, last))],
-                5: [("float", (2, ch, 8, 8, 8))]}.get(rank, [])
+        ranked = {2: [("float", (2, last))], 3: [("float", (2, t, last)), ("float", (2, t, ch))],
+                  4: [("float", (2, ch, s, s)), ("float", (2, last, s, s)), ("float", (2, s, s, last))],
+                  5: [("float", (2, ch, 8, 8, 8))]}.get(rank, [])
+        # or the last axis unbound into that many (``cx, cy, w, h = boxes.unbind(-1)``): first for
+        # a dict or an object of tensors, whose kind a plain tensor would lose
+        unbound = [(kind, shape[:-1] + (rank,))] if shape and rank > 1 else []
+        out += unbound + ranked if kind.startswith((FIELDS, KEYS)) else ranked + unbound
+    if (m := _CDIST.search(text)) and shape and shape[-1] == int(m.group(1)):  # distances to points of another width
+        out.append((kind, shape[:-1] + (int(m.group(2)),)))
     if (m := _EMBED.search(text)) and shape:
         n = int(m.group(1))
         out += [(kind, shape[:-1] + (n,)), ("float", (2, t, n))]
