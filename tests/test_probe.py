@@ -1762,3 +1762,27 @@ def test_a_block_built_for_a_length_its_kernels_outgrow_is_built_longer() -> Non
     with pytest.raises(RuntimeError) as failed:
         model(torch.rand(2, 4, 16))
     assert next(forward_repairs(TemporalNet, {"n_chans": 4, "n_times": 16}, failed.value)) == {"n_times": 128}
+
+
+def test_a_name_bound_only_by_a_guarded_import_names_the_missing_module(tmp_path: Path) -> None:
+    """A backbone registered with a detection toolbox only when it imports: the block needs that
+    toolbox, which a build may install; an undefined name would say nothing of it."""
+    from nnrag.validator.probing.probe import StageFailure
+
+    source = """
+        import torch
+        from torch import nn
+        try:
+            from nnrag_absent_toolbox.models import BACKBONES as det_BACKBONES
+            has_toolbox = True
+        except ImportError:
+            has_toolbox = False
+
+        @det_BACKBONES.register_module()
+        class Backbone(nn.Module):
+            def forward(self, x):
+                return x
+        """
+    with pytest.raises(StageFailure) as failed:
+        _probed(tmp_path, source, "Backbone")
+    assert failed.value.code == "missing-dependency" and "No module named 'nnrag_absent_toolbox'" in str(failed.value)

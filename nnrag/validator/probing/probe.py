@@ -118,6 +118,32 @@ def _names_missing_module(e: BaseException) -> bool:
     return isinstance(e, ImportError) and "No module named" in str(e)
 
 
+def _guarded_import(e: BaseException, path: Path) -> BaseException:
+    """A name the file binds only by an import a ``try`` guards (``try: from mmdet.models.builder
+    import BACKBONES as det_BACKBONES``, then ``@det_BACKBONES.register_module()`` under ``if
+    has_mmdet:``), undefined because that module is not installed: the missing module, as an
+    import that failed says it; any other error as it is."""
+    if not isinstance(e, NameError) or isinstance(e, UnboundLocalError) or not e.name:
+        return e
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return e
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        for stmt in node.body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name).split(".")[0] == e.name for a in stmt.names):
+                top = (stmt.module if isinstance(stmt, ast.ImportFrom) else stmt.names[0].name) or ""
+                top = top.split(".")[0]
+                if top and importlib.util.find_spec(top) is None:
+                    missing = ModuleNotFoundError(f"No module named '{top}' (the file binds {e.name} only when its "
+                                                  f"guarded import of {top} succeeds)", name=top)
+                    missing.__cause__ = e
+                    return missing
+    return e
+
+
 def _guard(e: BaseException) -> None:
     """Some failures end the candidate whatever stage or attempt they happen in."""
     if isinstance(e, SandboxViolation) or _is_memory(e):
@@ -239,6 +265,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         else:
             spec.loader.exec_module(module)
     except BaseException as e:
+        e = _guarded_import(e, path)
         raise StageFailure("import", classify("import", e), e) from e
 
     result["stage"] = "instantiate"
