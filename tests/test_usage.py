@@ -521,3 +521,19 @@ def test_a_described_target_whose_module_misses_a_requirement_says_which(tmp_pat
     with pytest.raises(ModuleNotFoundError, match="not_installed_here"):
         _resolve("descpkg.models.vq.VQ")
     assert _resolve("descpkg.models.plain.Outer.Inner").__qualname__ == "Outer.Inner"
+
+
+def test_a_class_whose_config_an_experiment_file_completes_is_built_with_it_merged(tmp_path: Path) -> None:
+    """The defaults in code leave the model section empty (HRNet's ``MODEL.EXTRA``); each
+    experiment's YAML fills it for yacs's ``merge_from_file``. The harvest merges the override
+    files into the defaults and builds the class with the first that builds it."""
+    from nnrag.validator.usage.defaults import choose_overrides
+
+    repo = tmp_path / "overrides_repo"
+    shutil.copytree(FIXTURES / "overrides_repo", repo)
+    assert choose_overrides(repo, 4) == ["experiments/staged_small.yaml"]  # upper-case sections only
+    home = tmp_path / "home"
+    report = nnrag.build([str(repo)], home=home, limits=LIMITS, search=False)
+    assert report.passed == 1 and report.harvest["rescued"] == 1, report.harvest
+    record = _entries(home)["Staged"]["record"]
+    assert record["arguments"] == "recorded" and record["input_shapes"][0][1] == 3  # type: ignore[index]

@@ -16,12 +16,39 @@ import argparse
 import importlib
 import inspect
 import re
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from . import covering_files, files_under
 
 DEFAULTS_UNIT = "<defaults>"
 CONFIG_PARAMETERS = ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp")
 _MARKS = re.compile(r"\bCfgNode\b|\bCN\(\)|\bEasyDict\b|\bedict\(|\bArgumentParser\(")
 _PROVIDER = re.compile(r"cfg|config|args|parser|defaults|options|opts", re.I)
+
+
+# A yacs override file: every top-level key upper case (``MODEL:``, ``TRAIN:``), as merge_from_file reads it
+_TOP_KEY = re.compile(r"^([A-Za-z_][\w.]*)\s*:", re.M)
+_STRING_SETTING = re.compile(r"^\s*([A-Z][A-Z0-9_]*)\s*:\s*['\"]?([A-Za-z_][\w.-]*)['\"]?\s*$", re.M)
+_OVERRIDE_BYTES = 100_000
+
+
+def settings_named(text: str) -> set[str] | None:
+    """The string settings a yacs override file makes (``NAME=seg_hrnet``, ``ARCH=slowfast``);
+    None for any other YAML."""
+    tops = _TOP_KEY.findall(text)
+    if not tops or not all(t.isupper() for t in tops):
+        return None
+    return {f"{key}={value}" for key, value in _STRING_SETTING.findall(text)}
+
+
+def choose_overrides(root: Path, limit: int) -> list[str]:
+    """Up to ``limit`` yacs override files of ``root`` (paths relative to it) that together make
+    the most different string settings: the experiments a repository keeps beside its defaults
+    (``experiments/cityscapes/seg_hrnet_w48.yaml``), each naming a model's settings the defaults
+    leave empty."""
+    return covering_files(root, files_under(root, lambda folder, name: name.endswith((".yaml", ".yml")), 2000),
+                          settings_named, limit, _OVERRIDE_BYTES)
 
 
 def defines_defaults(text: str) -> bool:
@@ -62,6 +89,21 @@ def default_configs(module: Any) -> list[Any]:
     return sorted(unique.values(), key=lambda v: -len(vars(v) if isinstance(v, argparse.Namespace) else v))
 
 
+def _merged(config: Any, path: str) -> Any:
+    """A copy of a yacs config with the override file at ``path`` merged in; None when it is not
+    a yacs config or the file does not fit it (a key the defaults do not have)."""
+    if not callable(getattr(config, "merge_from_file", None)) or not callable(getattr(config, "clone", None)):
+        return None
+    try:
+        merged = config.clone()
+        if callable(getattr(merged, "defrost", None)):
+            merged.defrost()
+        merged.merge_from_file(path)
+    except Exception:  # noqa: BLE001 - a file for another config, or for a newer version of it
+        return None
+    return merged
+
+
 def _takes_config(fn: Any) -> bool:
     """Whether the one required parameter of ``fn`` (a class's constructor or a function) is a config."""
     try:
@@ -80,13 +122,15 @@ def _builders(module: Any) -> list[Callable[..., Any]]:
 
 
 def run_defaults(module_name: str, modules: list[str], names: list[str], wrap: Callable[[], None],
-                 exercise: Callable[[Any], str | None]) -> str | None:
+                 exercise: Callable[[Any], str | None], overrides: Sequence[str] = ()) -> str | None:
     """Build the classes named ``names`` of ``modules`` (the failing blocks) that take one config,
     and the builder functions of those modules, with the first default config of ``module_name``
-    that builds each, and run what they make once; the first error, or None when each ran."""
+    that builds each (then those defaults with each yacs override file of ``overrides`` merged),
+    and run what they make once; the first error, or None when each ran."""
     configs = default_configs(importlib.import_module(module_name))
     if not configs:
         return "no default configs"
+    configs += [merged for path in overrides for config in configs if (merged := _merged(config, path)) is not None]
     todo: list[Callable[..., Any]] = []
     first: str | None = None
     for module_path in modules:

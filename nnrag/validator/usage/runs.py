@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import PASSED_SUFFIX, configs, described
-from .defaults import DEFAULTS_UNIT, defines_defaults
+from .defaults import DEFAULTS_UNIT, choose_overrides, defines_defaults
 from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
 from .readme import README_UNIT, blocks_using, code_blocks, readme_files
@@ -39,6 +39,7 @@ _FACTORIES_PER_JOB = 40
 _README_BLOCKS = 60  # README code blocks run per source, those naming still failing classes
 _CONFIGS = 100  # registry configs run per source: enough to name every model type in most packages
 _DEFAULT_MODULES = 3  # modules of default configs run per source (a repository keeps them in one or two)
+_OVERRIDES = 4  # yacs override files merged into them: the experiments naming the most different settings
 _JOB_TIMEOUT_S = 900.0
 
 
@@ -162,7 +163,8 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
         chosen = [Factory(source, module, n, stamp(sha1)) for n in names]
         (first if module in focus else rest).extend(f for f in chosen if done.get(f.key) != f.stamp)
     if focus and classes and defaults:  # each failing class that takes a config, built with the source's defaults
-        wanted = json.dumps({"modules": sorted(focus), "names": sorted(classes)})
+        overrides = [str(Path(row["root"], rel)) for rel in choose_overrides(Path(row["root"]), _OVERRIDES)] if row["root"] else []
+        wanted = json.dumps({"modules": sorted(focus), "names": sorted(classes), "overrides": overrides})
         digest = hashlib.sha1(wanted.encode()).hexdigest()
         for module, sha1 in defaults[:_DEFAULT_MODULES]:
             unit = Factory(source, module, DEFAULTS_UNIT, stamp(hashlib.sha1((sha1 + digest).encode()).hexdigest()), wanted)
