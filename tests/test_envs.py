@@ -350,3 +350,29 @@ def test_an_import_name_maps_to_its_distribution_through_the_maintained_mapping(
     assert distribution_for("cv2") == "opencv-python-headless" and distribution_for("skimage") == "scikit-image"
     # a name no mapping holds is its own distribution; a private module is a compiled part of one
     assert distribution_for("einops") == "einops" and distribution_for("_ext") is None
+
+
+def test_a_widening_that_breaks_the_harvest_is_undone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One module imports a toolbox without a guard, so the harvest stops at it and the build
+    installs it; the models module imports it only optionally, and the toolbox, installed, raises
+    as it imports (mmdet asserting an mmcv release other than the one lent). The units that ran
+    before would fail now: the blocks are judged in the narrower environment, with its recordings."""
+    write_wheel(tmp_path / "wheels", "breaker", {"breaker/__init__.py": "raise AssertionError('needs another release of its base')\n"})
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {tmp_path / 'wheels'}")
+    package = tmp_path / "widen_repo" / "wpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text(
+        "import torch\nfrom torch import nn\n\ntry:\n    import breaker  # optional\nexcept ImportError:\n    breaker = None\n\n\n"
+        "class Gate(nn.Module):\n    def __init__(self, table):\n        super().__init__()\n"
+        "        self.scale = nn.Parameter(torch.tensor(float(table['scale'])))\n\n"
+        "    def forward(self, x):\n        return torch.tanh(x) * self.scale\n\n\n"
+        "def gate_small(**kwargs):\n    return Gate({'scale': 2})\n")
+    (package / "tools.py").write_text("import breaker\n\nfrom .models import Gate\n\n\n"
+                                      "def gate_tool(**kwargs):\n    return Gate({'scale': 3})\n")
+    home = tmp_path / "home"
+    report = nnrag.build([str(tmp_path / "widen_repo")], home=home, limits=search_limits(), names={"Gate"}, search=False,
+                         requirements="install")
+    assert report.harvest["widening_undone"] == ["widen_repo"], report.harvest  # type: ignore[index]
+    assert report.passed == 1 and report.harvest["rescued"] == 1, report.harvest  # type: ignore[index]
+    assert _record(home, "Gate")["arguments"] == "recorded"

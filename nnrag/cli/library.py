@@ -335,6 +335,9 @@ def _print_build(report: Any, title: str) -> None:
             timing.append(f"{h['usage_waiting']} failed blocks wait for a usage harvest that stops at a distribution "
                           f"not installed here ({', '.join(f'{d} {n}' for d, n in list(waits.items())[:5])}; "
                           f"--requirements install)")
+        for src in h.get("widening_undone") or []:
+            timing.append(f"{src}'s usage harvest ran fewer units with what it stopped at installed; "
+                          f"its blocks were judged without")
         for src, dists in (h.get("left_out") or {}).items():
             timing.append(f"{src}'s usage harvest ran without {', '.join(sorted(dists))}, which pip cannot install "
                           f"({next(iter(dists.values()))})")

@@ -151,6 +151,7 @@ class _Retrying:
         self.stopped: dict[str, list[str]] = {}  # source -> the distributions its harvest could not import, without install
         self.waiting: dict[str, list[str]] = {}  # block id -> those its verdict records (``usage_waits_for``)
         self.left_out: dict[str, dict[str, str]] = {}  # source -> declared distributions pip could not install: why
+        self.widening_undone: list[str] = []  # sources whose harvest ran fewer units once widened, judged narrower
 
     def source(self, src: str, items: list[Retry]) -> None:
         """Harvest ``src`` in the widest environment its blocks need (widened by what the harvest
@@ -165,6 +166,7 @@ class _Retrying:
         names = frozenset(item.candidate.ref.name_in_module.split(".")[-1] for item in items)
         parents = passing_parents(db.conn, src, [item.candidate.ref for item in items])
         left_out: set[str] = set()
+        narrower: tuple[int, tuple[str, ...]] | None = None  # the last round's units that ran, and its environment
         for round_ in range(_ROUNDS):
             env, dropped = widest_environment(self.workspace, needed, tuple(sorted(wanted)))
             if env.python is None and needed:  # pip could not install even what the blocks needed
@@ -175,9 +177,9 @@ class _Retrying:
             requirements = env.requirements if env.python is not None else ()
             with _gate_for(self.workspace, self.gate, requirements) as checker:
                 assert checker is not None  # made just now, or this interpreter's
-                one = usage.run(db, checker, src, usage.plan(db, src, focus, requirements, classes=names, passed=parents),
-                                (lambda d, t: progress("harvest", d, t)) if progress else None)
-                self.ran.add(one)
+                one = self.harvest(src, checker, focus, requirements, names, parents)
+                if narrower is not None and one.ok < narrower[0]:
+                    break  # what the widening installed broke units that ran before: judged narrower, below
                 # what this run stopped at, and what an earlier build's run of the same units did
                 more = {d for m in usage.stopped_at(db, src, requirements)
                         if m not in self.corpus and (d := distribution_for(m))} - set(requirements) - left_out
@@ -186,9 +188,29 @@ class _Retrying:
                 if not more or round_ + 1 == _ROUNDS:
                     self.check(src, items, checker, requirements)  # in the gate the harvest used
                     return
+            narrower = (one.ok, requirements)
             wanted |= more
+        if narrower is not None:
+            # An optional toolbox the widening installed that, installed, refuses the release of
+            # another one lent here as the package imports (mmdet asserting its mmcv) makes units
+            # that ran fail: the narrower environment judges the blocks, its units run again there.
+            self.widening_undone.append(src)
+            with _gate_for(self.workspace, self.gate, narrower[1]) as checker:
+                assert checker is not None
+                self.harvest(src, checker, focus, narrower[1], names, parents)
+                self.check(src, items, checker, narrower[1])
+                return
         for item in items:  # not even the blocks' own environment could be made
             self.settle(item, item.first, item.requirements)
+
+    def harvest(self, src: str, checker: "Gate", focus: set[str], requirements: tuple[str, ...], names: frozenset[str],
+                parents: list[usage.Passed]) -> usage.HarvestStats:
+        """Run the harvest units of ``src`` not yet run in this environment, counted in the build's tallies."""
+        progress = self.progress
+        one = usage.run(self.db, checker, src, usage.plan(self.db, src, focus, requirements, classes=names, passed=parents),
+                        (lambda d, t: progress("harvest", d, t)) if progress else None)
+        self.ran.add(one)
+        return one
 
     def check(self, src: str, items: list[Retry], checker: "Gate", requirements: tuple[str, ...]) -> None:
         """Recorded usage first; a block it does not pass (or that has none) and whose guess lacked
@@ -255,4 +277,4 @@ class _Retrying:
                 "ok": ran.ok, "seconds": round(ran.seconds, 2), "not_run": ran.not_run, "why_not_run": ran.why_not_run,
                 "retried": self.retried, "rescued": self.rescued, "usage_waiting": len(self.waiting),
                 "usage_waits_for": dict(Counter(d for dists in self.waiting.values() for d in dists).most_common()),
-                "left_out": self.left_out}
+                "left_out": self.left_out, "widening_undone": self.widening_undone}
