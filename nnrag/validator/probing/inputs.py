@@ -125,10 +125,14 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
         out.append((documented[main].kind, shape_of(documented[main], {}, c, s)))
     if (shown := shown_input(module)) and len(shown) > 1:  # the constructor ran it on this shape
         out += [("float", (2,) + shown[1:]), ("float", shown)]  # a batch of two first: batch norms train on it
-    for n in _signal_lengths(kwargs):  # built for signals of this many samples: channels first, then last
-        out += [("float", (2, c, n)), ("float", (2, n, c))]
     found = _first_layer(module)
     kind, first = found if found else ("", None)
+    # built for signals of this many samples: channels first, then last; after what a first 2-D or
+    # 3-D convolution takes, whose input is no signal of that rank
+    signals = [("float", shape) for n in _signal_lengths(kwargs) for shape in ((2, c, n), (2, n, c))]
+    images_first = kind == "conv" and len(first.kernel_size) > 1
+    if not images_first:
+        out += signals
     if takes_graph(module):  # node features [N, F]: F from the first linear layer, else the channels
         width = first.in_features if kind == "linear" else c
         out += [("float", (GRAPH_NODES, width)), ("float", (GRAPH_NODES, c))]
@@ -139,6 +143,8 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
         cin = first.in_channels
         for side in hw + [s, 32, 64]:
             out.append(("float", (2, cin) + (side if rank < 3 else min(side, 16),) * rank))
+    if images_first:
+        out += signals
     elif kind == "embedding":
         out += [(f"long:{first.num_embeddings}", (2, sizes.tokens)), (f"long:{first.num_embeddings}", (2 * sizes.tokens,))]
         out += [(f"long:{first.num_embeddings}", (2, n)) for n in _context_lengths(module) if n != sizes.tokens]
