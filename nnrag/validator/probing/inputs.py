@@ -143,8 +143,8 @@ def input_shapes(module: nn.Module, kwargs: dict[str, Any], sizes: Sizes) -> lis
         cin = first.in_channels
         for side in hw + [s, 32, 64]:
             out.append(("float", (2, cin) + (side if rank < 3 else min(side, 16),) * rank))
-    if images_first:
-        out += signals
+        if images_first:
+            out += signals
     elif kind == "embedding":
         out += [(f"long:{first.num_embeddings}", (2, sizes.tokens)), (f"long:{first.num_embeddings}", (2 * sizes.tokens,))]
         out += [(f"long:{first.num_embeddings}", (2, n)) for n in _context_lengths(module) if n != sizes.tokens]
