@@ -524,7 +524,7 @@ def test_a_described_target_whose_module_misses_a_requirement_says_which(tmp_pat
 
 
 def test_a_class_whose_config_an_experiment_file_completes_is_built_with_it_merged(tmp_path: Path) -> None:
-    """The defaults in code leave the model section empty (HRNet's ``MODEL.EXTRA``); each
+    """The defaults in code leave the model section empty (``MODEL.EXTRA``, made to take new keys); each
     experiment's YAML fills it for yacs's ``merge_from_file``. The harvest merges the override
     files into the defaults and builds the class with the first that builds it."""
     from nnrag.validator.usage.defaults import choose_overrides
