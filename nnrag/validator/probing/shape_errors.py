@@ -160,10 +160,10 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         ranked = {2: [("float", (2, last))], 3: [("float", (2, t, last)), ("float", (2, t, ch))],
                   4: [("float", (2, ch, s, s)), ("float", (2, last, s, s)), ("float", (2, s, s, last))],
                   5: [("float", (2, ch, 8, 8, 8))]}.get(rank, [])
-        # or the last axis unbound into that many (``cx, cy, w, h = boxes.unbind(-1)``): first for
-        # a dict or an object of tensors, whose kind a plain tensor would lose
-        unbound = [(kind, shape[:-1] + (rank,))] if shape and rank > 1 else []
-        out += unbound + ranked if kind.startswith((FIELDS, KEYS)) else ranked + unbound
+        # a dict or an object of tensors, whose kind a plain tensor would lose: its last axis unbound
+        # into that many (``cx, cy, w, h = outputs["pred_boxes"].unbind(-1)``), before the ranks
+        container = kind.startswith((FIELDS, KEYS)) and shape and rank > 1
+        out += ([(kind, shape[:-1] + (rank,))] if container else []) + ranked
     if (m := _CDIST.search(text)) and shape and shape[-1] == int(m.group(1)):  # distances to points of another width
         out.append((kind, shape[:-1] + (int(m.group(2)),)))
     if (m := _EMBED.search(text)) and shape:
