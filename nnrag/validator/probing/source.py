@@ -8,16 +8,28 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import textwrap
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 
 def source_tree(obj: Any) -> ast.AST | None:
-    """The parsed source of a function or class; None where it has none (built-ins, exec'd code)."""
+    """The parsed source of a function, class or code object; None where it has none (built-ins,
+    exec'd code)."""
     try:
-        return ast.parse(textwrap.dedent(inspect.getsource(obj)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
+        if isinstance(obj, CodeType):
+            # read by its file and first line: inspect.getsource would look for the code's module
+            # through every module loaded, touching each, which in a forked candidate copies their
+            # pages (tens of MB, after a candidate that used its memory up to the limit)
+            lines = linecache.getlines(obj.co_filename)
+            if not lines:
+                return None
+            text = "".join(inspect.getblock(lines[obj.co_firstlineno - 1:]))
+        else:
+            text = inspect.getsource(obj)
+        return ast.parse(textwrap.dedent(text))
+    except (OSError, TypeError, SyntaxError, IndentationError, IndexError):
         return None
 
 
