@@ -7,6 +7,7 @@ Everything here runs inside the sandbox.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import linecache
 import textwrap
@@ -14,9 +15,10 @@ from types import CodeType, FrameType
 from typing import Any
 
 
+@functools.lru_cache(maxsize=256)  # one parse per function: the probe reads the same forward per input tried
 def source_tree(obj: Any) -> ast.AST | None:
     """The parsed source of a function, class or code object; None where it has none (built-ins,
-    exec'd code)."""
+    exec'd code). Shared between callers: read it, never change it."""
     try:
         if isinstance(obj, CodeType):
             # read by its file and first line: inspect.getsource would look for the code's module
