@@ -25,6 +25,8 @@ CASES: dict[str, tuple[list[str], set[str], list[str]]] = {
     ),
     # module alias used as attribute: from . import helpers as H; H.make_divisible
     "ModuleAttr": (["make_divisible", "ModuleAttr"], {TORCH_NN}, ["nn.Linear(dim, make_divisible(dim))"]),
+    # a string annotation naming what its module does not define costs nothing
+    "StaleAnnotation": (["make_divisible", "StaleAnnotation"], {TORCH_NN}, ["-> H.RemovedLongAgo:"]),
     # star import through a package __init__ with __all__, base class from it
     "StarAndBase": (["LayerNorm2d", "StarAndBase"], {TORCH_NN}, []),
     # re-export in cpkg/__init__.py, aliased on import

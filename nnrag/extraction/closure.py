@@ -606,7 +606,10 @@ class ClosureWalk:
                 plan.imports.add(t.fallback)
                 continue
             if isinstance(resolved[0], Missing):
-                self.issue(mu, plan, names, chain, resolved[0])
+                # an annotation kept as a string is never evaluated: naming nothing costs nothing
+                # (gpytorch's ``-> exact_prediction_strategies.PredictionStrategy``)
+                if chain not in names.soft_chains:
+                    self.issue(mu, plan, names, chain, resolved[0])
                 continue
             plan.chains[chain] = resolved
             self.link(plan, resolved[0], name in names.early)

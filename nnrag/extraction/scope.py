@@ -32,6 +32,8 @@ class UnitNames:
     bare: frozenset[str] = field(default_factory=frozenset)
     # string constants that could name a registered class (``dict(type='DropPath')`` for a registry to build)
     strings: frozenset[str] = field(default_factory=frozenset)
+    # chains read only by annotations ``from __future__ import annotations`` keeps as strings
+    soft_chains: frozenset[str] = field(default_factory=frozenset)
 
 
 def _global_refs(table: symtable.SymbolTable, early: bool, out_early: set[str], out_late: set[str],
@@ -169,11 +171,13 @@ def analyze(text: str, future_annotations: bool = False) -> UnitNames:
     chains, rooted, names, augmented, strings = _chains(tree)
     early, late = _refs(text, augmented)
     soft: set[str] = set()
+    soft_chains: set[str] = set()
     if future_annotations and ("->" in text or ":" in text):
         stripped = _StripAnnotations().visit(ast.parse(text))
         s_early, s_late = _refs(ast.unparse(stripped), augmented)
         soft = (early | late) - (s_early | s_late)
         early, late = s_early, s_late - s_early
+        soft_chains = chains - _chains(stripped)[0]
     class_reads = _class_reads_before_binding(tree)  # values, never annotations
     early, late, soft = early | class_reads, late - class_reads, soft - class_reads
     used = early | late | soft
@@ -185,4 +189,5 @@ def analyze(text: str, future_annotations: bool = False) -> UnitNames:
         chains=frozenset(c for c in chains if c.split(".", 1)[0] in used),
         bare=frozenset(bare),
         strings=strings,
+        soft_chains=frozenset(soft_chains),
     )
