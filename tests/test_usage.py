@@ -461,7 +461,7 @@ def test_an_mmcv_1x_package_is_harvested_from_its_configs_with_the_release_it_ac
     accepts checked as it imports) whose mmcv pip cannot build here: mmcv is lent from the newest
     sdist inside that range, the harvest reads the config with ``mmcv.Config``, builds it with the
     package's registry (``build_from_cfg``: mmcv 1.3.0's registries have no ``build``), its
-    ``SyncBN`` as ``BN``, and runs ``forward_dummy``; the segmentor, which takes config dicts, passes
+    ``SyncBN`` as ``BN`` and without its ``pretrained`` weights, and runs ``forward_dummy``; the segmentor, which takes config dicts, passes
     with what was recorded."""
     repo = tmp_path / "legacy_registry_repo"
     shutil.copytree(FIXTURES / "legacy_registry_repo", repo)

@@ -376,7 +376,7 @@ def _load_config(path: str, packages: list[str]) -> tuple[Any, Any, str]:
     init_default_scope(scope)
     with MODELS.switch_scope_and_registry(scope) as registry:
         registry.import_from_location()
-    return registry, cfg.model, scope
+    return registry, _built_here(cfg.model), scope
 
 
 def _legacy_config(path: str, packages: list[str]) -> tuple[Any, Any, str] | None:
@@ -416,21 +416,38 @@ def _legacy_config(path: str, packages: list[str]) -> tuple[Any, Any, str] | Non
                 registry = types.SimpleNamespace(build=functools.partial(_build_from, build_from_cfg, registry))
             # older configs keep the training and test settings beside the model; the builder passes them in
             extra = {k: cfg.get(k) for k in ("train_cfg", "test_cfg") if k not in model and cfg.get(k) is not None}
-            return registry, _single_process(type(model)({**model, **extra}) if extra else model), package
+            return registry, _built_here(type(model)({**model, **extra}) if extra else model), package
     if failed is not None:
         raise failed
     raise LookupError(f"no registry of {', '.join(packages)} holds {wanted!r}")
 
 
-def _single_process(config: Any) -> Any:
-    """The config with its synchronised batch norms as plain ones: the same layer in one process,
-    and mmcv 1.x builds ``SyncBN`` through a method of torch's that torch has since removed
-    (``_specify_ddp_gpu_num``)."""
+def _built_here(config: Any) -> Any:
+    """The config as it can be built here: synchronised batch norms as plain ones (the same layer
+    in one process, and mmcv 1.x builds ``SyncBN`` through a method of torch's that torch has since
+    removed, ``_specify_ddp_gpu_num``), and no pretrained weights: nothing is downloaded here, and
+    older loaders fail on the name before trying (mmcv 1.x looks ``torchvision://resnet50`` up in
+    a table torchvision no longer has). Weights are named by a ``pretrained`` path or switch (mmdet
+    2.x, mmseg 0.x) or a ``Pretrained`` ``init_cfg`` (mmengine's packages)."""
     if isinstance(config, dict):
-        return type(config)({k: "BN" if k == "type" and v == "SyncBN" else _single_process(v) for k, v in config.items()})
+        out = {}
+        for k, v in config.items():
+            if k == "type" and v == "SyncBN":
+                v = "BN"
+            elif k == "pretrained" and isinstance(v, (str, bool)):
+                v = None if isinstance(v, str) else False
+            elif k == "init_cfg" and _loads_weights(v):
+                v = None
+            out[k] = _built_here(v)
+        return type(config)(out)
     if isinstance(config, (list, tuple)):
-        return type(config)(_single_process(v) for v in config)
+        return type(config)(_built_here(v) for v in config)
     return config
+
+
+def _loads_weights(init_cfg: Any) -> bool:
+    entries = init_cfg if isinstance(init_cfg, (list, tuple)) else [init_cfg]
+    return any(isinstance(e, dict) and e.get("type") == "Pretrained" for e in entries)
 
 
 def _build_from(build_from_cfg: Callable[..., Any], registry: Any, cfg: Any) -> Any:
