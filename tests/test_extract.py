@@ -247,3 +247,24 @@ def test_the_extraction_key_follows_the_sources_a_block_can_draw_on(tmp_path: Pa
     third = keys()
     assert third["lender_repo"] != second["lender_repo"] and third["borrower_repo"] != second["borrower_repo"]
     assert third["closure_repo"] == second["closure_repo"]
+
+
+def test_a_folder_the_repository_puts_on_sys_path_names_its_modules_too(tmp_path: Path) -> None:
+    """``lib/`` is on sys.path when the repository's tools run (``_init_paths.py``), so its code
+    writes ``from config import config`` for ``lib/config`` while ``hubconf.py`` names the same
+    module ``lib.config``: both mean the module of the source, never a distribution named ``config``."""
+    import torch
+
+    repo = tmp_path / "pathroot_repo"
+    shutil.copytree(FIXTURES / "pathroot_repo", repo)
+    home = tmp_path / "home"
+    nnrag.index([str(repo)], home=home)
+    for block, used in (("PathNet", 'nn.Linear(config["width"], config["classes"])'),
+                        ("PathLoss", 'self.weight = config["classes"]')):
+        result = nnrag.extract(block, home=home)
+        assert result.ok, result.issues
+        assert [r.split("==")[0] for r in result.requirements] == ["torch"], result.requirements
+        assert 'config = {"width": 8, "classes": 3}' in result.code and used in result.code
+        namespace: dict[str, object] = {}
+        exec(compile(result.code, block, "exec"), namespace)  # the fixture's own code, trusted here
+        assert isinstance(namespace[block](), torch.nn.Module)  # type: ignore[operator]

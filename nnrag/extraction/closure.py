@@ -219,7 +219,7 @@ class Extractor(RegistryNames):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname == local or (a.asname is None and a.name.split(".")[0] == local):
-                    dotted = a.name if a.asname else local
+                    dotted = self.resolver.aliases.canonical(a.name if a.asname else local, self.infos[mu.module])
                     if dotted in self.infos:
                         return ModTarget(dotted)
                     owner = self._inside(dotted)
@@ -229,7 +229,7 @@ class Extractor(RegistryNames):
                         return ModTarget(local, ExtImport(a.name))  # a folder of the source
                     return ExtImport(a.name, None, a.asname)
             raise LookupError(local)
-        module = absolute_module(mu.module, mu.is_package, node.level, node.module)
+        module = self._absolute(mu, node)
         for a in node.names:
             if (a.asname or a.name) != local:
                 continue
@@ -245,6 +245,11 @@ class Extractor(RegistryNames):
                 return ModTarget(sub) if sub in self.infos else self.from_ref(self.resolver.module_attr(module, a.name, self.source_id), local)
             return ExtImport(module, a.name, a.asname)
         raise LookupError(local)
+
+    def _absolute(self, mu: ModuleUnits, node: ast.ImportFrom) -> str:
+        """The module a ``from ... import`` of ``mu`` reads, as the index names it."""
+        module = absolute_module(mu.module, mu.is_package, node.level, node.module)
+        return module if node.level else self.resolver.aliases.canonical(module, self.infos[mu.module])
 
     def from_ref(self, ref: Ref, local: str) -> Target:
         if ref.kind == "module":
@@ -388,12 +393,14 @@ class Extractor(RegistryNames):
             if isinstance(node, ast.ImportFrom):
                 if node.module == "__future__":
                     continue
-                module = absolute_module(mu.module, mu.is_package, node.level, node.module)
+                module = self._absolute(mu, node)
                 inside = node.level > 0 or module in self.infos or self._inside(module) is not None
                 inside = inside or any(m.startswith(module + ".") for m in self.infos)
                 locals_ = [a.asname or a.name for a in node.names if a.name != "*"]
             else:
-                inside = any(a.name in self.infos or self._inside(a.name) or a.name.split(".")[0] in self.infos for a in node.names)
+                info = self.infos[mu.module]
+                names = [self.resolver.aliases.canonical(a.name, info) for a in node.names]
+                inside = any(n in self.infos or self._inside(n) or n.split(".")[0] in self.infos for n in names)
                 locals_ = [a.asname or a.name.split(".")[0] for a in node.names]
             if not inside:
                 continue

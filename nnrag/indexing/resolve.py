@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import json
 import sqlite3
+import sys
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
@@ -94,6 +95,36 @@ def absolute_module(current: str, is_package: bool, level: int, module: str | No
     return base
 
 
+class PathAliases:
+    """The names a module also has where a folder above it is on ``sys.path``. Research
+    repositories run with a folder of theirs on the path (``_init_paths.py`` inserting ``lib``,
+    ``sys.path.append(os.path.dirname(__file__))``) and their code imports ``from config import
+    config`` for ``lib/config``, while other code of theirs names the same module ``lib.config``.
+    Only a folder that is not a package can be such an entry, and only for code inside it: an
+    absolute import that names no module of the index, nor the standard library, means the
+    module of the importer's own source under the nearest such folder above the importer."""
+
+    def __init__(self, modules: Iterable[ModuleInfo]) -> None:
+        modules = list(modules)
+        self._known = {m.module for m in modules}
+        self._found: dict[tuple[int, str], list[tuple[str, str]]] = {}  # (source, alias) -> [(folder, module)]
+        for m in modules:
+            parts = m.module.split(".")
+            for i in range(1, len(parts)):
+                folder = ".".join(parts[:i])
+                if folder in self._known:  # a package: what lies below it is imported through it
+                    break
+                self._found.setdefault((m.source_id, ".".join(parts[i:])), []).append((folder, m.module))
+
+    def canonical(self, name: str, importer: ModuleInfo) -> str:
+        """The module an absolute import of ``name`` in ``importer`` means."""
+        if not name or name in self._known or name.split(".")[0] in sys.stdlib_module_names:
+            return name
+        above = [(folder, module) for folder, module in self._found.get((importer.source_id, name), ())
+                 if importer.module.startswith(folder + ".")]
+        return max(above, key=lambda fm: len(fm[0]))[1] if above else name
+
+
 class Resolver:
     """Resolves names over an in-memory view of the index's modules."""
 
@@ -103,6 +134,7 @@ class Resolver:
         what it imports (as discovery reads a base class)."""
         self.guarded = guarded
         self.modules = modules
+        self.aliases = PathAliases(modules)
         self._by_name: dict[str, list[ModuleInfo]] = {}
         for m in sorted(modules, key=lambda m: (source_priority.get(m.source_id, 99), m.source_id, m.path)):
             self._by_name.setdefault(m.module, []).append(m)
@@ -251,6 +283,7 @@ def load_modules(conn: sqlite3.Connection, sources: Iterable[int] | None = None)
             generated_from=generated_from,
         )
     ranks: dict[int, dict[str, tuple[int, int, int]]] = {fid: {} for fid in modules}
+    aliases = PathAliases(modules.values())
 
     def bind(fid: int, name: str, binding: Binding, rank: tuple[int, int, int]) -> None:
         if name not in ranks[fid] or rank >= ranks[fid][name]:
@@ -296,12 +329,14 @@ def load_modules(conn: sqlite3.Connection, sources: Iterable[int] | None = None)
         rank = _rank(cond, 1, lineno)
         if name is None:  # import a.b.c [as x]
             if asname:
-                bind(fid, asname, Binding("module", module=module, guarded=cond in _GUARDS), rank)
+                bind(fid, asname, Binding("module", module=aliases.canonical(module, mod), guarded=cond in _GUARDS), rank)
             else:
                 head = module.split(".")[0]
-                bind(fid, head, Binding("module", module=head, guarded=cond in _GUARDS), rank)
+                bind(fid, head, Binding("module", module=aliases.canonical(head, mod), guarded=cond in _GUARDS), rank)
             continue
         source_module = absolute_module(mod.module, mod.is_package, level, module)
+        if not level:
+            source_module = aliases.canonical(source_module, mod)
         if name == "*":
             (mod.checking_stars if cond == COND_TYPE_CHECKING else mod.stars).append(source_module)
             continue
