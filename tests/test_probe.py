@@ -1786,3 +1786,31 @@ def test_a_name_bound_only_by_a_guarded_import_names_the_missing_module(tmp_path
     with pytest.raises(StageFailure) as failed:
         _probed(tmp_path, source, "Backbone")
     assert failed.value.code == "missing-dependency" and "No module named 'nnrag_absent_toolbox'" in str(failed.value)
+
+
+def test_a_config_spread_into_a_part_gets_what_the_part_needs(tmp_path: Path) -> None:
+    """``Encoder(**ddconfig)``: the arguments the part misses go into that config, never to the
+    block, which would refuse them; inside it the same repairs apply (a group count the width must
+    divide, resolutions the code tests membership in)."""
+    result = _probed(tmp_path, """
+        from torch import nn
+        class Encoder(nn.Module):
+            def __init__(self, *, ch, attn_resolutions, resolution):
+                super().__init__()
+                self.attn = resolution in attn_resolutions
+                self.norm = nn.GroupNorm(num_groups=32, num_channels=ch)
+                self.conv = nn.Conv2d(3, ch, 3, padding=1)
+            def forward(self, x):
+                return self.norm(self.conv(x))
+        class AutoEncoder(nn.Module):
+            def __init__(self, ddconfig, embed_dim):
+                super().__init__()
+                self.encoder = Encoder(**ddconfig)
+                self.proj = nn.Conv2d(ddconfig["ch"], embed_dim, 1)
+            def forward(self, x):
+                return self.proj(self.encoder(x))
+        """, "AutoEncoder")
+    assert result.get("ok", True) and result.get("init_args"), result
+    config = result["init_args"]["ddconfig"]  # type: ignore[index]
+    assert "'ch': " in config and "'attn_resolutions': [" in config, config  # type: ignore[operator]
+    assert set(result["init_args"]) == {"ddconfig", "embed_dim"}  # type: ignore[arg-type]

@@ -132,9 +132,41 @@ def _missing_argument(f: Failure) -> Iterator[dict[str, Any]]:
         return
     # 'self' is missing when the constructor calls a method of a class it was given, never an argument
     names = [n for n in re.findall(r"'(\w+)'", missing.group(1)) if n not in ("self", "cls")]
-    if names and not all(n in f.kwargs for n in names):
-        hints = init_hints(f.cls)
-        yield {n: guess_value(n, hints.get(n, inspect.Parameter.empty), f.sizes, f.cls) for n in names if n not in f.kwargs}
+    if not names or all(n in f.kwargs for n in names):
+        return
+    if (spread := _spread_config(f, names)) is not None:
+        yield spread
+        return
+    hints = init_hints(f.cls)
+    yield {n: guess_value(n, hints.get(n, inspect.Parameter.empty), f.sizes, f.cls) for n in names if n not in f.kwargs}
+
+
+def _spread_config(f: Failure, names: list[str]) -> dict[str, Any] | None:
+    """Arguments another constructor misses (``Encoder.__init__() missing 'ch', ...``) where the
+    block spreads a config of its own into it (``Encoder(**ddconfig)``): that config, with them.
+    They are no parameters of the block, which would refuse them; None where the block takes them."""
+    try:
+        params = inspect.signature(f.cls).parameters
+    except (TypeError, ValueError):
+        return None
+    if all(n in params for n in names) or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    line = innermost_line(candidate_frames(f.cls, f.error))
+    spread = [k for k in f.kwargs if isinstance(f.kwargs[k], dict) and re.search(rf"\*\*\s*{k}\b", line)]
+    if not spread:
+        return None
+    called = re.search(r"(\w+)\.__init__\(\)", f.text)
+    inner = _class_called(f, called.group(1)) if called else None
+    hints = init_hints(inner) if inner is not None else {}
+    config = dict(f.kwargs[spread[0]])
+    config.update({n: guess_value(n, hints.get(n, inspect.Parameter.empty), f.sizes, inner) for n in names if n not in config})
+    return {spread[0]: config}
+
+
+def _class_called(f: Failure, name: str) -> type | None:
+    """The class of that name in the block's module, if it holds one."""
+    found = vars(sys.modules.get(f.cls.__module__, inspect)).get(name)
+    return found if isinstance(found, type) else None
 
 
 def _parity(f: Failure) -> Iterator[dict[str, Any]]:
@@ -292,10 +324,32 @@ def repairs(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Size
 
 
 def rule_repairs(failure: Failure) -> Iterator[tuple[RepairRule, dict[str, Any]]]:
-    """Each change ``REPAIR_RULES`` suggest for ``failure``, with the rule that suggests it."""
+    """Each change ``REPAIR_RULES`` suggest for ``failure``, with the rule that suggests it. A
+    config of keywords the block spreads into a part (``Encoder(**ddconfig)``) holds arguments
+    too, of that part: the same rules repair them inside it, first where the error came from the
+    part (its parameters are the config's keys), as a number of the block equal to one of the
+    config's would otherwise be taken for it."""
+    configs = {name: config for name, config in failure.kwargs.items()
+               if isinstance(config, dict) and config and all(isinstance(k, str) for k in config)}
+    frames = candidate_frames(failure.cls, failure.error) if configs else []
+    code = frames[0].f_code if frames else None
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]) if code is not None else set()
+    inside = {name for name, config in configs.items() if params & set(config)}
+    for name in sorted(inside):
+        yield from _in_config(failure, name, configs[name])
     for rule in REPAIR_RULES:
         for change in rule.repair(failure):
             yield rule, change
+    for name in sorted(set(configs) - inside):
+        yield from _in_config(failure, name, configs[name])
+
+
+def _in_config(failure: Failure, name: str, config: dict[str, Any]) -> Iterator[tuple[RepairRule, dict[str, Any]]]:
+    inner = Failure(failure.cls, dict(config), failure.error, failure.sizes)
+    for rule in REPAIR_RULES:
+        for change in rule.repair(inner):
+            if (kept := {k: v for k, v in change.items() if k in config}):
+                yield rule, {name: {**config, **kept}}
 
 
 def _unset(default: Any) -> bool:
