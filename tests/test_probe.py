@@ -1270,8 +1270,9 @@ def test_an_attribute_read_inside_a_class_the_block_builds_names_its_argument(tm
 
 def test_what_a_failed_assert_or_torch_asks_for_is_given(tmp_path: Path) -> None:
     """A bare ``assert``'s condition is the requirement: one sample at a time, a depth above one, a
-    count that is not the placeholder; an abstract loss argument gets a concrete loss, a GPU flag
-    on by default is turned off when forward finds no GPU, a grid size is a tuple of ints, lengths
+    count that is not the placeholder; an abstract loss argument gets a concrete loss, tensors
+    moved to a GPU stay on the CPU where there is none, and a device that defaults to a GPU is the
+    CPU, a grid size is a tuple of ints, lengths
     torch wants as numbers are numbers, streams to fuse are of one size."""
     source = """
         from typing import Callable, List, Tuple
@@ -1293,6 +1294,15 @@ def test_what_a_failed_assert_or_torch_asks_for_is_given(tmp_path: Path) -> None
                 if self.use_gpu:
                     x = x.cuda()
                 return self.proj(x)
+
+        class OnDevice(nn.Module):
+            def __init__(self, dim: int, device: str = "cuda") -> None:
+                super().__init__()
+                self.device = device
+                self.proj = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                return self.proj(x) + torch.zeros(x.shape[-1], device=self.device)
 
         class Scored(nn.Module):  # the target starts as a copy of the prediction
             def forward(self, pred, target):
@@ -1345,7 +1355,8 @@ def test_what_a_failed_assert_or_torch_asks_for_is_given(tmp_path: Path) -> None
                 return self.reduce_fn(torch.stack(streams)).sum(0)
     """
     one = _probed(tmp_path, source, "OneAtATime")
-    assert one["init_args"] == {"depth": "2", "num_classes": "4", "use_gpu": "False"}, one["init_args"]
+    assert one["init_args"] == {"depth": "2", "num_classes": "4"}, one["init_args"]
+    assert _probed(tmp_path, source, "OnDevice")["init_args"] == {"dim": "16", "device": "'cpu'"}
     assert one["input_shapes"] == [[1, 16, 8]] and one["output_shapes"][0] == 1, one["input_shapes"]
     assert _probed(tmp_path, source, "Scored")["input_shapes"] == [[2, 16], [2]]
     skip = _probed(tmp_path, source, "Skip")  # an index is 0, earlier outputs a list, the other path

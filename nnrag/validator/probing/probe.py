@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .. import record as R
-from . import weights
+from . import cpu, weights
 from .arguments import Sizes, constructor_attempts, is_depth
 from .asserts import asserted_arguments_of_call
 from .companions import companion_recipes, offer
@@ -253,6 +253,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     # stack trace (~6 ms of a trivial candidate's ~40)
     torch.default_generator.manual_seed(0)
     weights.install()
+    cpu.install()
     result["stage"] = "import"
     progress("import")
     spec = importlib.util.spec_from_file_location(R.CANDIDATE_MODULE, path)

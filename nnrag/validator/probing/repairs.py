@@ -741,12 +741,15 @@ def _flag_flipped(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _gpu_off(cls: type) -> dict[str, Any]:
-    """The constructor's flags that put the block on a GPU (``use_gpu``, ``cuda``), turned off."""
+    """The constructor's flags that put the block on a GPU (``use_gpu``, ``cuda``), turned off, and
+    its devices that default to one (``device="cuda"``), the CPU."""
     try:
         params = inspect.signature(cls).parameters.values()
     except (TypeError, ValueError):
         return {}
-    return {p.name: False for p in params if p.default is True and re.search(r"gpu|cuda", p.name, re.IGNORECASE)}
+    off: dict[str, Any] = {p.name: False for p in params if p.default is True and re.search(r"gpu|cuda", p.name, re.IGNORECASE)}
+    off.update({p.name: "cpu" for p in params if isinstance(p.default, (str, torch.device)) and "cuda" in str(p.default)})
+    return off
 
 
 _STATED_SIZE = re.compile(r"(?:torch\.Size\()?\[(\d+(?:, ?\d+)*)\]")

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from . import PASSED_SUFFIX
+from ..probing import cpu
 from .configs import CONFIG_UNIT
 from .defaults import DEFAULTS_UNIT, run_defaults
 from .described import DESCRIBED_UNIT, run_described
@@ -292,10 +293,6 @@ def _run_passed(module_name: str, qualname: str, recipe: dict[str, Any], recorde
     return None
 
 
-def _on_the_cpu(self: Any, *args: Any, **kwargs: Any) -> Any:
-    return self
-
-
 @functools.lru_cache(maxsize=4)  # a job runs many blocks of one README
 def _readme_blocks(path: str) -> list[str]:
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -474,8 +471,7 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
     ran out is kept."""
     sys.path[:0] = [p for p in paths if p not in sys.path]
     sys.meta_path.append(AbsentModules(paths))
-    # examples move models and data to a GPU (``model.cuda()``): here they stay on the CPU
-    torch.Tensor.cuda = nn.Module.cuda = _on_the_cpu  # type: ignore[method-assign,assignment]
+    cpu.install()  # examples move models and data to a GPU (``model.cuda()``): here they stay on the CPU
     recorder = Recorder(packages)
     recorder.wrap_loaded()
     signal.signal(signal.SIGALRM, _on_alarm)
