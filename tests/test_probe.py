@@ -1825,3 +1825,31 @@ def test_a_config_spread_into_a_part_gets_what_the_part_needs(tmp_path: Path) ->
     config = result["init_args"]["ddconfig"]  # type: ignore[index]
     assert "'ch': " in config and "'attn_resolutions': [" in config, config  # type: ignore[operator]
     assert set(result["init_args"]) == {"ddconfig", "embed_dim"}  # type: ignore[arg-type]
+
+
+def test_a_number_forward_calls_for_several_results_becomes_a_layer_giving_them(tmp_path: Path) -> None:
+    """An attention a layer is given and unpacks (``new_x, attn = self.attention(x, x, x)``) or
+    indexes (``self.attention(x, x, x)[0]``): the stand-in gives its input and nothing for the rest."""
+    source = """
+        from torch import nn
+        class EncoderLayer(nn.Module):
+            def __init__(self, attention, d_model):
+                super().__init__()
+                self.attention = attention
+                self.norm = nn.LayerNorm(d_model)
+            def forward(self, x, attn_mask=None):
+                new_x, attn = self.attention(x, x, x, attn_mask=attn_mask)
+                return self.norm(x + new_x), attn
+        class Indexed(nn.Module):
+            def __init__(self, self_attention, d_model):
+                super().__init__()
+                self.self_attention = self_attention
+                self.proj = nn.Linear(d_model, d_model)
+            def forward(self, x):
+                return self.proj(x + self.self_attention(x, x, x, attn_mask=None)[0])
+        """
+    unpacked = _probed(tmp_path, source, "EncoderLayer")
+    assert unpacked["init_args"]["attention"] == "Passthrough(results=2)", unpacked["init_args"]  # type: ignore[index]
+    indexed = _probed(tmp_path, source, "Indexed")
+    assert indexed["init_args"]["self_attention"] == "Passthrough(results=2)", indexed["init_args"]  # type: ignore[index]
+    assert indexed["output_shapes"] == indexed["input_shapes"][0]  # type: ignore[index]

@@ -53,8 +53,17 @@ class Passthrough(nn.Identity):
     """A stand-in layer: returns its first input whatever else it is given (a wrapped block called
     as ``block(x, mask)``), still an ``nn.Identity`` to code that checks."""
 
+    def __init__(self, results: int = 1) -> None:
+        super().__init__()
+        self.results = results
+
     def forward(self, input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - nn.Identity's name
-        return input
+        # a part whose caller takes several results (``out, attn = self.attention(q, k, v)``,
+        # ``self.attention(x, x, x)[0]``): its input first, nothing for the rest
+        return input if self.results == 1 else (input, *[None] * (self.results - 1))
+
+    def extra_repr(self) -> str:
+        return "" if self.results == 1 else f"results={self.results}"
 
 
 def name_words(name: str) -> list[str]:

@@ -18,6 +18,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -713,7 +714,8 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
         named = [k for k in called_in_line(frames, kwargs) or named_in_line(frames, kwargs) or held_under(cls, frames, kwargs)
                  if not callable(kwargs[k])]
         if named:
-            yield {k: Passthrough() for k in named}
+            results = _results_taken(frames[0]) if frames else 1
+            yield {k: Passthrough(results) for k in named}
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
     # a signal the guessed lengths made shorter than a kernel: the block built for longer ones
     yield from _lengths_too_short(Failure(cls, kwargs, error, Sizes()))
@@ -725,6 +727,18 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
         # a path of the block's own code that names what it never defines (``einsum`` not
         # imported where ``use_flash=False`` goes): the other path a flag selects
         yield flipped
+
+
+def _results_taken(frame: FrameType) -> int:
+    """How many results the failing statement takes from the call it makes: as many as the names
+    it unpacks them into (``out, attn = self.attention(...)``), two where it indexes the result
+    (``self.attention(...)[0]``), else one."""
+    stmt = failing_statement(frame)
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
+        return len(stmt.targets[0].elts)
+    if stmt is not None and any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Call) for n in ast.walk(stmt)):
+        return 2
+    return 1
 
 
 _NO_GPU = re.compile(r"NVIDIA driver|not compiled with CUDA|CUDA (?:is not|not) available|no CUDA GPUs", re.IGNORECASE)
