@@ -1607,6 +1607,8 @@ _REPAIR_CASES: dict[str, tuple[str, str, dict[str, Any], Any]] = {
     "choice the message lists": ("if act not in ('gelu', 'relu'):\n    raise ValueError(f\"Unsupported act {act}: expected 'gelu' or 'relu'\")",
                                  "act", {"act": 16}, lambda c: c == {"act": "gelu"}),
     "missing argument": ("self.build(**kw)", "heads, **kw", {"heads": 2}, lambda c: c == {"dim": 16}),
+    "instance a check asks for": ("if not isinstance(block, Bottleneck):\n    raise TypeError('a Bottleneck is needed')",
+                                  "block", {"block": 16}, lambda c: type(c.get("block")).__name__ == "Bottleneck"),
     "unset argument the message names": ("if depth is None:\n    raise ValueError('`depth` must be passed in')",
                                          "depth=None", {}, lambda c: c == {"depth": 1}),
     "relation the message states": ("if in_channels != 2 * out_channels:\n    raise ValueError('in_channels == 2 * out_channels')",
@@ -1853,3 +1855,35 @@ def test_a_number_forward_calls_for_several_results_becomes_a_layer_giving_them(
     indexed = _probed(tmp_path, source, "Indexed")
     assert indexed["init_args"]["self_attention"] == "Passthrough(results=2)", indexed["init_args"]  # type: ignore[index]
     assert indexed["output_shapes"] == indexed["input_shapes"][0]  # type: ignore[index]
+
+
+def test_an_argument_an_isinstance_check_asks_for_is_an_instance_of_that_class(tmp_path: Path) -> None:
+    """``if not isinstance(likelihood, GaussianBase): raise``: the argument becomes an instance of
+    a concrete subclass built from guesses, and a class that is no layer is built the same way."""
+    result = _probed(tmp_path, """
+        import torch
+        from torch import nn
+        class GaussianBase(nn.Module):
+            pass
+        class Gaussian(GaussianBase):
+            def __init__(self, noise: float = 0.1):
+                super().__init__()
+                self.noise = nn.Parameter(torch.tensor(noise))
+            def forward(self, x):
+                return x + self.noise
+        class Space:
+            def __init__(self, n):
+                self.n = n
+        class Objective(nn.Module):
+            def __init__(self, likelihood, space):
+                super().__init__()
+                if not isinstance(likelihood, GaussianBase):
+                    raise RuntimeError("Likelihood must be Gaussian for exact inference")
+                assert isinstance(space, Space), "space must be a Space"
+                self.likelihood, self.proj = likelihood, nn.Linear(space.n, space.n)
+            def forward(self, x):
+                return self.likelihood(self.proj(x)).mean()
+        """, "Objective")
+    args = result["init_args"]
+    assert args["likelihood"].startswith("Gaussian("), args  # type: ignore[index,union-attr]
+    assert "Space object" in args["space"], args  # type: ignore[index,operator]

@@ -221,6 +221,23 @@ def module_instance(cls: type, s: Sizes) -> Any:
     return _module_value(cls, s, 1)
 
 
+def instance_of(cls: type, s: Sizes, owner: type | None = None) -> Any:
+    """An instance of ``cls`` built from guesses (of a concrete subclass where ``cls`` is a layer
+    without a forward of its own), or None."""
+    if issubclass(cls, nn.Module):
+        return _module_value(cls, s, 1, owner)
+    if inspect.isabstract(cls) or cls.__module__ == "builtins":
+        return None
+    found = _parameters(cls)
+    if found is None:
+        return None
+    _, usable, hints = found
+    try:
+        return cls(**_guess_required(cls, usable, hints, s, 2))
+    except Exception:
+        return None
+
+
 def _module_value(cls: type, s: Sizes, depth: int, owner: type | None = None) -> Any:
     if cls.forward is nn.Module.forward:  # an abstract base (``loss: _Loss``): a concrete subclass
         made = next((made for sub in _concrete(cls, owner) if (made := _module_value(sub, s, depth)) is not None), None)

@@ -24,9 +24,10 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 from torch import nn
 
-from .arguments import CHANNEL_NAMES, AutoConfig, Passthrough, Sizes, name_words, guess_value, init_hints, is_depth, passed_through
+from .arguments import (CHANNEL_NAMES, AutoConfig, Passthrough, Sizes, name_words, guess_value, init_hints, instance_of,
+                        is_depth, passed_through)
 from .source import failing_statement, source_tree as _tree, static_value
-from .asserts import asserted_arguments
+from .asserts import asserted_arguments, failed_condition
 from .frames import IDENTIFIER, called_in_line, candidate_frames, held_under, innermost_line, named_in_line, passed_as
 from ...indexing.attributes import read_off
 from .companions import having
@@ -99,6 +100,35 @@ class RepairRule:
 def _asserted(f: Failure) -> Iterator[dict[str, Any]]:
     if asserted := asserted_arguments(f.cls, f.kwargs, f.error):  # ``assert depth > 1``
         yield asserted
+
+
+def _required_instance(f: Failure) -> Iterator[dict[str, Any]]:
+    """An argument a failed ``isinstance`` check asks to be of a class ("if not isinstance(model,
+    GP): raise RuntimeError(...)", ``assert isinstance(likelihood, _GaussianLikelihoodBase)``): an
+    instance of it built from guesses, of a concrete subclass where it is a layer with no forward."""
+    found = failed_condition(f.error)
+    if found is None:
+        return
+    test, frame = found
+    scope = {**frame.f_globals, **frame.f_locals}
+    for node in ast.walk(test):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+                and len(node.args) == 2):
+            continue
+        checked = node.args[0]
+        if isinstance(checked, ast.Attribute) and isinstance(checked.value, ast.Name) and checked.value.id == "self":
+            checked = ast.Name(checked.attr)  # ``self.model`` holds the argument ``model``
+        if not (isinstance(checked, ast.Name) and checked.id in f.kwargs):
+            continue
+        try:
+            wanted = static_value(node.args[1], scope)
+        except Exception:
+            continue
+        for cls in wanted if isinstance(wanted, (list, tuple)) else [wanted]:
+            if isinstance(cls, type) and not isinstance(f.kwargs[checked.id], cls) \
+                    and (made := instance_of(cls, f.sizes, f.cls)) is not None:
+                yield {checked.id: made}
+                break
 
 
 def _table_key(f: Failure) -> Iterator[dict[str, Any]]:
@@ -291,6 +321,7 @@ REPAIR_RULES: tuple[RepairRule, ...] = (
     RepairRule("key of the class's table", _table_key),
     RepairRule("choice the message lists", _listed_choice),
     RepairRule("missing argument", _missing_argument),
+    RepairRule("instance a check asks for", _required_instance),
     RepairRule("unset argument the message names",
                _only((AssertionError, ValueError, RuntimeError), lambda f: _named_unset(f.cls, f.kwargs, f.text, f.sizes))),
     RepairRule("relation the message states", _only((AssertionError, ValueError), lambda f: _relations(f.cls, f.kwargs, f.text))),
