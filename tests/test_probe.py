@@ -1684,6 +1684,9 @@ _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
     # the message quotes the choices and the value given, not the parameter
     ("choice the message lists", "assert act in ACTS, f'{act} is not in {ACTS}'", "act", {"act": "relu"},
      lambda c: c == {"act": "ReLU"}),
+    # torch's container says it of the argument the line hands it
+    ("list of layers", "self.flows = nn.ModuleList(flows)", "flows", {"flows": 16},
+     lambda c: [type(x).__name__ for x in c.get("flows", [])] == ["Passthrough"]),
     ("layer instance", "self.layers = nn.ModuleList(attn_layers)",
      "attn_layers", {"attn_layers": [16, 16]}, lambda c: [type(x).__name__ for x in c.get("attn_layers", [])] == ["Passthrough"] * 2),
 ]
@@ -1851,9 +1854,10 @@ def test_a_number_forward_calls_for_several_results_becomes_a_layer_giving_them(
                 return self.proj(x + self.self_attention(x, x, x, attn_mask=None)[0])
         """
     unpacked = _probed(tmp_path, source, "EncoderLayer")
-    assert unpacked["init_args"]["attention"] == "Passthrough(results=2)", unpacked["init_args"]  # type: ignore[index]
+    assert unpacked["init_args"]["attention"] == "Passthrough()", unpacked["init_args"]  # type: ignore[index]
+    assert unpacked["output_shapes"] == [unpacked["input_shapes"][0], []]  # type: ignore[index]
     indexed = _probed(tmp_path, source, "Indexed")
-    assert indexed["init_args"]["self_attention"] == "Passthrough(results=2)", indexed["init_args"]  # type: ignore[index]
+    assert indexed["init_args"]["self_attention"] == "Passthrough()", indexed["init_args"]  # type: ignore[index]
     assert indexed["output_shapes"] == indexed["input_shapes"][0]  # type: ignore[index]
 
 
@@ -1887,3 +1891,25 @@ def test_an_argument_an_isinstance_check_asks_for_is_an_instance_of_that_class(t
     args = result["init_args"]
     assert args["likelihood"].startswith("Gaussian("), args  # type: ignore[index,union-attr]
     assert "Space object" in args["space"], args  # type: ignore[index,operator]
+
+
+def test_stand_ins_in_a_list_give_as_many_results_as_their_caller_unpacks(tmp_path: Path) -> None:
+    """A flow made of the flows it is given (``nn.ModuleList(flows)``, then ``z, log_det =
+    flow(z)`` for each): a list of stand-ins, each giving its input and a zero log-determinant."""
+    result = _probed(tmp_path, """
+        import torch
+        from torch import nn
+        class NormalizingFlow(nn.Module):
+            def __init__(self, flows, dim: int):
+                super().__init__()
+                self.flows = nn.ModuleList(flows)
+                self.scale = nn.Parameter(torch.ones(dim))
+            def forward(self, z):
+                log_q = torch.zeros(z.shape[0])
+                for flow in self.flows:
+                    z, log_det = flow(z)
+                    log_q = log_q - log_det
+                return z * self.scale, log_q
+        """, "NormalizingFlow")
+    assert result["init_args"]["flows"] == "[Passthrough()]", result["init_args"]  # type: ignore[index]
+    assert result["output_shapes"] == [result["input_shapes"][0], [result["input_shapes"][0][0]]]  # type: ignore[index]

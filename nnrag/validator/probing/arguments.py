@@ -6,6 +6,7 @@ Everything here runs inside the sandbox, with torch already imported by the warm
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import enum
 import inspect
@@ -13,10 +14,13 @@ import re
 import sys
 import typing
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
+
+from .source import failing_statement
 
 _WORDS = re.compile(r"[a-z]+|\d+")
 
@@ -51,19 +55,37 @@ CHANNEL_NAMES = {  # arguments that set a width
 
 class Passthrough(nn.Identity):
     """A stand-in layer: returns its first input whatever else it is given (a wrapped block called
-    as ``block(x, mask)``), still an ``nn.Identity`` to code that checks."""
-
-    def __init__(self, results: int = 1) -> None:
-        super().__init__()
-        self.results = results
+    as ``block(x, mask)``), still an ``nn.Identity`` to code that checks. A caller that takes
+    several results from it (``out, attn = self.attention(q, k, v)``, ``z, log_det = flow(z)``,
+    ``self.attention(x, x, x)[0]``) gets its input first, then zeros, which add to what they are
+    added to."""
 
     def forward(self, input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - nn.Identity's name
-        # a part whose caller takes several results (``out, attn = self.attention(q, k, v)``,
-        # ``self.attention(x, x, x)[0]``): its input first, nothing for the rest
-        return input if self.results == 1 else (input, *[None] * (self.results - 1))
+        results = results_taken(_caller())
+        if results == 1:
+            return input
+        rest = input.new_zeros(()) if isinstance(input, torch.Tensor) else None
+        return (input, *[rest] * (results - 1))
 
-    def extra_repr(self) -> str:
-        return "" if self.results == 1 else f"results={self.results}"
+
+def _caller() -> FrameType | None:
+    """The frame of the code that called a layer, above torch's own call machinery."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == nn.Module.__call__.__code__.co_filename:
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame
+
+
+def results_taken(frame: FrameType | None) -> int:
+    """How many results the statement a frame stopped at takes from the call it makes: as many
+    as the names it unpacks them into, two where it indexes the result, else one."""
+    stmt = failing_statement(frame) if frame is not None else None
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
+        return len(stmt.targets[0].elts)
+    if isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AugAssign)) and isinstance(stmt.value, ast.Subscript) \
+            and isinstance(stmt.value.value, ast.Call):
+        return 2
+    return 1
 
 
 def name_words(name: str) -> list[str]:

@@ -18,7 +18,6 @@ import math
 import re
 import sys
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -344,7 +343,7 @@ REPAIR_RULES: tuple[RepairRule, ...] = (
     RepairRule("callable", lambda f: _made_callable(f.cls, f.kwargs, f.error)),
     RepairRule("section of a stand-in config", lambda f: _config_sections(f)),
     RepairRule("attribute read off a guess", lambda f: _by_attribute(f.cls, f.kwargs, f.error, f.sizes)),
-    RepairRule("list of layers", lambda f: _layer_lists(f.kwargs, f.error)),
+    RepairRule("list of layers", lambda f: _layer_lists(f.cls, f.kwargs, f.error)),
     RepairRule("mapping", lambda f: _mappings(f.cls, f.kwargs, f.error)),
     RepairRule("value the code compares with", _compared_choices),
 )
@@ -698,13 +697,19 @@ def _lengths(kwargs: dict[str, Any], text: str) -> Iterator[dict[str, Any]]:
                     yield {k: type(v)(list(v[:d]) + [v[-1]] * (d - len(v)))}
 
 
-def _layer_lists(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
-    """``Argument transforms should be a sequence of callables``: a list of one stand-in layer."""
+def _layer_lists(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """``Argument transforms should be a sequence of callables``: a list of one stand-in layer;
+    also where torch's container says so of the argument the failing line hands it
+    (``nn.ModuleList(flows)``: "ModuleList.extend should be called with an iterable, but got int")."""
     text = str(error)
     if re.search(r"(?:sequence|list|iterable) of (?:callables|modules|layers|transforms|nn\.Module)", text, re.IGNORECASE):
         for k in kwargs:
             if k in text and not isinstance(kwargs[k], (list, tuple)):
                 yield {k: [Passthrough()]}
+    elif re.search(r"Module(?:List|Dict)\.\w+ should be called with an iterable", text):
+        named = [k for k in named_in_line(candidate_frames(cls, error), kwargs) if not isinstance(kwargs[k], (list, tuple, dict))]
+        if named:
+            yield {k: [Passthrough()] for k in named}
 
 
 def _mappings(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
@@ -745,8 +750,7 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
         named = [k for k in called_in_line(frames, kwargs) or named_in_line(frames, kwargs) or held_under(cls, frames, kwargs)
                  if not callable(kwargs[k])]
         if named:
-            results = _results_taken(frames[0]) if frames else 1
-            yield {k: Passthrough(results) for k in named}
+            yield {k: Passthrough() for k in named}
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
     # a signal the guessed lengths made shorter than a kernel: the block built for longer ones
     yield from _lengths_too_short(Failure(cls, kwargs, error, Sizes()))
@@ -758,18 +762,6 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
         # a path of the block's own code that names what it never defines (``einsum`` not
         # imported where ``use_flash=False`` goes): the other path a flag selects
         yield flipped
-
-
-def _results_taken(frame: FrameType) -> int:
-    """How many results the failing statement takes from the call it makes: as many as the names
-    it unpacks them into (``out, attn = self.attention(...)``), two where it indexes the result
-    (``self.attention(...)[0]``), else one."""
-    stmt = failing_statement(frame)
-    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
-        return len(stmt.targets[0].elts)
-    if stmt is not None and any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Call) for n in ast.walk(stmt)):
-        return 2
-    return 1
 
 
 _NO_GPU = re.compile(r"NVIDIA driver|not compiled with CUDA|CUDA (?:is not|not) available|no CUDA GPUs", re.IGNORECASE)
