@@ -250,7 +250,7 @@ def instance_of(cls: type, s: Sizes, owner: type | None = None) -> Any:
         return _module_value(cls, s, 1, owner)
     if inspect.isabstract(cls) or cls.__module__ == "builtins":
         return None
-    return _built(cls, s, 1)
+    return _guessed(cls, s, 1)
 
 
 def _module_value(cls: type, s: Sizes, depth: int, owner: type | None = None) -> Any:
@@ -258,10 +258,10 @@ def _module_value(cls: type, s: Sizes, depth: int, owner: type | None = None) ->
         made = next((made for sub in _concrete(cls, owner) if (made := _module_value(sub, s, depth)) is not None), None)
         if made is not None:
             return made
-    return _built(cls, s, depth)
+    return _guessed(cls, s, depth)
 
 
-def _built(cls: type, s: Sizes, depth: int) -> Any:
+def _guessed(cls: type, s: Sizes, depth: int) -> Any:
     """``cls`` called with guesses for its required parameters, or None where that fails."""
     found = _parameters(cls)
     if found is None:
