@@ -376,3 +376,24 @@ def test_a_widening_that_breaks_the_harvest_is_undone(tmp_path: Path, monkeypatc
     assert report.harvest["widening_undone"] == ["widen_repo"], report.harvest  # type: ignore[index]
     assert report.passed == 1 and report.harvest["rescued"] == 1, report.harvest  # type: ignore[index]
     assert _record(home, "Gate")["arguments"] == "recorded"
+
+
+def test_an_import_name_of_an_unrelated_project_is_installed_as_the_source_declares_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block imports ``tinyact``; on the index that name has no installable release, and the
+    module comes from ``tinyact-ppl``, which the repository declares as an extra (as gpytorch's
+    ``pyro`` extra requires ``pyro-ppl``): pip failing on the name it is spelt as, the declared
+    distribution is installed instead."""
+    wheels = tmp_path / "wheels"
+    write_wheel(wheels, "tinyact_ppl", {"tinyact/__init__.py": MODULE})
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels}")
+    repo = tmp_path / "needs_repo"
+    shutil.copytree(FIXTURES / "needs_repo", repo)
+    (repo / "pyproject.toml").write_text('[project]\nname = "npkg"\nversion = "1.0"\ndependencies = []\n\n'
+                                         '[project.optional-dependencies]\ntinyact = ["tinyact-ppl>=1.0"]\n')
+    report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
+                         requirements="install")
+    assert report.passed == 2, report.failures
+    assert report.requirements["declared_instead"] == {"tinyact": "tinyact-ppl"}, report.requirements
+    entries = {e["name"]: e for e in nnrag.library_entries(home=tmp_path / "home")}
+    assert entries["ScaledTanh"]["status"] == "validated", entries["ScaledTanh"]["message"]

@@ -317,6 +317,8 @@ def _print_build(report: Any, title: str) -> None:
     elif report.requirements.get("blocks"):
         r = report.requirements
         timing.append(f"{r['rescued']} of {r['blocks']} blocks pass in {r['environments']} requirement environment(s)")
+        for spelt, declared in (r.get("declared_instead") or {}).items():
+            timing.append(f"pip cannot install {spelt}; installed {declared} instead, as the source declares it")
     for lending in report.requirements.get("lent") or []:
         if lending.get("version"):
             timing.append(f"{lending['distribution']} lent from its sdist {lending['version']} (pip: {lending['reason']}; "

@@ -16,13 +16,17 @@ import re
 from dataclasses import replace
 from typing import Mapping, Sequence
 
+from packaging.utils import canonicalize_name
+
 from ..db import Database
 from ..errors import ValidatorUnavailable
 from ..progress import ProgressFn
 from ..extraction.requirements import installed
+from ..sourcing.declared import import_names
 from ..validator.envs import distribution_for, environment, made, missing_module
 from ..validator.gate import Gate
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord
+from ..validator.usage.runs import roots
 from ..workspace import Workspace
 from . import records
 from .pins import pinned_requirement
@@ -140,6 +144,39 @@ def corpus_packages(db: Database) -> frozenset[str]:
         "SELECT DISTINCT substr(module, 1, instr(module || '.', '.') - 1) AS top FROM files WHERE module IS NOT NULL"))
 
 
+class _Declared:
+    """Per source, the import names its declared distributions may be named for, read once."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._names: dict[str, dict[str, str]] = {}
+
+    def alternative(self, source: str, module: str, instead_of: str) -> str | None:
+        if source not in self._names:
+            self._names[source] = {k: v for root in reversed(roots(self.db, source)) for k, v in import_names(root).items()}
+        found = self._names[source].get(module)
+        return found if found is not None and canonicalize_name(found) != canonicalize_name(instead_of) else None
+
+
+def _declared_instead(items: list[tuple[records.Candidate, ValidationRecord]], requirements: tuple[str, ...],
+                      declared: _Declared, later: dict[tuple[str, ...], list[tuple[records.Candidate, ValidationRecord]]],
+                      instead_of: dict[str, str]) -> list[tuple[records.Candidate, ValidationRecord]]:
+    """Of blocks whose requirement set pip could not install, those whose source declares another
+    distribution for the import they stopped at go to ``later`` with that one instead (noted in
+    ``instead_of``: the name pip failed on -> the declared one); the rest are returned."""
+    kept = []
+    for candidate, record in items:
+        top = _stopped_at(record) or _fallback_met(candidate.code, record)
+        spelt = distribution_for(top) if top else None
+        instead = declared.alternative(candidate.ref.source, top, spelt) if top and spelt in requirements else None
+        if instead is None:
+            kept.append((candidate, record))
+            continue
+        later.setdefault(tuple(sorted({*requirements, instead} - {spelt})), []).append((candidate, record))
+        instead_of[spelt] = instead  # type: ignore[index]
+    return kept
+
+
 def validate_in_environments(db: Database, workspace: Workspace, waiting: list[tuple[records.Candidate, ValidationRecord]],
                              corpus: frozenset[str], workers: int, limits: Limits, report: BuildReport,
                              progress: ProgressFn | None, retry: list[Retry] | None = None,
@@ -154,6 +191,8 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
             queue.setdefault((dist,), []).append((candidate, first))
     entered, rescued, done = 0, 0, 0
     failed: dict[str, str] = {}
+    declared = _Declared(db)
+    instead_of: dict[str, str] = {}
 
     def settle(verdict: records.Verdict) -> None:
         records.save(db.conn, workspace, verdict)
@@ -174,6 +213,8 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
             env = environment(workspace, requirements)
             if env.python is None:
                 failed[" ".join(requirements)] = env.error or "unknown"
+                if round_ + 1 < _ROUNDS:  # the name the source means, where its declaration says another
+                    items = _declared_instead(items, requirements, declared, later, instead_of)
                 keep_first(items, f"pip cannot install {', '.join(requirements)}: {env.error}",
                            not_installable=list(requirements))
                 continue
@@ -201,4 +242,5 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
                 failed[" ".join(requirements)] = str(e)
                 keep_first([item for item in items if item[0].ref.block_id not in judged], str(e))
         queue = later
-    return {"environments": entered, "blocks": len(waiting), "rescued": rescued, "not_installable": failed}
+    return {"environments": entered, "blocks": len(waiting), "rescued": rescued, "not_installable": failed,
+            **({"declared_instead": instead_of} if instead_of else {})}

@@ -13,11 +13,13 @@ from __future__ import annotations
 import ast
 import configparser
 import importlib.metadata as md
+import re
 import tomllib
 from pathlib import Path
 from typing import Iterable
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 _MAX_BYTES = 1_000_000  # a requirements file larger than this is not one
 
@@ -33,6 +35,42 @@ def declared_requirements(root: Path) -> list[str]:
         lines += _requirement_lines(root, path, seen)
     lines += _pyproject(root / "pyproject.toml") + _setup_cfg(root / "setup.cfg") + _setup_py(root / "setup.py")
     return sorted({name for line in lines if (name := _name(line)) is not None})
+
+
+def import_names(root: Path) -> dict[str, str]:
+    """Import names the distributions ``root`` declares may be named for, extras' too: where pip
+    cannot install the distribution an import is spelt as, because that name of the package
+    index belongs to an unrelated project (``pyro`` is not ``pyro-ppl``), the source's own
+    declaration says which one it means. A distribution may be named for the import spelt like
+    it (``linear-operator`` for ``linear_operator``), for the first word of its name (``pyro-ppl``
+    for ``pyro``), and an extra requiring one distribution for the extra's name (gpytorch's
+    ``pyro`` extra requires ``pyro-ppl``). Loose on purpose: it is read only after pip failed."""
+    lines: list[str] = []
+    for meta in sorted(root.glob("*.dist-info/METADATA")):
+        lines += md.PathDistribution(meta.parent).requires or []
+    lines += _pyproject(root / "pyproject.toml", extras=True)
+    spelt: dict[str, str] = {}
+    first_word: dict[str, str] = {}
+    by_extra: dict[str, set[str]] = {}
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.url is not None:
+            continue
+        name = canonicalize_name(req.name)
+        spelt.setdefault(name.replace("-", "_"), req.name)
+        if "-" in name:
+            first_word.setdefault(name.split("-", 1)[0], req.name)
+        extra = _EXTRA.search(str(req.marker or ""))
+        if extra:
+            by_extra.setdefault(canonicalize_name(extra.group(1)).replace("-", "_"), set()).add(req.name)
+    extras = {e: next(iter(names)) for e, names in by_extra.items() if len(names) == 1}
+    return {**first_word, **extras, **spelt}
+
+
+_EXTRA = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
 
 
 def _name(line: str) -> str | None:
@@ -79,13 +117,20 @@ def _for_running(path: Path) -> bool:
     return not _NOT_FOR_RUNNING & set(path.stem.lower().replace("-", "_").split("_"))
 
 
-def _pyproject(path: Path) -> list[str]:
+def _pyproject(path: Path, extras: bool = False) -> list[str]:
+    """``[project] dependencies``, and with ``extras`` those of its optional dependencies, each
+    marked with its extra as a wheel's metadata marks it."""
     try:
         data = tomllib.loads(_text(path.parent, path) or "")
     except tomllib.TOMLDecodeError:
         return []
-    found = data.get("project", {}).get("dependencies", [])
-    return [d for d in found if isinstance(d, str)] if isinstance(found, list) else []
+    project = data.get("project", {})
+    found = project.get("dependencies", [])
+    out = [d for d in found if isinstance(d, str)] if isinstance(found, list) else []
+    optional = project.get("optional-dependencies", {}) if extras else {}
+    for extra, deps in optional.items() if isinstance(optional, dict) else ():
+        out += [f'{d}; extra == "{extra}"' for d in deps if isinstance(d, str) and ";" not in d] if isinstance(deps, list) else []
+    return out
 
 
 def _setup_cfg(path: Path) -> list[str]:
