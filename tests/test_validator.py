@@ -822,3 +822,21 @@ def test_language_model_parts_get_what_their_model_would_hand_them() -> None:
     assert records["RotaryAttention"].output_shapes == [2, 16, 16]
     assert records["PatchRotaryAttention"].input_shapes == [[2, 16, 16], [[16, 8], [16, 8]]]
     assert records["ChoiceHead"].input_shapes == [[2, 2, 16]]
+
+
+def test_an_extension_compiled_as_its_module_is_imported_stands_in_until_called(tmp_path: Path) -> None:
+    """``fused = load("fused", sources=[...])`` (torch's C++ extension builder) runs as the module
+    is imported, and no compiler runs in the gate: the copied statement is deferred, so blocks that
+    compute on the CPU without it pass, and the one that calls it fails there as a native extension."""
+    repo = tmp_path / "jit_ops_repo"
+    shutil.copytree(FIXTURES / "jit_ops_repo", repo)
+    home = tmp_path / "home"
+    nnrag.build([str(repo)], home=home, limits=LIMITS, search=False, harvest=False)
+    entries = {e["name"]: e for e in nnrag.library_entries(home=home)}
+    assert entries["StyledConv"]["status"] == entries["FusedLeakyReLU"]["status"] == "validated", \
+        (entries["StyledConv"]["message"], entries["FusedLeakyReLU"]["message"])
+    only = entries["FusedOnly"]
+    assert (only["status"], only["code"]) == ("failed", "native-extension"), only["message"]
+    assert "could not be built here" in str(only["message"])
+    code = nnrag.extract("StyledConv", home=home).code
+    assert "fused = _Unavailable.load(lambda: (load(" in code

@@ -42,7 +42,7 @@ from .requirements import distributed, installed
 from .parsed import ParsedModules
 from .scope import UnitNames
 from .units import ModuleUnits, first_use
-from .unavailable import deferrable, loads_by_name
+from .unavailable import builds_extension, deferrable, loads_by_name
 
 MODULE_DUNDERS = frozenset(
     {"__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__", "__builtins__", "__path__",
@@ -296,10 +296,12 @@ class Extractor(RegistryNames):
 
     def defer_computed_loads(self, units: dict[UnitKey, UnitPlan]) -> None:
         """Mark as ``deferred`` the module-level assignments that load a module by a name computed at
-        run time, themselves or by calling a copied function that does (``load_ext``). A class is no
-        such function: calling it runs ``__init__``, not the method that loads."""
+        run time or compile an extension, themselves or by calling a copied function that does
+        (``load_ext``). A class is no such function: calling it runs ``__init__``, not the method
+        that loads."""
         node_of = {k: self.units_of(k[0]).stmts[k[1]].node for k in units}
-        self._loads.update((k, not isinstance(n, ast.ClassDef) and loads_by_name(n)) for k, n in node_of.items() if k not in self._loads)
+        self._loads.update((k, not isinstance(n, ast.ClassDef) and (loads_by_name(n) or builds_extension(n, units[k].refs)))
+                           for k, n in node_of.items() if k not in self._loads)
         loaders = {k for k in node_of if self._loads[k]}
         for k, p in units.items():
             if (k in loaders or p.early & loaders) and deferrable(node_of[k]):

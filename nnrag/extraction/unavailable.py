@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from functools import lru_cache
+from typing import Mapping
 
 _HELPER = '''\
 class _Unavailable:
@@ -30,11 +31,16 @@ class _Unavailable:
 
     @classmethod
     def load(cls, load):
-        """The value of a module-level statement, or a stand-in where its import failed."""
+        """The value of a module-level statement, or a stand-in where its import or the build of
+        its compiled extension failed."""
         try:
             return load()
         except ImportError as error:
             return cls(error)
+        except Exception as error:  # the build of a compiled extension (no compiler, no CUDA toolkit)
+            unbuilt = ImportError(f"a compiled extension could not be built here: {type(error).__name__}: {error}")
+            unbuilt.__cause__ = error
+            return cls(unbuilt)
 
     @classmethod
     def import_module(cls, name, package=None):
@@ -63,6 +69,26 @@ def loads_by_name(node: ast.AST) -> bool:
             if (isinstance(func, ast.Name) and func.id in ("import_module", "__import__")) or \
                     (isinstance(func, ast.Attribute) and func.attr == "import_module"):
                 return True
+    return False
+
+
+_COMPILERS = ("load", "load_inline")  # of torch.utils.cpp_extension: they build a module from its C++/CUDA source
+
+
+def builds_extension(node: ast.AST, refs: Mapping[str, object]) -> bool:
+    """Whether ``node`` compiles an extension as it runs (``fused = load("fused", sources=[...])``
+    of ``torch.utils.cpp_extension``): where no compiler or CUDA toolkit is, that fails as the
+    module is imported, before any code that never calls the extension runs."""
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        if isinstance(func, ast.Name):
+            t = refs.get(func.id)
+            if getattr(t, "module", "").startswith("torch.utils.cpp_extension") and getattr(t, "name", None) in _COMPILERS:
+                return True
+        elif isinstance(func, ast.Attribute) and func.attr in _COMPILERS and ast.unparse(func.value).endswith("cpp_extension"):
+            return True
     return False
 
 

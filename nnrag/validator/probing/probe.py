@@ -79,7 +79,8 @@ def classify(stage: str, e: BaseException) -> str:
         return R.MISSING_DEPENDENCY
     if isinstance(e, ImportError):
         text = str(e)
-        return R.NATIVE_EXTENSION if (".so" in text or "undefined symbol" in text or "DLL" in text) else R.MISSING_DEPENDENCY
+        native = ".so" in text or "undefined symbol" in text or "DLL" in text or "could not be built here" in text
+        return R.NATIVE_EXTENSION if native else R.MISSING_DEPENDENCY
     if isinstance(e, NameError) and not isinstance(e, UnboundLocalError):
         return R.UNRESOLVED_NAME
     if isinstance(e, KeyError) and e.args and isinstance(e.args[0], str):
