@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import inspect
 import sys
@@ -1501,6 +1502,21 @@ class _Expanding(torch.nn.Module):
     expansion = 4
 
 
+class SpaceLike(abc.ABC):
+    """An interface a constructor's annotation names; BoxSpace implements it."""
+
+    @abc.abstractmethod
+    def sample(self) -> int: ...
+
+
+class BoxSpace(SpaceLike):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def sample(self) -> int:
+        return self.n
+
+
 class _Choice(__import__("enum").Enum):
     FIRST = "first"
     SECOND = "second"
@@ -1517,6 +1533,7 @@ _ARGUMENT_CASES: dict[str, tuple[str, Any, Any, Any]] = {
     "class named by annotation": ("block", "Type[torch.nn.ReLU]", None, lambda v: v is torch.nn.ReLU),
     "config dataclass": ("settings", _SmallConfig, None, lambda v: isinstance(v, _SmallConfig)),
     "layer by annotation": ("encoder_layer", torch.nn.Linear, None, lambda v: isinstance(v, torch.nn.Linear)),
+    "object by annotation": ("in_type", SpaceLike, None, lambda v: isinstance(v, BoxSpace) and v.n == 16),
     "enum member": ("mode", _Choice, None, lambda v: v is _Choice.FIRST),
     "literal": ("mode", "Literal['bilinear', 'nearest']", None, lambda v: v == "bilinear"),
     "activation named by string": ("activation", str, None, lambda v: v == "relu"),

@@ -248,9 +248,23 @@ def instance_of(cls: type, s: Sizes, owner: type | None = None) -> Any:
     without a forward of its own), or None."""
     if issubclass(cls, nn.Module):
         return _module_value(cls, s, 1, owner)
-    if inspect.isabstract(cls) or cls.__module__ == "builtins":
+    top = cls.__module__.split(".")[0]
+    if top in sys.stdlib_module_names or top in ("builtins", "torch", "numpy"):  # values, not a code's own objects
         return None
+    if inspect.isabstract(cls):  # an interface (``space: Space``): a subclass that implements it
+        return next((made for sub in _implementations(cls) if (made := _guessed(sub, s, 1)) is not None), None)
     return _guessed(cls, s, 1)
+
+
+def _implementations(cls: type) -> list[type]:
+    """Public subclasses of ``cls`` that are not abstract, nearest first, at most eight."""
+    found, todo = [], list(cls.__subclasses__())
+    while todo and len(found) < 8:
+        sub = todo.pop(0)
+        todo += sub.__subclasses__()
+        if not inspect.isabstract(sub) and not sub.__name__.startswith("_"):
+            found.append(sub)
+    return found
 
 
 def _module_value(cls: type, s: Sizes, depth: int, owner: type | None = None) -> Any:
@@ -415,6 +429,17 @@ def _annotated_layer(a: Asked) -> Any:
     return made if made is not None else NOT_MINE
 
 
+def _annotated_object(a: Asked) -> Any:
+    """``in_type: FieldType``, ``observation_space: Space``: an object of the class the annotation
+    names (an implementation of it, where it is an interface) built from guesses too."""
+    t = a.annotation
+    if not (a.depth < 2 and isinstance(t, type) and not issubclass(t, (nn.Module, enum.Enum, torch.Tensor))
+            and not dataclasses.is_dataclass(t)):
+        return NOT_MINE
+    made = instance_of(t, a.sizes, a.owner)
+    return made if made is not None else NOT_MINE
+
+
 def _enum(a: Asked) -> Any:
     member = _enum_member(a.annotation)  # ``mask_type: MaskLevelType``: its first member
     return member if member is not None else NOT_MINE
@@ -506,6 +531,7 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
     ArgumentRule("class named by annotation", _named_class),
     ArgumentRule("config dataclass", _config_dataclass),
     ArgumentRule("layer by annotation", _annotated_layer),
+    ArgumentRule("object by annotation", _annotated_object),
     ArgumentRule("enum member", _enum),
     ArgumentRule("literal", _literal),
     ArgumentRule("activation named by string",
