@@ -360,7 +360,11 @@ def _build_again(workspace: Workspace, report: BuildReport, **build: Any) -> Bui
         index_sources(workspace, lenders, workers=build.get("workers"), progress=build.get("progress"))
     chosen = {p.package: p.requirement for p in pinned if p.version}
     if lenders or chosen:
+        # the second build reuses what the first judged: what only the first saw stays in the report
+        instead = report.requirements.get("declared_instead")
         report = build_library(workspace, **build, releases=False, pins=chosen)
+        if instead:
+            report.requirements["declared_instead"] = {**instead, **report.requirements.get("declared_instead", {})}
     if outcome:
         report.requirements["lent"] = [o.to_dict() for o in outcome]
     if pinned:
