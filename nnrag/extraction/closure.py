@@ -219,7 +219,7 @@ class Extractor(RegistryNames):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname == local or (a.asname is None and a.name.split(".")[0] == local):
-                    dotted = self.resolver.aliases.canonical(a.name if a.asname else local, self.infos[mu.module])
+                    dotted = self.infos[mu.module].canonical(a.name if a.asname else local)
                     if dotted in self.infos:
                         return ModTarget(dotted)
                     owner = self._inside(dotted)
@@ -249,7 +249,7 @@ class Extractor(RegistryNames):
     def _absolute(self, mu: ModuleUnits, node: ast.ImportFrom) -> str:
         """The module a ``from ... import`` of ``mu`` reads, as the index names it."""
         module = absolute_module(mu.module, mu.is_package, node.level, node.module)
-        return module if node.level else self.resolver.aliases.canonical(module, self.infos[mu.module])
+        return module if node.level else self.infos[mu.module].canonical(module)
 
     def from_ref(self, ref: Ref, local: str) -> Target:
         if ref.kind == "module":
@@ -400,8 +400,7 @@ class Extractor(RegistryNames):
                 inside = inside or any(m.startswith(module + ".") for m in self.infos)
                 locals_ = [a.asname or a.name for a in node.names if a.name != "*"]
             else:
-                info = self.infos[mu.module]
-                names = [self.resolver.aliases.canonical(a.name, info) for a in node.names]
+                names = [self.infos[mu.module].canonical(a.name) for a in node.names]
                 inside = any(n in self.infos or self._inside(n) or n.split(".")[0] in self.infos for n in names)
                 locals_ = [a.asname or a.name.split(".")[0] for a in node.names]
             if not inside:

@@ -69,6 +69,12 @@ class ModuleInfo:
     checking_stars: list[str] = field(default_factory=list)
     all_names: list[str] | None = None
     generated_from: str | None = None  # the template its header names (``parse.generated_from``)
+    # the names modules of the same load also have where a folder is on sys.path, shared by them
+    aliases: PathAliases | None = field(default=None, repr=False, compare=False)
+
+    def canonical(self, name: str) -> str:
+        """The module an absolute import of ``name`` in this module means (see :class:`PathAliases`)."""
+        return self.aliases.canonical(name, self) if self.aliases is not None else name
 
 
 class Ref(NamedTuple):
@@ -134,7 +140,6 @@ class Resolver:
         what it imports (as discovery reads a base class)."""
         self.guarded = guarded
         self.modules = modules
-        self.aliases = PathAliases(modules)
         self._by_name: dict[str, list[ModuleInfo]] = {}
         for m in sorted(modules, key=lambda m: (source_priority.get(m.source_id, 99), m.source_id, m.path)):
             self._by_name.setdefault(m.module, []).append(m)
@@ -284,6 +289,8 @@ def load_modules(conn: sqlite3.Connection, sources: Iterable[int] | None = None)
         )
     ranks: dict[int, dict[str, tuple[int, int, int]]] = {fid: {} for fid in modules}
     aliases = PathAliases(modules.values())
+    for info in modules.values():
+        info.aliases = aliases
 
     def bind(fid: int, name: str, binding: Binding, rank: tuple[int, int, int]) -> None:
         if name not in ranks[fid] or rank >= ranks[fid][name]:
@@ -329,14 +336,14 @@ def load_modules(conn: sqlite3.Connection, sources: Iterable[int] | None = None)
         rank = _rank(cond, 1, lineno)
         if name is None:  # import a.b.c [as x]
             if asname:
-                bind(fid, asname, Binding("module", module=aliases.canonical(module, mod), guarded=cond in _GUARDS), rank)
+                bind(fid, asname, Binding("module", module=mod.canonical(module), guarded=cond in _GUARDS), rank)
             else:
                 head = module.split(".")[0]
-                bind(fid, head, Binding("module", module=aliases.canonical(head, mod), guarded=cond in _GUARDS), rank)
+                bind(fid, head, Binding("module", module=mod.canonical(head), guarded=cond in _GUARDS), rank)
             continue
         source_module = absolute_module(mod.module, mod.is_package, level, module)
         if not level:
-            source_module = aliases.canonical(source_module, mod)
+            source_module = mod.canonical(source_module)
         if name == "*":
             (mod.checking_stars if cond == COND_TYPE_CHECKING else mod.stars).append(source_module)
             continue
