@@ -11,6 +11,8 @@ import ast
 from functools import lru_cache
 from typing import Mapping
 
+from .plan import ExtImport, Target
+
 _HELPER = '''\
 class _Unavailable:
     """A module this file could not load by name (a compiled extension, or a package of the code
@@ -75,7 +77,7 @@ def loads_by_name(node: ast.AST) -> bool:
 _COMPILERS = ("load", "load_inline")  # of torch.utils.cpp_extension: they build a module from its C++/CUDA source
 
 
-def builds_extension(node: ast.AST, refs: Mapping[str, object]) -> bool:
+def builds_extension(node: ast.AST, refs: Mapping[str, Target]) -> bool:
     """Whether ``node`` compiles an extension as it runs (``fused = load("fused", sources=[...])``
     of ``torch.utils.cpp_extension``): where no compiler or CUDA toolkit is, that fails as the
     module is imported, before any code that never calls the extension runs."""
@@ -85,7 +87,7 @@ def builds_extension(node: ast.AST, refs: Mapping[str, object]) -> bool:
         func = call.func
         if isinstance(func, ast.Name):
             t = refs.get(func.id)
-            if getattr(t, "module", "").startswith("torch.utils.cpp_extension") and getattr(t, "name", None) in _COMPILERS:
+            if isinstance(t, ExtImport) and t.module == "torch.utils.cpp_extension" and t.name in _COMPILERS:
                 return True
         elif isinstance(func, ast.Attribute) and func.attr in _COMPILERS and ast.unparse(func.value).endswith("cpp_extension"):
             return True
