@@ -172,8 +172,9 @@ def _declared_instead(items: list[tuple[records.Candidate, ValidationRecord]], r
         if instead is None:
             kept.append((candidate, record))
             continue
+        assert spelt is not None  # an alternative is only found for a name pip was asked for
         later.setdefault(tuple(sorted({*requirements, instead} - {spelt})), []).append((candidate, record))
-        instead_of[spelt] = instead  # type: ignore[index]
+        instead_of[spelt] = instead
     return kept
 
 

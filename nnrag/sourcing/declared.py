@@ -26,6 +26,11 @@ _MAX_BYTES = 1_000_000  # a requirements file larger than this is not one
 
 def declared_requirements(root: Path) -> list[str]:
     """The distribution names ``root`` declares for this interpreter, without extras, sorted."""
+    return sorted({name for line in _declared_lines(root) if (name := _name(line)) is not None})
+
+
+def _declared_lines(root: Path) -> list[str]:
+    """Every requirement line ``root`` declares, extras' marked as a wheel's metadata marks them."""
     lines: list[str] = []
     for meta in sorted(root.glob("*.dist-info/METADATA")):
         lines += md.PathDistribution(meta.parent).requires or []
@@ -33,8 +38,7 @@ def declared_requirements(root: Path) -> list[str]:
     listed = sorted(root.glob("requirements*.txt")) or sorted(root.glob("requirements/*.txt"))
     for path in listed:
         lines += _requirement_lines(root, path, seen)
-    lines += _pyproject(root / "pyproject.toml") + _setup_cfg(root / "setup.cfg") + _setup_py(root / "setup.py")
-    return sorted({name for line in lines if (name := _name(line)) is not None})
+    return lines + _pyproject(root / "pyproject.toml") + _setup_cfg(root / "setup.cfg") + _setup_py(root / "setup.py")
 
 
 def import_names(root: Path) -> dict[str, str]:
@@ -45,14 +49,10 @@ def import_names(root: Path) -> dict[str, str]:
     it (``linear-operator`` for ``linear_operator``), for the first word of its name (``pyro-ppl``
     for ``pyro``), and an extra requiring one distribution for the extra's name (gpytorch's
     ``pyro`` extra requires ``pyro-ppl``). Loose on purpose: it is read only after pip failed."""
-    lines: list[str] = []
-    for meta in sorted(root.glob("*.dist-info/METADATA")):
-        lines += md.PathDistribution(meta.parent).requires or []
-    lines += _pyproject(root / "pyproject.toml", extras=True)
     spelt: dict[str, str] = {}
     first_word: dict[str, str] = {}
     by_extra: dict[str, set[str]] = {}
-    for line in lines:
+    for line in _declared_lines(root):
         try:
             req = Requirement(line)
         except InvalidRequirement:
@@ -117,9 +117,9 @@ def _for_running(path: Path) -> bool:
     return not _NOT_FOR_RUNNING & set(path.stem.lower().replace("-", "_").split("_"))
 
 
-def _pyproject(path: Path, extras: bool = False) -> list[str]:
-    """``[project] dependencies``, and with ``extras`` those of its optional dependencies, each
-    marked with its extra as a wheel's metadata marks it."""
+def _pyproject(path: Path) -> list[str]:
+    """``[project] dependencies``, and those of its optional dependencies, each marked with its
+    extra as a wheel's metadata marks it."""
     try:
         data = tomllib.loads(_text(path.parent, path) or "")
     except tomllib.TOMLDecodeError:
@@ -127,7 +127,7 @@ def _pyproject(path: Path, extras: bool = False) -> list[str]:
     project = data.get("project", {})
     found = project.get("dependencies", [])
     out = [d for d in found if isinstance(d, str)] if isinstance(found, list) else []
-    optional = project.get("optional-dependencies", {}) if extras else {}
+    optional = project.get("optional-dependencies", {})
     for extra, deps in optional.items() if isinstance(optional, dict) else ():
         out += [f'{d}; extra == "{extra}"' for d in deps if isinstance(d, str) and ";" not in d] if isinstance(deps, list) else []
     return out
