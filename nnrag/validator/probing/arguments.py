@@ -238,14 +238,9 @@ def _guess_required(cls: type, usable: list[inspect.Parameter], hints: dict[str,
             for p in usable if p.default is inspect.Parameter.empty}
 
 
-def module_instance(cls: type, s: Sizes) -> Any:
-    """An instance of the layer class ``cls`` built from guesses, or None."""
-    return _module_value(cls, s, 1)
-
-
 def instance_of(cls: type, s: Sizes, owner: type | None = None) -> Any:
     """An instance of ``cls`` built from guesses (of a concrete subclass where ``cls`` is a layer
-    without a forward of its own), or None."""
+    without a forward of its own, of an implementation where it is an interface), or None."""
     if issubclass(cls, nn.Module):
         return _module_value(cls, s, 1, owner)
     top = cls.__module__.split(".")[0]

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 from torch import nn
 
 from ...indexing.attributes import assigned_on_self
-from .arguments import Sizes, is_depth, module_instance
+from .arguments import Sizes, instance_of, is_depth
 from .source import source_tree
 from ..usage.recipes import construct
 
@@ -57,7 +57,7 @@ def having(cls: type, attribute: str, sizes: Sizes, reads: frozenset[str] = froz
             if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == home
                     and _sets(value, attribute)):
                 guessed += 1
-                instance = module_instance(value, sizes)
+                instance = instance_of(value, sizes)
                 if instance is not None and hasattr(instance, attribute):
                     yield instance
     d = sizes.dim

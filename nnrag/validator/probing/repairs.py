@@ -195,7 +195,7 @@ def _spread_config(f: Failure, names: list[str]) -> dict[str, Any] | None:
 
 def _class_called(f: Failure, name: str) -> type | None:
     """The class of that name in the block's module, if it holds one."""
-    found = vars(sys.modules.get(f.cls.__module__, inspect)).get(name)
+    found = getattr(sys.modules.get(f.cls.__module__), name, None)
     return found if isinstance(found, type) else None
 
 

@@ -38,10 +38,18 @@ def source_tree(obj: Any) -> ast.AST | None:
 def failing_statement(frame: FrameType, tree: ast.AST | None = None) -> ast.stmt | None:
     """The innermost statement of a frame's function that holds the line the frame stopped at
     (in ``tree``, the function's parsed source, when the caller has it)."""
-    tree = tree if tree is not None else source_tree(frame.f_code)
     if tree is None:
-        return None
-    line = frame.f_lineno - frame.f_code.co_firstlineno + 1
+        return _statement_at(frame.f_code, frame.f_lineno)
+    return _innermost(tree, frame.f_lineno - frame.f_code.co_firstlineno + 1)
+
+
+@functools.lru_cache(maxsize=1024)  # a stand-in layer asks it on every call, a repair on every error
+def _statement_at(code: CodeType, lineno: int) -> ast.stmt | None:
+    tree = source_tree(code)
+    return _innermost(tree, lineno - code.co_firstlineno + 1) if tree is not None else None
+
+
+def _innermost(tree: ast.AST, line: int) -> ast.stmt | None:
     found = None
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
