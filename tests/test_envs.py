@@ -397,3 +397,35 @@ def test_an_import_name_of_an_unrelated_project_is_installed_as_the_source_decla
     assert report.requirements["declared_instead"] == {"tinyact": "tinyact-ppl"}, report.requirements
     entries = {e["name"]: e for e in nnrag.library_entries(home=tmp_path / "home")}
     assert entries["ScaledTanh"]["status"] == "validated", entries["ScaledTanh"]["message"]
+
+
+def test_a_distribution_whose_setup_imports_torch_is_built_against_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``setup.py`` imports torch to decide what to build (mmcv 1.x): pip's isolated build has
+    neither torch nor, offline, setuptools, and fails; built against the environment, whose layer
+    has both, it installs, and the reason of the first try is not the environment's."""
+    import io
+    import tarfile
+
+    from nnrag.validator.envs import environment
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    members = {
+        "setup.py": "import torch\nfrom setuptools import setup\n"
+                    "setup(name='torchbuilt', version='1.0', packages=['torchbuilt'])\n",
+        "PKG-INFO": "Metadata-Version: 2.1\nName: torchbuilt\nVersion: 1.0\n",
+        "torchbuilt/__init__.py": "import torch\nWITH = torch.__version__\n",
+    }
+    with tarfile.open(wheels / "torchbuilt-1.0.tar.gz", "w:gz") as tf:
+        for member, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"torchbuilt-1.0/{member}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels} --no-cache-dir")
+    env = environment(nnrag.Workspace(tmp_path / "home"), ("torchbuilt",))
+    assert env.python is not None and env.error is None, env
+    out = subprocess.run([env.python, "-c", "import torchbuilt, torch; print(torchbuilt.WITH == torch.__version__)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"

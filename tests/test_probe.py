@@ -1930,3 +1930,86 @@ def test_stand_ins_in_a_list_give_as_many_results_as_their_caller_unpacks(tmp_pa
         """, "NormalizingFlow")
     assert result["init_args"]["flows"] == "[Passthrough()]", result["init_args"]  # type: ignore[index]
     assert result["output_shapes"] == [result["input_shapes"][0], [result["input_shapes"][0][0]]]  # type: ignore[index]
+
+
+def test_the_builder_a_nested_call_stops_at_is_the_argument_made_a_layer(tmp_path: Path) -> None:
+    """``BatchNorm(reduction_dim)`` inside one ``nn.Sequential(...)`` statement that also passes
+    ``in_dim``: the call the instruction stopped at names the builder, so ``in_dim`` stays a number."""
+    result = _probed(tmp_path, """
+        from torch import nn
+        class PyramidPooling(nn.Module):
+            def __init__(self, in_dim, reduction_dim, bins, BatchNorm):
+                super().__init__()
+                self.features = nn.ModuleList()
+                for b in bins:
+                    self.features.append(nn.Sequential(
+                        nn.AdaptiveAvgPool2d(b),
+                        nn.Conv2d(in_dim, reduction_dim, kernel_size=1, bias=False),
+                        BatchNorm(reduction_dim),
+                        nn.ReLU(inplace=True)))
+            def forward(self, x):
+                size = x.shape[2:]
+                return [x] + [nn.functional.interpolate(f(x), size) for f in self.features]
+        """, "PyramidPooling")
+    args = result["init_args"]
+    assert args["in_dim"].isdigit() and args["BatchNorm"].endswith("Identity"), args  # type: ignore[index,union-attr]
+
+
+def test_a_layer_class_called_with_keywords_becomes_the_stand_in_that_takes_any_call(tmp_path: Path) -> None:
+    """``mixer_cls(dim)`` built as ``nn.Identity``, then called as ``self.mixer(x, state=state)``:
+    the stand-in class, which takes any arguments, replaces it."""
+    result = _probed(tmp_path, """
+        from torch import nn
+        class Block(nn.Module):
+            def __init__(self, dim, mixer_cls, norm_cls=nn.LayerNorm):
+                super().__init__()
+                self.mixer = mixer_cls(dim)
+                self.norm = norm_cls(dim)
+            def forward(self, hidden_states, state=None):
+                return self.mixer(self.norm(hidden_states), state=state) + hidden_states
+        """, "Block")
+    assert result["init_args"]["mixer_cls"].endswith("Passthrough"), result["init_args"]  # type: ignore[index,union-attr]
+    assert "output_shapes" in result, result
+
+
+def test_a_layer_class_guessed_for_a_callable_gives_way_to_a_class_with_the_attribute_read(tmp_path: Path) -> None:
+    """``cutoff_fn: Callable`` guessed as an activation class, then ``cutoff_fn.cutoff`` read:
+    "type object 'ReLU' has no attribute 'cutoff'" asks for a layer of the file that has one."""
+    result = _probed(tmp_path, """
+        from typing import Callable
+        import torch
+        from torch import nn
+        class CosineCutoff(nn.Module):
+            def __init__(self, cutoff: float):
+                super().__init__()
+                self.register_buffer("cutoff", torch.tensor(cutoff))
+            def forward(self, d):
+                return 0.5 * (torch.cos(d * 3.14159 / self.cutoff) + 1.0)
+        class Interaction(nn.Module):
+            def __init__(self, n_atom_basis: int, cutoff_fn: Callable):
+                super().__init__()
+                self.cutoff = cutoff_fn.cutoff
+                self.cutoff_fn = cutoff_fn
+                self.dense = nn.Linear(n_atom_basis, n_atom_basis)
+            def forward(self, x):
+                return self.dense(x) * self.cutoff_fn(x.abs()) / self.cutoff
+        """, "Interaction")
+    assert "CosineCutoff" in result["init_args"]["cutoff_fn"], result["init_args"]  # type: ignore[index,operator]
+
+
+def test_a_number_the_forward_calls_under_another_name_becomes_a_layer(tmp_path: Path) -> None:
+    """``self.scratch.output_conv = head`` in the constructor, ``self.scratch.output_conv(x)`` in
+    forward: a line that names no argument, yet the number it calls is ``head``."""
+    result = _probed(tmp_path, """
+        from torch import nn
+        class Dense(nn.Module):
+            def __init__(self, head, features: int = 16):
+                super().__init__()
+                self.scratch = nn.Module()
+                self.scratch.proj = nn.Conv2d(3, features, 3, padding=1)
+                self.scratch.output_conv = head
+            def forward(self, x):
+                path = self.scratch.proj(x)
+                return self.scratch.output_conv(path)
+        """, "Dense")
+    assert result["init_args"]["head"] == "Passthrough()", result["init_args"]  # type: ignore[index]

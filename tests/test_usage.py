@@ -537,3 +537,57 @@ def test_a_class_whose_config_an_experiment_file_completes_is_built_with_it_merg
     assert report.passed == 1 and report.harvest["rescued"] == 1, report.harvest
     record = _entries(home)["Staged"]["record"]
     assert record["arguments"] == "recorded" and record["input_shapes"][0][1] == 3  # type: ignore[index]
+
+
+_COMPILES_AT_IMPORT = '''
+import os
+import torch
+from torch import nn
+from torch.utils.cpp_extension import load
+
+module_path = os.path.dirname(__file__)
+fused = load("fused", sources=[os.path.join(module_path, "fused_bias_act.cpp")])
+
+
+class Blur(nn.Module):
+    def __init__(self, kernel, pad):
+        super().__init__()
+        self.register_buffer("kernel", torch.tensor(kernel, dtype=torch.float32))
+        self.pad = pad
+
+    def forward(self, x):
+        if x.device.type != "cpu":
+            return fused.blur(x, self.kernel, self.pad)
+        return nn.functional.pad(x, self.pad) * self.kernel.sum()
+
+
+class Generator(nn.Module):
+    def __init__(self, blur_kernel=[1, 3, 3, 1]):
+        super().__init__()
+        self.blur = Blur(blur_kernel, pad=(1, 1, 1, 1))
+
+    def forward(self, x):
+        return self.blur(x)
+'''
+
+
+def test_harvest_imports_a_module_whose_extension_does_not_build(tmp_path: Path) -> None:
+    """A module that compiles its extension as it is imported, from a C++ file that is not there:
+    the build fails, the module imports with the extension absent, and a passed block built as the
+    gate built it records how it builds the block inside it."""
+    from nnrag.validator.gate import Gate
+    from nnrag.validator.usage import PASSED_SUFFIX
+
+    package = tmp_path / "src" / "ganpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text(_COMPILES_AT_IMPORT)
+    recipe = json.dumps({"init": {"args": [], "kwargs": {}},
+                         "call": {"args": [{"tensor": [2, 3, 8, 8], "dtype": "float32", "lo": -1.0, "hi": 1.0}], "kwargs": {}}})
+    with Gate(1, LIMITS) as gate:
+        result = gate.harvest([("ganpkg.model", "Generator" + PASSED_SUFFIX, recipe)], ["ganpkg"], [str(tmp_path / "src")],
+                              timeout_s=120)
+    (record,) = result["factories"]
+    assert record["ok"], record
+    init = record["usage"]["ganpkg.model.Blur"][0]["init"]
+    assert [e["v"] for e in init["args"][0]["list"]] == [1, 3, 3, 1], init

@@ -17,9 +17,16 @@ def _on_self(node: ast.expr) -> str | None:
 
 
 def assigned_on_self(tree: ast.AST) -> set[str]:
-    """Attributes stored as ``self.<name>`` anywhere in ``tree`` (an ``__init__``)."""
+    """Attributes stored as ``self.<name>`` anywhere in ``tree`` (an ``__init__``), or registered
+    under a name as a buffer or parameter (``self.register_buffer("cutoff", ...)``)."""
     return {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
-            and _on_self(n) is not None}
+            and _on_self(n) is not None} | {
+        n.args[0].value for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _REGISTERS
+        and n.args and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)}
+
+
+_REGISTERS = ("register_buffer", "register_parameter", "add_module", "register_module")
 
 
 def defined_by(node: ast.ClassDef) -> set[str]:

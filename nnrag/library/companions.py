@@ -22,7 +22,9 @@ from ..indexing.attributes import constructor_arguments, defined_by, read_off
 from .records import StoredRecord
 
 # the attribute a guessed value lacks; a value of the block's own classes is never a guess
-_WANTED = re.compile(r"'(?:int|float|bool|str|NoneType|ellipsis|Passthrough|list|tuple|dict)' object has no attribute '(\w+)'")
+# (or a layer class guessed for a callable: "type object 'ReLU' has no attribute 'cutoff'")
+_WANTED = re.compile(r"(?:'(?:int|float|bool|str|NoneType|ellipsis|Passthrough|list|tuple|dict)' object"
+                     r"|type object '\w+') has no attribute '(\w+)'")
 _PER_BLOCK = 3  # classes added to a file: each can cost a construction in the probe
 
 

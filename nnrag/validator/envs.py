@@ -184,15 +184,43 @@ def environment(workspace: Workspace, requirements: tuple[str, ...]) -> Environm
 
 
 def _pip_install(python: Path, requirements: tuple[str, ...]) -> str | None:
-    """Install into the environment with this Python's pip; None on success, else pip's reason."""
+    """Install into the environment with this Python's pip; None on success, else pip's reason.
+
+    A source distribution whose ``setup.py`` imports torch to decide what to build (mmcv 1.x,
+    whose release without compiled ops is pure Python) fails in pip's isolated build
+    environment, which has no torch. Where a build failed, the set is installed once more built
+    against the environment itself (torch and setuptools of the layer below); if
+    that fails too, the first reason stands."""
+    proc = _pip(python, requirements)
+    if proc.returncode == 0:
+        return None
+    reason = pip_reason(proc.stderr) or f"pip exited {proc.returncode}"
+    if not _BUILD_FAILED.search(proc.stderr):
+        return reason
+    try:
+        if _pip(python, ("setuptools",)).returncode == 0 \
+                and _pip(python, requirements, "--no-build-isolation", timeout_s=_UNISOLATED_TIMEOUT_S).returncode == 0:
+            log.info("built %s against the environment's own torch", ", ".join(named_in(reason, requirements)) or "the set")
+            return None
+    except subprocess.TimeoutExpired:  # compiling kernels for minutes: what fails in isolation fails here too
+        pass
+    return reason
+
+
+# the build failed, or pip could not make its isolated build environment (offline: no setuptools)
+_BUILD_FAILED = re.compile(r"Failed to build|Failed building wheel|metadata-generation-failed|install build dependencies")
+# a build that needs only the environment's torch is Python and takes seconds; one that compiles
+# C++/CUDA kernels on two cores takes tens of minutes and rarely ends well without a GPU toolkit
+_UNISOLATED_TIMEOUT_S = 300.0
+
+
+def _pip(python: Path, requirements: tuple[str, ...], *options: str,
+         timeout_s: float = _PIP_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     extra = os.environ.get("NNRAG_PIP_ARGS", "").split()
     # requirements come from the corpus: after "--" none of them is read as an option of pip's
     cmd = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--disable-pip-version-check",
-           *extra, "--", *requirements]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_PIP_TIMEOUT_S)
-    if proc.returncode == 0:
-        return None
-    return pip_reason(proc.stderr) or f"pip exited {proc.returncode}"
+           *extra, *options, "--", *requirements]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
 
 
 def pip_reason(stderr: str) -> str | None:

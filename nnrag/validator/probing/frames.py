@@ -5,6 +5,7 @@ helper whose parameter failed. Runs inside the sandbox, on live frames."""
 from __future__ import annotations
 
 import ast
+import linecache
 import re
 import sys
 import traceback
@@ -53,9 +54,39 @@ def named_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:
 
 def called_in_line(frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:
     """Arguments the innermost candidate line calls (``self.fn(c)`` in ``[self.fn(c) for c in
-    chunks]``): of the arguments it names, the one an ``'int' object is not callable`` is about."""
+    chunks]``): of the arguments it names, the one an ``'int' object is not callable`` is about.
+    Where the frame's position names the very call it stopped at (``BatchNorm(reduction_dim)``
+    inside an ``nn.Sequential(...)`` that also passes ``in_dim``), only that call's callee."""
+    if frames and (callee := callee_at(frames[0])) is not None:
+        return [k for k in kwargs if k == callee]
     called = set(re.findall(r"(\w+)\s*\(", innermost_line(frames)))
     return [k for k in kwargs if k in called]
+
+
+def callee_at(frame: FrameType) -> str | None:
+    """The name a frame's current instruction calls (``BatchNorm`` of ``BatchNorm(c)``, ``fn``
+    of ``self.fn(x)``), read from the instruction's source position; None where that position is
+    not a call of a name."""
+    try:
+        line, end, col, end_col = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+    except (IndexError, ValueError):
+        return None
+    if None in (line, end, col, end_col):
+        return None
+    lines = linecache.getlines(frame.f_code.co_filename)[line - 1:end]
+    if not lines:
+        return None
+    lines[-1] = lines[-1][:end_col] if len(lines) > 1 else lines[-1][col:end_col]
+    if len(lines) > 1:
+        lines[0] = lines[0][col:]
+    try:
+        node = ast.parse("".join(lines).strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(node, ast.Call):
+        func = node.func
+        return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    return None
 
 
 def held_under(cls: type, frames: list[FrameType], kwargs: dict[str, Any]) -> list[str]:

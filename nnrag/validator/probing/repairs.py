@@ -27,7 +27,7 @@ from .arguments import (CHANNEL_NAMES, AutoConfig, Passthrough, Sizes, name_word
                         is_depth, passed_through)
 from .source import failing_statement, source_tree as _tree, static_value
 from .asserts import asserted_arguments, failed_condition
-from .frames import IDENTIFIER, called_in_line, candidate_frames, held_under, innermost_line, named_in_line, passed_as
+from .frames import IDENTIFIER, called_in_line, callee_at, candidate_frames, held_under, innermost_line, named_in_line, passed_as
 from ...indexing.attributes import read_off
 from .companions import having
 from .shape_errors import TOO_SHORT
@@ -237,6 +237,32 @@ def _unpacked_length(f: Failure) -> Iterator[dict[str, Any]]:
             yield {k: type(v)(list(v) + [v[-1]] * (wanted - got)) if wanted > got else type(v)(v[:wanted])}
 
 
+def _indexed_past_end(f: Failure) -> Iterator[dict[str, Any]]:
+    """``list index out of range`` where the class reads a guessed list at a fixed position
+    (``num_blocks[3]`` of a four-stage network given a pair): each such list grown, by its last
+    value, to the highest position the class's methods read off it."""
+    if not (f.raised(IndexError) and re.search(r"(?:list|tuple) index out of range", f.text)):
+        return
+    grown: dict[str, Any] = {}
+    for k, v in f.kwargs.items():
+        if isinstance(v, (list, tuple)) and v and (last := _last_position(f.cls, k)) is not None and len(v) <= last <= 8:
+            grown[k] = type(v)(list(v) + [v[-1]] * (last + 1 - len(v)))
+    if grown:
+        yield grown
+
+
+@functools.lru_cache(maxsize=64)
+def _last_position(cls: type, name: str) -> int | None:
+    """The highest constant position the class's methods index ``name`` or ``self.name`` at."""
+    found = [node.slice.value for tree in _method_trees(cls) for node in ast.walk(tree)
+             if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int)
+             and not isinstance(node.slice.value, bool)
+             and ((isinstance(node.value, ast.Name) and node.value.id == name)
+                  or (isinstance(node.value, ast.Attribute) and node.value.attr == name
+                      and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"))]
+    return max(found) if found else None
+
+
 def _per_block_rates(f: Failure) -> Iterator[dict[str, Any]]:
     """A float where the code indexes per block: drop_path=[0.0] * depth."""
     if "'float' object is not subscriptable" in f.text or "'float' object is not iterable" in f.text:
@@ -333,6 +359,7 @@ REPAIR_RULES: tuple[RepairRule, ...] = (
                if any(w in f.text for w in _WANTS_SEQUENCE) or f.raised(AssertionError) else ()),
     RepairRule("integers as sequences", _ints_as_sequences),
     RepairRule("length unpacked", _unpacked_length),
+    RepairRule("indexed past its end", _indexed_past_end),
     RepairRule("length the message states", _only((ValueError, AssertionError), lambda f: _lengths(f.kwargs, f.text))),
     RepairRule("per-block rates", _per_block_rates),
     RepairRule("lengths too short for the layers", _lengths_too_short),
@@ -576,6 +603,7 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
 # --- the attribute the code reads off a guessed value ---------------------------------------
 
 _NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+_CLASS_LACKS = re.compile(r"type object '(\w+)' has no attribute '(\w+)'")
 _WANTS_ATTRIBUTE = re.compile(r"(?:contain|expose|have|has) an? (?:attribute '?(\w+)'?|'(\w+)' attribute)")
 
 
@@ -612,7 +640,15 @@ def _config_sections(f: Failure) -> Iterator[dict[str, Any]]:
 
 def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes: Sizes) -> Iterator[dict[str, Any]]:
     text = str(error)
-    if (m := _NO_ATTRIBUTE.search(text)) and m.group(2) not in _STR_METHODS:
+    if m := _CLASS_LACKS.search(text):
+        # a guessed layer class where the code wants an object that has the attribute
+        # (``cutoff_fn.cutoff`` of ``cutoff_fn: Callable`` given ``nn.ReLU``)
+        name, attribute = m.groups()
+        guessed = [k for k, v in kwargs.items() if isinstance(v, type) and v.__name__ == name]
+        frames = candidate_frames(cls, error)
+        owners = [k for k in named_in_line(frames, kwargs) if k in guessed] or \
+            [k for k in guessed if attribute in _read_off(cls, k)]
+    elif (m := _NO_ATTRIBUTE.search(text)) and m.group(2) not in _STR_METHODS:
         kind, attribute = m.groups()
         frames = candidate_frames(cls, error)
         owners = [k for k in named_in_line(frames, kwargs) if type(kwargs[k]).__name__ == kind]
@@ -725,7 +761,8 @@ def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> I
     """``'int' object is not callable``: the argument builds a layer; ``nn.Identity`` takes any arguments."""
     text = str(error)
     if re.search(r"'(int|float|str)' object is not callable", text):
-        for k in named_in_line(candidate_frames(cls, error), kwargs):
+        frames = candidate_frames(cls, error)
+        for k in called_in_line(frames, kwargs) or named_in_line(frames, kwargs):
             yield {k: nn.Identity}
     elif "not callable" in text:  # a check of its own: "The loss function is not callable."
         words = set(IDENTIFIER.findall(text))
@@ -747,11 +784,15 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
     if re.search(r"'(int|float|str)' object is not callable", str(error)):
         frames = candidate_frames(cls, error)
         # the arguments the line calls, not a number it also names (``x.chunk(chunks)`` beside ``self.fn(c)``)
+        callee = callee_at(frames[0]) if frames else None
         named = [k for k in called_in_line(frames, kwargs) or named_in_line(frames, kwargs) or held_under(cls, frames, kwargs)
-                 if not callable(kwargs[k])]
+                 or (_stored_as(cls, callee, kwargs) if callee else []) if not callable(kwargs[k])]
         if named:
             yield {k: Passthrough() for k in named}
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
+    yield from _identity_widened(kwargs, error)
+    if any(w in str(error) for w in _WANTS_SEQUENCE):  # ``len(self.pad)`` of a pad given as one number
+        yield from _sequences(cls, kwargs, error)
     # a signal the guessed lengths made shorter than a kernel: the block built for longer ones
     yield from _lengths_too_short(Failure(cls, kwargs, error, Sizes()))
     yield from _called_classes(kwargs, error)
@@ -762,6 +803,26 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
         # a path of the block's own code that names what it never defines (``einsum`` not
         # imported where ``use_flash=False`` goes): the other path a flag selects
         yield flipped
+
+
+def _stored_as(cls: type, attribute: str, kwargs: dict[str, Any]) -> list[str]:
+    """Arguments the class's methods store under ``attribute`` (``self.scratch.output_conv = head``):
+    the argument a call of ``self.scratch.output_conv(x)`` is about, a line that names no argument."""
+    return list(dict.fromkeys(
+        node.value.id for tree in _method_trees(cls) for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in kwargs
+        and any(isinstance(t, ast.Attribute) and t.attr == attribute for t in node.targets)))
+
+
+def _identity_widened(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+    """``Identity.forward() got an unexpected keyword argument 'inference_params'``: a layer (or
+    layer class) guessed as ``nn.Identity`` is called with more than one input; the stand-in that
+    takes any call replaces it."""
+    if re.search(r"\bIdentity\.forward\(\) (?:got an unexpected keyword|takes \d+ positional)", str(error)):
+        widened = {k: Passthrough if v is nn.Identity else Passthrough() for k, v in kwargs.items()
+                   if v is nn.Identity or type(v) is nn.Identity}
+        if widened:
+            yield widened
 
 
 _NO_GPU = re.compile(r"NVIDIA driver|not compiled with CUDA|CUDA (?:is not|not) available|no CUDA GPUs", re.IGNORECASE)

@@ -359,6 +359,28 @@ class AbsentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
+def _extensions_unbuilt() -> None:
+    """``fused = load("fused", sources=[...])`` at a module's top (torch's ``cpp_extension``) fails
+    where no compiler, CUDA toolkit or source file is, and with it the import of every model
+    module that imports that one. A build that fails gives the absent module instead: the models
+    import and build, and only what calls into the extension fails, as in a block's own file
+    (see ``extraction.unavailable``)."""
+    from torch.utils import cpp_extension
+
+    def unbuilt(build: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(build)
+        def load(name: str, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return build(name, *args, **kwargs)
+            except Exception:  # noqa: BLE001 - whatever stopped the build, the extension is not here
+                return _Absent(str(name))
+        return load
+
+    for name in ("load", "load_inline"):
+        if not getattr(getattr(cpp_extension, name), "__wrapped__", None):
+            setattr(cpp_extension, name, unbuilt(getattr(cpp_extension, name)))
+
+
 def _load_config(path: str, packages: list[str]) -> tuple[Any, Any, str]:
     """The registry that builds a config file's model (mmengine's, in the config's scope, by
     default the source's first package), the model's config and that scope; the registry's model
@@ -472,6 +494,7 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
     sys.path[:0] = [p for p in paths if p not in sys.path]
     sys.meta_path.append(AbsentModules(paths))
     cpu.install()  # examples move models and data to a GPU (``model.cuda()``): here they stay on the CPU
+    _extensions_unbuilt()
     recorder = Recorder(packages)
     recorder.wrap_loaded()
     signal.signal(signal.SIGALRM, _on_alarm)
