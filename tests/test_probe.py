@@ -2013,3 +2013,48 @@ def test_a_number_the_forward_calls_under_another_name_becomes_a_layer(tmp_path:
                 return self.scratch.output_conv(path)
         """, "Dense")
     assert result["init_args"]["head"] == "Passthrough()", result["init_args"]  # type: ignore[index]
+
+
+def test_a_list_read_at_fixed_positions_grows_to_the_last_one_read(tmp_path: Path) -> None:
+    """A four-stage network reads ``num_blocks[3]`` and ``widths[3]``: the pairs guessed for them
+    grow to four, by their last value."""
+    result = _probed(tmp_path, """
+        from torch import nn
+        class FourStages(nn.Module):
+            def __init__(self, num_blocks, width_multiplier, num_classes=10):
+                super().__init__()
+                widths = [int(16 * width_multiplier[i]) for i in range(4)]
+                layers, c = [], 3
+                for i, n in enumerate((num_blocks[0], num_blocks[1], num_blocks[2], num_blocks[3])):
+                    for _ in range(n):
+                        layers += [nn.Conv2d(c, widths[i], 3, padding=1), nn.ReLU()]
+                        c = widths[i]
+                self.body = nn.Sequential(*layers)
+                self.head = nn.Linear(c, num_classes)
+                self.last = width_multiplier[3]
+            def forward(self, x):
+                return self.head(self.body(x).mean((2, 3)))
+        """, "FourStages")
+    args = result["init_args"]
+    assert len(eval(args["num_blocks"])) == 4 and len(eval(args["width_multiplier"])) == 4, args  # type: ignore[index,arg-type]
+
+
+def test_a_number_the_forward_takes_the_length_of_becomes_a_pair(tmp_path: Path) -> None:
+    """``pad`` kept as given, then ``len(pad)`` in a helper the forward calls: "object of type
+    'int' has no len()" in forward makes it a pair."""
+    result = _probed(tmp_path, """
+        import torch
+        from torch import nn
+        def padded(x, pad):
+            if len(pad) == 2:
+                pad = (pad[0], pad[1], pad[0], pad[1])
+            return nn.functional.pad(x, pad)
+        class Pad(nn.Module):
+            def __init__(self, channels: int, pad):
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(channels, 1, 1))
+                self.pad = pad
+            def forward(self, x):
+                return padded(x * self.scale, self.pad)
+        """, "Pad")
+    assert result["init_args"]["pad"].startswith("["), result["init_args"]  # type: ignore[index,union-attr]
