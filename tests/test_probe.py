@@ -1646,6 +1646,8 @@ _REPAIR_CASES: dict[str, tuple[str, str, dict[str, Any], Any]] = {
     "sequence the code expects": ("self.n = len(stages)", "stages", {"stages": 16}, lambda c: c == {"stages": [16, 16]}),
     "integers as sequences": ("self.n = [w for w in window]", "window", {"window": 4}, lambda c: c == {"window": (4, 4)}),
     "length unpacked": ("r1, r2, r3 = rates", "rates", {"rates": [1, 2]}, lambda c: c == {"rates": [1, 2, 2]}),
+    "indexed past its end": ("self.last = num_blocks[0] + num_blocks[3]", "num_blocks", {"num_blocks": [1, 2]},
+                             lambda c: c == {"num_blocks": [1, 2, 2, 2]}),
     "length the message states": (
         "if len(decoder_channels) != depth:\n"
         "    raise ValueError(f'Model depth is {depth}, but you provide decoder_channels for {len(decoder_channels)} blocks')",
@@ -1701,6 +1703,12 @@ _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
     # the message quotes the choices and the value given, not the parameter
     ("choice the message lists", "assert act in ACTS, f'{act} is not in {ACTS}'", "act", {"act": "relu"},
      lambda c: c == {"act": "ReLU"}),
+    # the call the instruction stopped at, inside one statement that names another argument too
+    ("callable", "self.seq = nn.Sequential(\n    nn.Conv2d(in_dim, 4, 1),\n    norm(4))", "in_dim, norm",
+     {"in_dim": 16, "norm": 16}, lambda c: c == {"norm": nn.Identity}),
+    # a layer class guessed for a callable, where the code reads an attribute off it
+    ("attribute read off a guess", "self.out = block.expansion * 2", "block", {"block": nn.ReLU},
+     lambda c: hasattr(c.get("block"), "expansion")),
     # torch's container says it of the argument the line hands it
     ("list of layers", "self.flows = nn.ModuleList(flows)", "flows", {"flows": 16},
      lambda c: [type(x).__name__ for x in c.get("flows", [])] == ["Passthrough"]),
