@@ -2066,3 +2066,42 @@ def test_a_number_the_forward_takes_the_length_of_becomes_a_pair(tmp_path: Path)
                 return padded(x * self.scale, self.pad)
         """, "Pad")
     assert result["init_args"]["pad"].startswith("["), result["init_args"]  # type: ignore[index,union-attr]
+
+
+def test_a_class_whose_methods_only_raise_not_implemented_is_built_as_a_subclass(tmp_path: Path) -> None:
+    """``space: Space`` where ``Space.sample`` only raises NotImplementedError (abstract by
+    convention, not by ``abc``): the argument is an instance of a subclass that implements it; a
+    ``base: Flow`` whose forward only raises is a flow that has one."""
+    result = _probed(tmp_path, """
+        import torch
+        from torch import nn
+        class Space:
+            def __init__(self, shape=None):
+                self.shape = shape
+            def sample(self):
+                raise NotImplementedError
+        class Box(Space):
+            def __init__(self, n: int):
+                super().__init__((n,))
+            def sample(self):
+                return torch.rand(self.shape)
+        class Flow(nn.Module):
+            def forward(self, z):
+                \"\"\"Transforms z.\"\"\"
+                raise NotImplementedError("a flow transforms its input")
+        class Affine(Flow):
+            def __init__(self, dim: int = 4):
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(dim))
+            def forward(self, z):
+                return z * self.scale
+        class Policy(nn.Module):
+            def __init__(self, observation_space: Space, base: Flow):
+                super().__init__()
+                self.base = base
+                self.head = nn.Linear(observation_space.sample().shape[0], 2)
+            def forward(self, x):
+                return self.head(x)
+        """, "Policy")
+    args = result["init_args"]
+    assert "Box object" in args["observation_space"] and args["base"].startswith("Affine("), args  # type: ignore[index,operator]

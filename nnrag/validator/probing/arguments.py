@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import nn
 
-from .source import failing_statement
+from .source import failing_statement, source_tree
 
 _WORDS = re.compile(r"[a-z]+|\d+")
 
@@ -246,8 +246,10 @@ def instance_of(cls: type, s: Sizes, owner: type | None = None) -> Any:
     top = cls.__module__.split(".")[0]
     if top in sys.stdlib_module_names or top in ("builtins", "torch", "numpy"):  # values, not a code's own objects
         return None
-    if inspect.isabstract(cls):  # an interface (``space: Space``): a subclass that implements it
-        return next((made for sub in _implementations(cls) if (made := _guessed(sub, s, 1)) is not None), None)
+    if inspect.isabstract(cls) or unimplemented(cls):  # an interface (``space: Space``): a subclass that implements it
+        made = next((made for sub in _implementations(cls) if (made := _guessed(sub, s, 1)) is not None), None)
+        if made is not None or inspect.isabstract(cls):
+            return made
     return _guessed(cls, s, 1)
 
 
@@ -257,13 +259,32 @@ def _implementations(cls: type) -> list[type]:
     while todo and len(found) < 8:
         sub = todo.pop(0)
         todo += sub.__subclasses__()
-        if not inspect.isabstract(sub) and not sub.__name__.startswith("_"):
+        if not inspect.isabstract(sub) and not unimplemented(sub) and not sub.__name__.startswith("_"):
             found.append(sub)
     return found
 
 
+def unimplemented(cls: type) -> bool:
+    """Whether ``cls`` is abstract by convention rather than by ``abc``: a method of its own, or a
+    layer's ``forward``, only raises ``NotImplementedError`` (gymnasium's ``Space.sample``, a
+    flow's or kernel's ``forward``), so an instance fails as soon as it is used."""
+    methods = [cls.forward] if issubclass(cls, nn.Module) else \
+        [v for k, v in vars(cls).items() if inspect.isfunction(v) and not k.startswith("_")]
+    return any(_only_raises_unimplemented(m) for m in methods)
+
+
+def _only_raises_unimplemented(function: Any) -> bool:
+    tree = source_tree(function) if inspect.isfunction(function) else None
+    body = tree.body[0].body if tree is not None and tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    body = [b for b in body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]  # the docstring
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
 def _module_value(cls: type, s: Sizes, depth: int, owner: type | None = None) -> Any:
-    if cls.forward is nn.Module.forward:  # an abstract base (``loss: _Loss``): a concrete subclass
+    if cls.forward is nn.Module.forward or unimplemented(cls):  # an abstract base (``loss: _Loss``): a concrete subclass
         made = next((made for sub in _concrete(cls, owner) if (made := _module_value(sub, s, depth)) is not None), None)
         if made is not None:
             return made
@@ -289,7 +310,7 @@ def _concrete(cls: type, owner: type | None) -> list[type]:
     while todo and len(found) < 32:
         sub = todo.pop(0)
         todo += sub.__subclasses__()
-        if sub.forward is not nn.Module.forward and not sub.__name__.startswith("_") \
+        if sub.forward is not nn.Module.forward and not unimplemented(sub) and not sub.__name__.startswith("_") \
                 and not (owner is not None and issubclass(sub, owner)):
             found.append(sub)
     home = getattr(owner, "__module__", None)
