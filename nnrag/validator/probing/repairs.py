@@ -815,14 +815,17 @@ def _stored_as(cls: type, attribute: str, kwargs: dict[str, Any]) -> list[str]:
 
 
 def _identity_widened(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
-    """``Identity.forward() got an unexpected keyword argument 'inference_params'``: a layer (or
-    layer class) guessed as ``nn.Identity`` is called with more than one input; the stand-in that
-    takes any call replaces it."""
-    if re.search(r"\bIdentity\.forward\(\) (?:got an unexpected keyword|takes \d+ positional)", str(error)):
-        widened = {k: Passthrough if v is nn.Identity else Passthrough() for k, v in kwargs.items()
-                   if v is nn.Identity or type(v) is nn.Identity}
-        if widened:
-            yield widened
+    """``Identity.forward() got an unexpected keyword argument 'inference_params'``, ``ReLU.forward()
+    got an unexpected keyword argument 'src_mask'``: a torch layer (or layer class) guessed for an
+    argument is called with more than one input; the stand-in that takes any call replaces it."""
+    m = re.search(r"\b(\w+)\.forward\(\) (?:got an unexpected keyword|takes \d+ positional)", str(error))
+    if m is None:
+        return
+    widened = {k: Passthrough if isinstance(v, type) else Passthrough() for k, v in kwargs.items()
+               if (v if isinstance(v, type) else type(v)).__name__ == m.group(1)
+               and (v if isinstance(v, type) else type(v)).__module__.startswith("torch.nn.")}
+    if widened:
+        yield widened
 
 
 _NO_GPU = re.compile(r"NVIDIA driver|not compiled with CUDA|CUDA (?:is not|not) available|no CUDA GPUs", re.IGNORECASE)
