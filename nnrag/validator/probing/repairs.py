@@ -663,8 +663,23 @@ def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes
     else:
         return
     for k in owners:
+        offered = False
         for value in having(cls, attribute, sizes, _read_off(cls, k)):
+            offered = True
             yield {k: value}
+        if not offered and (tensor := _tensor_for(kwargs[k], attribute)) is not None:
+            yield {k: tensor}
+
+
+def _tensor_for(value: Any, attribute: str) -> torch.Tensor | None:
+    """A tensor where the code reads a tensor's own attribute off a guessed number (``loc.detach()``,
+    ``weights.ndimension()``, ``x.size(0)``), no layer's: a vector as long as the number, a scalar
+    for a float."""
+    if not hasattr(torch.Tensor, attribute) or hasattr(nn.Module, attribute) or attribute.startswith("_"):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return torch.rand(value) + 0.5 if isinstance(value, int) and 0 < value <= 4096 else torch.tensor(float(value))
 
 
 _SEQUENCE_CALLS = frozenset({"len", "zip", "enumerate", "list", "tuple", "sorted", "reversed", "sum", "min", "max"})
