@@ -429,3 +429,29 @@ def test_a_distribution_whose_setup_imports_torch_is_built_against_the_environme
     out = subprocess.run([env.python, "-c", "import torchbuilt, torch; print(torchbuilt.WITH == torch.__version__)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_a_distribution_a_requirement_environment_installed_too_new_is_pinned_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tinyscale`` is not installed here: the block's environment gets the newest release, which
+    no longer has the name the block imports ("cannot import name ... (…/envs/…/site-packages/…)").
+    The build reads the release from that environment and pins the older one that has it."""
+    helper = "def scale_of(x):\n    return x * 2\n"
+    files = tmp_path / "index" / "files"
+    old = write_wheel(files, "tinyscale", {"tinyscale/__init__.py": "", "tinyscale/core.py": helper}, version="1.0")
+    new = write_wheel(files, "tinyscale", {"tinyscale/__init__.py": "", "tinyscale/core.py": "VERSION = 99\n"}, version="99.0")
+    repo = tmp_path / "drifted_repo"
+    repo.mkdir()
+    (repo / "blocks.py").write_text(
+        "import torch\nfrom tinyscale.core import scale_of\n\n\nclass Doubled(torch.nn.Module):\n"
+        "    def __init__(self, dim: int):\n        super().__init__()\n        self.proj = torch.nn.Linear(dim, dim)\n\n"
+        "    def forward(self, x):\n        return scale_of(self.proj(x))\n")
+    home = tmp_path / "home"
+    with _package_index(tmp_path / "index", "tinyscale", [old, new]) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        report = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False,
+                             requirements="install")
+    (pin,) = report.requirements["pinned"]  # type: ignore[misc]
+    assert (pin["distribution"], pin["version"], pin["installed"]) == ("tinyscale", "1.0", "99.0"), pin
+    (entry,) = nnrag.library_entries(home=home)
+    assert entry["status"] == "validated", entry["message"]

@@ -130,6 +130,7 @@ class _Build:
         self.names_of: dict[str, str] = {}
         self.extract_times: list[float] = []
         self.imported: Counter[str] = Counter()  # how many files import each module of the package they import the rest of
+        self._corpus: frozenset[str] | None = None  # the corpus's top-level packages, read when first needed
 
     def run(self, wanted: set[str] | None, names: set[str] | None, limit: int | None) -> list[sqlite3.Row]:
         """Judge the selected blocks; return every block of the index (what is gone is dropped after)."""
@@ -158,6 +159,7 @@ class _Build:
         conn = self.conn
         self.known = {r["block_id"]: r for r in conn.execute(
             "SELECT block_id, code_sha1, gate_version, status, code,"
+            " CASE WHEN code='missing-dependency' THEN message END AS message,"  # a pinned release may answer it
             # what a block stored unjudged is validated from without extracting again
             " CASE WHEN status='not-run' THEN record END AS record,"
             " CASE WHEN status='not-run' THEN files END AS files, extract_s FROM library")}
@@ -185,7 +187,16 @@ class _Build:
             return True
         if not (noted.waits_for or prev["code"] == MISSING_DEPENDENCY):
             return False
-        return bool(noted.waits_for) or not settled_by_install(self.workspace, noted.environment, noted.not_installable)
+        if noted.waits_for or not settled_by_install(self.workspace, noted.environment, noted.not_installable):
+            return True
+        # an environment that stands, whose release of a package is too new for the code: pinned now
+        if not self.options.pins:
+            return False
+        if self._corpus is None:
+            self._corpus = corpus_packages(self.db)
+        top = pins_of.outdated_package(prev["message"] or "", self._corpus)
+        pinned = self.options.pins.get(top) if top else None
+        return bool(pinned) and pinned not in (noted.environment or ())
 
     def same_file(self, block_id: str, sha1: str | None) -> bool:
         """Whether the stored record of ``block_id`` is of the file of SHA-1 ``sha1``."""

@@ -12,8 +12,10 @@ this one. The distribution's own dependencies stay this environment's.
 from __future__ import annotations
 
 import importlib.metadata as md
+import os
 import re
 import sqlite3
+import sysconfig
 from dataclasses import dataclass, replace
 from typing import Mapping
 
@@ -31,12 +33,43 @@ _GONE_NAME = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
 
 def outdated_package(message: str, corpus: frozenset[str]) -> str | None:
     """The top-level package an import failure shows to be of another release than the code's: a
-    submodule or a name missing from a package installed here that the corpus does not hold."""
+    submodule or a name missing from a package installed here, or in the requirement environment
+    the block was judged in, that the corpus does not hold."""
     found = _GONE_MODULE.search(message) or _GONE_NAME.search(message)
     if found is None:
         return None
     top = (found.group(1) if found.re is _GONE_MODULE else found.group(2)).split(".")[0]
-    return top if top not in corpus and installed(top) else None
+    return top if top not in corpus and (installed(top) or environment_site(message, top)) else None
+
+
+# "cannot import name 'x' from 'skbase.utils' (/home/.nnrag/envs/<set>/lib/python3.11/site-packages/skbase/...)"
+_SITE = re.compile(r"\(([^()]*/site-packages)/(\w+)[/.]")
+
+
+def environment_site(message: str, top: str) -> str | None:
+    """The site-packages folder, not this Python's, that the failed import found ``top`` in: a
+    requirement environment installed a release of it too new for the code."""
+    here = {os.path.realpath(p) for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"))}
+    for site, package in _SITE.findall(message):
+        if package == top and os.path.realpath(site) not in here and os.path.isdir(site):
+            return site
+    return None
+
+
+def _installed_release(top: str, site: str | None) -> tuple[str, str] | None:
+    """The distribution that provides ``top`` and its version, here or in the folder ``site``."""
+    if site is None:
+        distribution = (md.packages_distributions().get(top) or [top])[0]
+        try:
+            return distribution, md.version(distribution)
+        except md.PackageNotFoundError:
+            return None
+    for dist in md.distributions(path=[site]):
+        tops = (dist.read_text("top_level.txt") or "").split() or \
+            [str(f).split("/")[0].removesuffix(".py") for f in dist.files or () if "/" in str(f) or str(f).endswith(".py")]
+        if top in tops:
+            return dist.metadata["Name"], dist.version
+    return None
 
 
 def pinned_requirement(record: ValidationRecord, pins: Mapping[str, str], corpus: frozenset[str]) -> str | None:
@@ -72,18 +105,18 @@ def pins(workspace: Workspace, conn: sqlite3.Connection, corpus: frozenset[str])
     new, the release to pin it to."""
     wanting: dict[str, int] = {}
     sources: dict[str, set[str]] = {}  # the sources of the blocks that stopped there: what they import decides
+    sites: dict[str, str | None] = {}  # where the import found it: here (None) or a requirement environment
     for source, message in records.missing_dependency_messages(conn):
         if top := outdated_package(message, corpus):
             wanting[top] = wanting.get(top, 0) + 1
             sources.setdefault(top, set()).add(source)
+            sites.setdefault(top, None if installed(top) else environment_site(message, top))
     found: list[Pin] = []
-    provided = md.packages_distributions()
     for top, blocks in sorted(wanting.items(), key=lambda kv: (-kv[1], kv[0])):
-        distribution = (provided.get(top) or [top])[0]
-        try:
-            current = md.version(distribution)
-        except md.PackageNotFoundError:
+        release = _installed_release(top, sites[top])
+        if release is None:
             continue
+        distribution, current = release
         base = Pin(distribution, top, current, blocks)
         wanted = imported_names(conn, top, sources[top])
         try:
