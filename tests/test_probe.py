@@ -2108,3 +2108,10 @@ def test_a_class_whose_methods_only_raise_not_implemented_is_built_as_a_subclass
         """, "Policy")
     args = result["init_args"]
     assert "Box object" in args["observation_space"] and args["base"].startswith("Affine("), args  # type: ignore[index,operator]
+
+
+def test_a_missing_key_is_a_registry_miss_when_building_and_an_input_the_forward_lacks_after() -> None:
+    from nnrag.validator.probing.probe import classify
+
+    assert classify("instantiate", KeyError("resnet50")) == "dynamic-registry"
+    assert classify("forward", KeyError("_positions")) == "input-inference"

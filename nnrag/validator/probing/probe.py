@@ -83,8 +83,8 @@ def classify(stage: str, e: BaseException) -> str:
         return R.NATIVE_EXTENSION if native else R.MISSING_DEPENDENCY
     if isinstance(e, NameError) and not isinstance(e, UnboundLocalError):
         return R.UNRESOLVED_NAME
-    if isinstance(e, KeyError) and e.args and isinstance(e.args[0], str):
-        return R.DYNAMIC_REGISTRY
+    if isinstance(e, KeyError) and e.args and isinstance(e.args[0], str) and stage in ("import", "instantiate"):
+        return R.DYNAMIC_REGISTRY  # in forward a missing key is one the input lacks (``inputs["_positions"]``)
     if isinstance(e, RecursionError):
         return R.RUNTIME_ERROR
     if stage == "import":
@@ -96,7 +96,7 @@ def classify(stage: str, e: BaseException) -> str:
     if isinstance(e, NotImplementedError):
         return R.RUNTIME_ERROR
     text = str(e).lower()
-    if isinstance(e, (TypeError, ValueError, IndexError, AssertionError, AttributeError)) or any(w in text for w in _SHAPE_WORDS):
+    if isinstance(e, (TypeError, ValueError, IndexError, KeyError, AssertionError, AttributeError)) or any(w in text for w in _SHAPE_WORDS):
         return R.INPUT_INFERENCE
     return R.RUNTIME_ERROR
 
