@@ -2115,3 +2115,14 @@ def test_a_missing_key_is_a_registry_miss_when_building_and_an_input_the_forward
 
     assert classify("instantiate", KeyError("resnet50")) == "dynamic-registry"
     assert classify("forward", KeyError("_positions")) == "input-inference"
+
+
+def test_a_callable_from_numbers_to_a_number_is_a_numeric_function_not_a_layer() -> None:
+    """``lr_schedule: Callable[[float], float]``, called with the progress and its result handed to
+    an optimizer as the learning rate: a layer class would give a layer, ``float`` gives a number."""
+    from typing import Callable
+
+    from nnrag.validator.probing.arguments import guess_value
+
+    assert guess_value("lr_schedule", Callable[[float], float], Sizes()) is float
+    assert guess_value("act", Callable[..., nn.Module], Sizes()) is nn.ReLU

@@ -347,6 +347,9 @@ def _by_annotation(annotation: Any, s: Sizes) -> tuple[bool, Any]:
     if annotation is torch.Tensor:
         return True, torch.randn(s.dim)
     if origin is not None and "Callable" in str(origin):
+        params, result = (args[0], args[1]) if len(args) == 2 and isinstance(args[0], list) else (None, None)
+        if params and all(p in (int, float) for p in params) and result in (int, float):
+            return True, float  # a function of a number to a number (``Schedule = Callable[[float], float]``)
         return True, nn.ReLU
     return False, None
 
