@@ -41,7 +41,10 @@ def having(cls: type, attribute: str, sizes: Sizes, reads: frozenset[str] = froz
         for value in list(vars(module).values()) if module else ():
             if (isinstance(value, type) and issubclass(value, nn.Module) and value is not cls and value.__module__ == home
                     and any(attribute in vars(k) for k in value.__mro__ if k is not nn.Module)):
-                yield value
+                if not inspect.isfunction(getattr(value, attribute, None)):
+                    yield value
+                elif (instance := instance_of(value, sizes, owner=cls)) is not None:
+                    yield instance  # a method (``flow.inverse(z)``) is called on an instance, not on its class
     # most of what the block reads off the argument, then the fewest inputs its forward requires
     built = sorted((v for v in _companions() if hasattr(v, attribute) and not isinstance(v, cls)),
                    key=lambda v: (-sum(hasattr(v, r) for r in reads), _required_inputs(v)))

@@ -38,6 +38,7 @@ _SEARCH_S = 5.0
 _TRIES_PER_MODEL = 16
 _CALLS_PER_INPUT = 6
 _FORWARD_REPAIRS = 3  # blocks rebuilt with arguments a forward error shows were guessed wrong, one more each time
+_REPAIRED_CALLS = (_CALLS_PER_INPUT, 2.0)  # calls and seconds for a block so rebuilt after the search's budget ran out
 # Larger guessed inputs are skipped: 1088 channels at 224x224 costs ~10 s of convolutions to fail
 _MAX_INPUT_ELEMENTS = 1 << 24
 # Guessed arguments that would build more parameters are not built (ConVit's defaults: 12 billion)
@@ -322,10 +323,13 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                 for _ in range(_FORWARD_REPAIRS):
                     change = next((c for e in errors_seen for c in forward_repairs(cls, changed, e)), None)
                     rebuilt, changed, _ = _instantiate(cls, {**changed, **change}, sizes) if change else (None, changed, None)
-                    if rebuilt is None or not budget.left():
+                    if rebuilt is None:
                         break
                     errors_seen = []
-                    found, again = _forward(rebuilt, changed, sizes, budget, errors_seen)
+                    # the change an error showed is the best lead there is: its block gets a few
+                    # calls of its own when the search spent the budget
+                    found, again = _forward(rebuilt, changed, sizes, budget if budget.left() else _Budget(*_REPAIRED_CALLS),
+                                            errors_seen)
                     if found is not None:
                         model, kwargs = rebuilt, changed
                         result["init_args"] = {k: short_repr(v) for k, v in changed.items()}

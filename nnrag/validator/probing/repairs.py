@@ -667,15 +667,18 @@ def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes
         for value in having(cls, attribute, sizes, _read_off(cls, k)):
             offered = True
             yield {k: value}
-        if not offered and (tensor := _tensor_for(kwargs[k], attribute)) is not None:
+        if not offered and (tensor := _tensor_for(kwargs[k], attribute, innermost_line(candidate_frames(cls, error)))) is not None:
             yield {k: tensor}
 
 
-def _tensor_for(value: Any, attribute: str) -> torch.Tensor | None:
+def _tensor_for(value: Any, attribute: str, line: str) -> torch.Tensor | None:
     """A tensor where the code reads a tensor's own attribute off a guessed number (``loc.detach()``,
-    ``weights.ndimension()``, ``x.size(0)``), no layer's: a vector as long as the number, a scalar
-    for a float."""
+    ``weights.ndimension()``, ``x.size(0)``, ``x.shape``), no layer's: a vector as long as the
+    number, a scalar for a float. A tensor method read and not called in the failing line
+    (``net.dim`` of a model's width) is some other object's attribute."""
     if not hasattr(torch.Tensor, attribute) or hasattr(nn.Module, attribute) or attribute.startswith("_"):
+        return None
+    if callable(getattr(torch.Tensor, attribute)) and not re.search(rf"\.{attribute}\s*\(", line):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
