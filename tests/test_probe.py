@@ -2126,3 +2126,32 @@ def test_a_callable_from_numbers_to_a_number_is_a_numeric_function_not_a_layer()
 
     assert guess_value("lr_schedule", Callable[[float], float], Sizes()) is float
     assert guess_value("act", Callable[..., nn.Module], Sizes()) is nn.ReLU
+
+
+def test_a_method_the_forward_calls_on_a_guess_is_called_on_an_instance_of_a_class_that_has_it(tmp_path: Path) -> None:
+    """``self.flow.inverse(z)`` of a number: the file's classes that define ``inverse`` are offered as
+    instances, the base whose methods only raise as a subclass that implements them."""
+    result = _probed(tmp_path, """
+        import torch
+        from torch import nn
+        class Flow(nn.Module):
+            def forward(self, z):
+                raise NotImplementedError
+            def inverse(self, z):
+                raise NotImplementedError("This flow has no algebraic inverse.")
+        class Affine(Flow):
+            def __init__(self, dim: int = 16):
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(dim))
+            def forward(self, z):
+                return z * self.scale
+            def inverse(self, z):
+                return z / self.scale
+        class Reverse(Flow):
+            def __init__(self, flow):
+                super().__init__()
+                self.flow = flow
+            def forward(self, z):
+                return self.flow.inverse(z)
+        """, "Reverse")
+    assert result["init_args"]["flow"].startswith("Affine("), result["init_args"]  # type: ignore[index,union-attr]
