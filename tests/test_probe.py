@@ -1709,6 +1709,9 @@ _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
     # a layer class guessed for a callable, where the code reads an attribute off it
     ("attribute read off a guess", "self.out = block.expansion * 2", "block", {"block": nn.ReLU},
      lambda c: hasattr(c.get("block"), "expansion")),
+    # an isinstance check that asks for a tensor: one made from the number guessed
+    ("instance a check asks for", "assert isinstance(positions, torch.Tensor), 'positions should be a Tensor'",
+     "positions", {"positions": 16}, lambda c: isinstance(c.get("positions"), torch.Tensor)),
     # a tensor's own attribute read off a guessed number: a vector as long as the number
     ("attribute read off a guess", "self.loc = nn.Parameter(loc.detach().clone())", "loc", {"loc": 16},
      lambda c: isinstance(c.get("loc"), torch.Tensor) and tuple(c["loc"].shape) == (16,)),

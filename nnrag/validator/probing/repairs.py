@@ -124,8 +124,11 @@ def _required_instance(f: Failure) -> Iterator[dict[str, Any]]:
         except Exception:
             continue
         for cls in wanted if isinstance(wanted, (list, tuple)) else [wanted]:
-            if isinstance(cls, type) and not isinstance(f.kwargs[checked.id], cls) \
-                    and (made := instance_of(cls, f.sizes, f.cls)) is not None:
+            if not isinstance(cls, type) or isinstance(f.kwargs[checked.id], cls):
+                continue
+            # a tensor (``assert isinstance(positions, torch.Tensor)``) from the number guessed for it
+            made = as_tensor(f.kwargs[checked.id]) if issubclass(torch.Tensor, cls) else instance_of(cls, f.sizes, f.cls)
+            if made is not None:
                 yield {checked.id: made}
                 break
 
@@ -680,6 +683,12 @@ def _tensor_for(value: Any, attribute: str, line: str) -> torch.Tensor | None:
         return None
     if callable(getattr(torch.Tensor, attribute)) and not re.search(rf"\.{attribute}\s*\(", line):
         return None
+    return as_tensor(value)
+
+
+def as_tensor(value: Any) -> torch.Tensor | None:
+    """A tensor for a number guessed where one is wanted: a positive vector as long as an integer,
+    a scalar for a float; None for anything else."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return torch.rand(value) + 0.5 if isinstance(value, int) and 0 < value <= 4096 else torch.tensor(float(value))
