@@ -210,13 +210,14 @@ def _package_index(root: Path, name: str, releases: list[Path]) -> Iterator[str]
         server.shutdown()
 
 
-def _sdist(folder: Path, name: str, version: str, files: dict[str, str]) -> Path:
-    """An sdist whose setup.py fails, as a package pip cannot build here does."""
+def _sdist(folder: Path, name: str, version: str, files: dict[str, str],
+           setup: str = "raise SystemExit('this distribution does not build here')\n") -> Path:
+    """An sdist whose setup.py fails (by default), as a package pip cannot build here does."""
     import io
     import tarfile
 
     path = folder / f"{name}-{version}.tar.gz"
-    members = {"setup.py": "raise SystemExit('this distribution does not build here')\n",
+    members = {"setup.py": setup,
                "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", **files}
     with tarfile.open(path, "w:gz") as tf:
         for member, text in members.items():
@@ -404,25 +405,10 @@ def test_a_distribution_whose_setup_imports_torch_is_built_against_the_environme
     """``setup.py`` imports torch to decide what to build (mmcv 1.x): pip's isolated build has
     neither torch nor, offline, setuptools, and fails; built against the environment, whose layer
     has both, it installs, and the reason of the first try is not the environment's."""
-    import io
-    import tarfile
-
-    from nnrag.validator.envs import environment
-
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    members = {
-        "setup.py": "import torch\nfrom setuptools import setup\n"
-                    "setup(name='torchbuilt', version='1.0', packages=['torchbuilt'])\n",
-        "PKG-INFO": "Metadata-Version: 2.1\nName: torchbuilt\nVersion: 1.0\n",
-        "torchbuilt/__init__.py": "import torch\nWITH = torch.__version__\n",
-    }
-    with tarfile.open(wheels / "torchbuilt-1.0.tar.gz", "w:gz") as tf:
-        for member, text in members.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"torchbuilt-1.0/{member}")
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
+    _sdist(wheels, "torchbuilt", "1.0", {"torchbuilt/__init__.py": "import torch\nWITH = torch.__version__\n"},
+           setup="import torch\nfrom setuptools import setup\nsetup(name='torchbuilt', version='1.0', packages=['torchbuilt'])\n")
     monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels} --no-cache-dir")
     env = environment(nnrag.Workspace(tmp_path / "home"), ("torchbuilt",))
     assert env.python is not None and env.error is None, env
