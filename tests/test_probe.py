@@ -2158,3 +2158,36 @@ def test_a_method_the_forward_calls_on_a_guess_is_called_on_an_instance_of_a_cla
                 return self.flow.inverse(z)
         """, "Reverse")
     assert result["init_args"]["flow"].startswith("Affine("), result["init_args"]  # type: ignore[index,union-attr]
+
+
+def test_a_number_a_part_calls_under_its_own_name_is_the_argument_handed_to_it(tmp_path: Path) -> None:
+    """The block hands ``self_attn`` to a part by keyword (``Residual(size, fn_attn=self_attn)``) and
+    ``net`` by position (``Wrapped(net)`` into ``self.nnet = nnet``); the parts' forwards call
+    ``self.fn_attn(x)`` and ``self.nnet(x)``, lines that name no argument of the block."""
+    result = _probed(tmp_path, """
+        from torch import nn
+        class Residual(nn.Module):
+            def __init__(self, size, fn_attn):
+                super().__init__()
+                self.norm = nn.LayerNorm(size)
+                self.fn_attn = fn_attn
+            def forward(self, x):
+                return x + self.fn_attn(self.norm(x))
+        class Wrapped(nn.Module):
+            def __init__(self, nnet, scale: float = 1.0):
+                super().__init__()
+                self.nnet = nnet
+                self.scale = scale
+            def forward(self, x):
+                return self.nnet(x) * self.scale
+        class EncoderLayer(nn.Module):
+            def __init__(self, size, self_attn, net):
+                super().__init__()
+                self.attn = Residual(size, fn_attn=self_attn)
+                self.out = Wrapped(net)
+                self.proj = nn.Linear(size, size)
+            def forward(self, x):
+                return self.out(self.proj(self.attn(x)))
+        """, "EncoderLayer")
+    args = result["init_args"]
+    assert args["self_attn"] == "Passthrough()" and args["net"] == "Passthrough()", args  # type: ignore[index]

@@ -18,6 +18,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -813,7 +814,8 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
         # the arguments the line calls, not a number it also names (``x.chunk(chunks)`` beside ``self.fn(c)``)
         callee = callee_at(frames[0]) if frames else None
         named = [k for k in called_in_line(frames, kwargs) or named_in_line(frames, kwargs) or held_under(cls, frames, kwargs)
-                 or (_stored_as(cls, callee, kwargs) if callee else []) if not callable(kwargs[k])]
+                 or (_stored_as(cls, callee, kwargs) or _passed_into_part(cls, frames[0], callee, kwargs) if callee else [])
+                 if not callable(kwargs[k])]
         if named:
             yield {k: Passthrough() for k in named}
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
@@ -839,6 +841,32 @@ def _stored_as(cls: type, attribute: str, kwargs: dict[str, Any]) -> list[str]:
         node.value.id for tree in _method_trees(cls) for node in ast.walk(tree)
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in kwargs
         and any(isinstance(t, ast.Attribute) and t.attr == attribute for t in node.targets)))
+
+
+def _passed_into_part(cls: type, frame: FrameType, attribute: str, kwargs: dict[str, Any]) -> list[str]:
+    """Arguments the block hands to the part whose method ``frame`` runs, which keeps it as
+    ``attribute``: ``_ResidualLayerNormAttn(size, fn_attn=self_attn)`` then ``self.fn_attn(x)``, or
+    ``iResBlock(net)`` into ``def __init__(self, nnet): self.nnet = nnet``."""
+    part = frame.f_locals.get("self")
+    if part is None or isinstance(part, cls) or not isinstance(part, nn.Module):
+        return []
+    kind = type(part)
+    kept = {node.value.id for tree in _method_trees(kind) for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+            and any(isinstance(t, ast.Attribute) and t.attr == attribute for t in node.targets)}
+    try:
+        params = [p for p in inspect.signature(kind).parameters]
+    except (TypeError, ValueError):
+        return []
+    found: list[str] = []
+    for tree in _method_trees(cls):
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == kind.__name__):
+                continue
+            given = [k.value for k in node.keywords if k.arg in kept]
+            given += [a for i, a in enumerate(node.args) if i < len(params) and params[i] in kept and not isinstance(a, ast.Starred)]
+            found += [g.id for g in given if isinstance(g, ast.Name) and g.id in kwargs]
+    return list(dict.fromkeys(found))
 
 
 def _identity_widened(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
