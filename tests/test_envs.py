@@ -415,6 +415,11 @@ def test_a_distribution_whose_setup_imports_torch_is_built_against_the_environme
     out = subprocess.run([env.python, "-c", "import torchbuilt, torch; print(torchbuilt.WITH == torch.__version__)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+    # one that builds neither way keeps pip's first reason and is noted, so no other set tries again
+    _sdist(wheels, "neverbuilt", "1.0", {"neverbuilt/__init__.py": ""})
+    broken = environment(nnrag.Workspace(tmp_path / "home"), ("neverbuilt",))
+    assert broken.python is None and "neverbuilt" in (broken.error or ""), broken
+    assert json.loads((tmp_path / "home" / "envs" / "unbuildable.json").read_text()) == ["neverbuilt"]
 
 
 def test_a_distribution_a_requirement_environment_installed_too_new_is_pinned_there(

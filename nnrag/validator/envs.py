@@ -167,7 +167,7 @@ def environment(workspace: Workspace, requirements: tuple[str, ...]) -> Environm
     try:
         venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp)
         _layered(tmp)
-        error = _pip_install(_python_of(tmp), requirements)
+        error = _pip_install(_python_of(tmp), requirements, workspace.home / "envs" / _UNBUILDABLE)
     except (OSError, subprocess.SubprocessError) as e:
         error = f"{type(e).__name__}: {e}"
     state = json.dumps({"requirements": list(requirements), "ok": error is None, "error": error})
@@ -183,32 +183,43 @@ def environment(workspace: Workspace, requirements: tuple[str, ...]) -> Environm
     return Environment(requirements, None, error)
 
 
-def _pip_install(python: Path, requirements: tuple[str, ...]) -> str | None:
+def _pip_install(python: Path, requirements: tuple[str, ...], unbuildable: Path) -> str | None:
     """Install into the environment with this Python's pip; None on success, else pip's reason.
 
     A source distribution whose ``setup.py`` imports torch to decide what to build (mmcv 1.x,
     whose release without compiled ops is pure Python) fails in pip's isolated build
     environment, which has no torch. Where a build failed, the set is installed once more built
     against the environment itself (torch and setuptools of the layer below); if
-    that fails too, the first reason stands."""
+    that fails too, the first reason stands, and the distributions whose builds failed are noted
+    in ``unbuildable``, so that no other set that holds them tries again."""
     proc = _pip(python, requirements)
     if proc.returncode == 0:
         return None
     reason = pip_reason(proc.stderr) or f"pip exited {proc.returncode}"
     if not _BUILD_FAILED.search(proc.stderr):
         return reason
+    from packaging.utils import canonicalize_name
+
+    failed = {canonicalize_name(a or b) for a, b in _BUILD_OF.findall(proc.stderr)}
+    known = set(json.loads(unbuildable.read_text(encoding="utf-8"))) if unbuildable.exists() else set()
+    if failed and failed <= known:
+        return reason
     try:
         if _pip(python, ("setuptools",)).returncode == 0 \
                 and _pip(python, requirements, "--no-build-isolation", timeout_s=_UNISOLATED_TIMEOUT_S).returncode == 0:
-            log.info("built %s against the environment's own torch", ", ".join(named_in(reason, requirements)) or "the set")
+            log.info("built %s against the environment's own torch", ", ".join(sorted(failed)) or "the set")
             return None
     except subprocess.TimeoutExpired:  # compiling kernels for minutes: what fails in isolation fails here too
         pass
+    unbuildable.parent.mkdir(parents=True, exist_ok=True)
+    unbuildable.write_text(json.dumps(sorted(known | failed)), encoding="utf-8")
     return reason
 
 
 # the build failed, or pip could not make its isolated build environment (offline: no setuptools)
 _BUILD_FAILED = re.compile(r"Failed to build|Failed building wheel|metadata-generation-failed|install build dependencies")
+_BUILD_OF = re.compile(r"Failed to build '([\w.-]+)'|Failed building wheel for ([\w.-]+)")
+_UNBUILDABLE = "unbuildable.json"  # distributions that built neither in isolation nor against an environment
 # a build that needs only the environment's torch is Python and takes seconds; one that compiles
 # C++/CUDA kernels on two cores takes tens of minutes and rarely ends well without a GPU toolkit
 _UNISOLATED_TIMEOUT_S = 300.0
