@@ -837,9 +837,14 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
 def _stored_as(cls: type, attribute: str, kwargs: dict[str, Any]) -> list[str]:
     """Arguments the class's methods store under ``attribute`` (``self.scratch.output_conv = head``):
     the argument a call of ``self.scratch.output_conv(x)`` is about, a line that names no argument."""
+    return [name for name in _assigned_to(cls, attribute) if name in kwargs]
+
+
+def _assigned_to(cls: type, attribute: str) -> list[str]:
+    """The names the class's methods assign to an attribute ``attribute`` of anything, in order."""
     return list(dict.fromkeys(
         node.value.id for tree in _method_trees(cls) for node in ast.walk(tree)
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in kwargs
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
         and any(isinstance(t, ast.Attribute) and t.attr == attribute for t in node.targets)))
 
 
@@ -851,9 +856,7 @@ def _passed_into_part(cls: type, frame: FrameType, attribute: str, kwargs: dict[
     if part is None or isinstance(part, cls) or not isinstance(part, nn.Module):
         return []
     kind = type(part)
-    kept = {node.value.id for tree in _method_trees(kind) for node in ast.walk(tree)
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
-            and any(isinstance(t, ast.Attribute) and t.attr == attribute for t in node.targets)}
+    kept = set(_assigned_to(kind, attribute))
     try:
         params = [p for p in inspect.signature(kind).parameters]
     except (TypeError, ValueError):
