@@ -2191,3 +2191,26 @@ def test_a_number_a_part_calls_under_its_own_name_is_the_argument_handed_to_it(t
         """, "EncoderLayer")
     args = result["init_args"]
     assert args["self_attn"] == "Passthrough()" and args["net"] == "Passthrough()", args  # type: ignore[index]
+
+
+def test_a_stand_in_indexed_inside_another_call_gives_two_results(tmp_path: Path) -> None:
+    """``self.dropout(self.attention(x, x, x)[0])``: the stand-in's result is indexed inside the
+    dropout's call, not at the top of the statement; it still gives its input first."""
+    result = _probed(tmp_path, """
+        from torch import nn
+        class EncoderLayer(nn.Module):
+            def __init__(self, attention, d_model: int):
+                super().__init__()
+                self.attention = attention
+                self.dropout = nn.Dropout(0.1)
+                self.norm = nn.LayerNorm(d_model)
+            def forward(self, x):
+                attended = self.dropout(
+                    self.attention(x, x, x)[0]
+                )
+                flat = attended.reshape(attended.shape[0] * attended.shape[1], attended.shape[2])
+                return self.norm(flat)
+        """, "EncoderLayer")
+    assert result["init_args"]["attention"] == "Passthrough()", result["init_args"]  # type: ignore[index]
+    batch, length, width = result["input_shapes"][0]  # type: ignore[index,misc]
+    assert result["output_shapes"] == [batch * length, width], result

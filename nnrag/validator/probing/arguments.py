@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import nn
 
+from .frames import callee_at
 from .source import failing_statement, source_tree
 
 _WORDS = re.compile(r"[a-z]+|\d+")
@@ -84,6 +85,13 @@ def results_taken(frame: FrameType | None) -> int:
         return len(stmt.targets[0].elts)
     if isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AugAssign)) and isinstance(stmt.value, ast.Subscript) \
             and isinstance(stmt.value.value, ast.Call):
+        return 2
+    # indexed inside another call (``self.dropout(self.attention(q, k, v)[0])``): the call the
+    # caller's instruction is at, by the name it calls
+    callee = callee_at(frame) if frame is not None and stmt is not None else None
+    if callee and any(isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)
+                      and getattr(node.value.func, "attr", getattr(node.value.func, "id", None)) == callee
+                      for node in ast.walk(stmt)):
         return 2
     return 1
 
