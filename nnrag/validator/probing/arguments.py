@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import enum
 import inspect
 import re
 import sys
 import typing
 from dataclasses import dataclass
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
 
-from .frames import callee_at
-from .source import failing_statement, source_tree
+from .frames import callee_of
+from .source import failing_statement, source_tree, statement_at
 
 _WORDS = re.compile(r"[a-z]+|\d+")
 
@@ -80,7 +81,12 @@ def _caller() -> FrameType | None:
 def results_taken(frame: FrameType | None) -> int:
     """How many results the statement a frame stopped at takes from the call it makes: as many
     as the names it unpacks them into, two where it indexes the result, else one."""
-    stmt = failing_statement(frame) if frame is not None else None
+    return _results_at(frame.f_code, frame.f_lasti, frame.f_lineno) if frame is not None else 1
+
+
+@functools.lru_cache(maxsize=1024)  # a stand-in layer asks it on every call it answers
+def _results_at(code: CodeType, lasti: int, lineno: int) -> int:
+    stmt = statement_at(code, lineno)
     if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
         return len(stmt.targets[0].elts)
     if isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AugAssign)) and isinstance(stmt.value, ast.Subscript) \
@@ -88,7 +94,7 @@ def results_taken(frame: FrameType | None) -> int:
         return 2
     # indexed inside another call (``self.dropout(self.attention(q, k, v)[0])``): the call the
     # caller's instruction is at, by the name it calls
-    callee = callee_at(frame) if frame is not None and stmt is not None else None
+    callee = callee_of(code, lasti) if stmt is not None else None
     if callee and any(isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)
                       and getattr(node.value.func, "attr", getattr(node.value.func, "id", None)) == callee
                       for node in ast.walk(stmt)):
@@ -276,9 +282,9 @@ def unimplemented(cls: type) -> bool:
     """Whether ``cls`` is abstract by convention rather than by ``abc``: a method of its own, or a
     layer's ``forward``, only raises ``NotImplementedError`` (gymnasium's ``Space.sample``, a
     flow's or kernel's ``forward``), so an instance fails as soon as it is used."""
-    methods = [cls.forward] if issubclass(cls, nn.Module) else \
-        [v for k, v in vars(cls).items() if inspect.isfunction(v) and not k.startswith("_")]
-    return any(_only_raises_unimplemented(m) for m in methods)
+    if issubclass(cls, nn.Module):  # torch's own missing forward first: no source read
+        return cls.forward is nn.Module.forward or _only_raises_unimplemented(cls.forward)
+    return any(_only_raises_unimplemented(v) for k, v in vars(cls).items() if inspect.isfunction(v) and not k.startswith("_"))
 
 
 def _only_raises_unimplemented(function: Any) -> bool:
@@ -292,7 +298,7 @@ def _only_raises_unimplemented(function: Any) -> bool:
 
 
 def _module_value(cls: type, s: Sizes, depth: int, owner: type | None = None) -> Any:
-    if cls.forward is nn.Module.forward or unimplemented(cls):  # an abstract base (``loss: _Loss``): a concrete subclass
+    if unimplemented(cls):  # an abstract base (``loss: _Loss``): a concrete subclass
         made = next((made for sub in _concrete(cls, owner) if (made := _module_value(sub, s, depth)) is not None), None)
         if made is not None:
             return made
@@ -318,7 +324,7 @@ def _concrete(cls: type, owner: type | None) -> list[type]:
     while todo and len(found) < 32:
         sub = todo.pop(0)
         todo += sub.__subclasses__()
-        if sub.forward is not nn.Module.forward and not unimplemented(sub) and not sub.__name__.startswith("_") \
+        if not unimplemented(sub) and not sub.__name__.startswith("_") \
                 and not (owner is not None and issubclass(sub, owner)):
             found.append(sub)
     home = getattr(owner, "__module__", None)

@@ -5,11 +5,13 @@ helper whose parameter failed. Runs inside the sandbox, on live frames."""
 from __future__ import annotations
 
 import ast
+import functools
+import itertools
 import linecache
 import re
 import sys
 import traceback
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 from torch import nn
@@ -67,13 +69,18 @@ def callee_at(frame: FrameType) -> str | None:
     """The name a frame's current instruction calls (``BatchNorm`` of ``BatchNorm(c)``, ``fn``
     of ``self.fn(x)``), read from the instruction's source position; None where that position is
     not a call of a name."""
+    return callee_of(frame.f_code, frame.f_lasti)
+
+
+@functools.lru_cache(maxsize=1024)  # a stand-in layer asks it on every call it answers
+def callee_of(code: CodeType, lasti: int) -> str | None:
     try:
-        line, end, col, end_col = list(frame.f_code.co_positions())[frame.f_lasti // 2]
-    except (IndexError, ValueError):
+        line, end, col, end_col = next(itertools.islice(code.co_positions(), lasti // 2, None))
+    except (StopIteration, ValueError):
         return None
     if None in (line, end, col, end_col):
         return None
-    lines = linecache.getlines(frame.f_code.co_filename)[line - 1:end]
+    lines = linecache.getlines(code.co_filename)[line - 1:end]
     if not lines:
         return None
     lines[-1] = lines[-1][:end_col] if len(lines) > 1 else lines[-1][col:end_col]

@@ -666,13 +666,16 @@ def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes
         owners = [k for k in kwargs if k in text]
     else:
         return
+    line = None  # read once, where no value that has the attribute was offered
     for k in owners:
         offered = False
         for value in having(cls, attribute, sizes, _read_off(cls, k)):
             offered = True
             yield {k: value}
-        if not offered and (tensor := _tensor_for(kwargs[k], attribute, innermost_line(candidate_frames(cls, error)))) is not None:
-            yield {k: tensor}
+        if not offered:
+            line = innermost_line(candidate_frames(cls, error)) if line is None else line
+            if (tensor := _tensor_for(kwargs[k], attribute, line)) is not None:
+                yield {k: tensor}
 
 
 def _tensor_for(value: Any, attribute: str, line: str) -> torch.Tensor | None:
@@ -819,7 +822,7 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
         if named:
             yield {k: Passthrough() for k in named}
     yield from _by_attribute(cls, kwargs, error, Sizes())  # ``self.net.transformer`` of a wrapper given a number
-    yield from _identity_widened(kwargs, error)
+    yield from _widened_to_stand_in(kwargs, error)
     if any(w in str(error) for w in _WANTS_SEQUENCE):  # ``len(self.pad)`` of a pad given as one number
         yield from _sequences(cls, kwargs, error)
     # a signal the guessed lengths made shorter than a kernel: the block built for longer ones
@@ -872,7 +875,7 @@ def _passed_into_part(cls: type, frame: FrameType, attribute: str, kwargs: dict[
     return list(dict.fromkeys(found))
 
 
-def _identity_widened(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
+def _widened_to_stand_in(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """``Identity.forward() got an unexpected keyword argument 'inference_params'``, ``ReLU.forward()
     got an unexpected keyword argument 'src_mask'``: a torch layer (or layer class) guessed for an
     argument is called with more than one input; the stand-in that takes any call replaces it."""

@@ -39,12 +39,12 @@ def failing_statement(frame: FrameType, tree: ast.AST | None = None) -> ast.stmt
     """The innermost statement of a frame's function that holds the line the frame stopped at
     (in ``tree``, the function's parsed source, when the caller has it)."""
     if tree is None:
-        return _statement_at(frame.f_code, frame.f_lineno)
+        return statement_at(frame.f_code, frame.f_lineno)
     return _innermost(tree, frame.f_lineno - frame.f_code.co_firstlineno + 1)
 
 
 @functools.lru_cache(maxsize=1024)  # a stand-in layer asks it on every call, a repair on every error
-def _statement_at(code: CodeType, lineno: int) -> ast.stmt | None:
+def statement_at(code: CodeType, lineno: int) -> ast.stmt | None:
     tree = source_tree(code)
     return _innermost(tree, lineno - code.co_firstlineno + 1) if tree is not None else None
 
