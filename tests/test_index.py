@@ -222,3 +222,20 @@ def test_a_folder_the_code_imports_as_a_namespace_package_names_its_modules(tmp_
     assert modules["tool/pkg/layers.py"] == "tool.pkg.layers" and modules["scripts/lib/x.py"] == "lib.x"
     result = nnrag.extract("tool.pkg.layers.Doubles", home=home)
     assert result.ok and "def helper" in result.code and "from tool" not in result.code
+
+
+def test_files_of_one_import_name_index_without_losing_the_corpus(tmp_path: Path, home: Path) -> None:
+    """Two overlay packages both named ``backbones`` are named from the folders above them; a
+    module ``net.py`` beside a package ``net/`` (one import name, Python imports the package)
+    keeps one block of the name instead of failing the whole index."""
+    repo = tmp_path / "overlays"
+    for kit in ("seg/mmseg", "det/mmdet"):
+        (repo / kit / "backbones").mkdir(parents=True)
+        (repo / kit / "backbones" / "__init__.py").write_text("")
+        (repo / kit / "backbones" / "focal.py").write_text(BLOCK.format(i=1))
+    (repo / "net").mkdir()
+    (repo / "net" / "__init__.py").write_text(BLOCK.format(i=2))
+    (repo / "net.py").write_text(BLOCK.format(i=2))
+    nnrag.index([str(repo)], home=home)
+    assert sorted(b.qualname for b in nnrag.blocks(home=home)) == [
+        "mmdet.backbones.focal.Block1", "mmseg.backbones.focal.Block1", "net.Block2"]

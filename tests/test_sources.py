@@ -13,7 +13,7 @@ import nnrag
 from conftest import search_limits, write_wheel
 from nnrag.sourcing.corpus import load_corpus
 from nnrag.sourcing.globs import PathFilter
-from nnrag.sourcing.spec import default_corpus, module_name, parse_source
+from nnrag.sourcing.spec import default_corpus, module_names, parse_source
 
 LAYER = "import torch.nn as nn\n\n\nclass {name}(nn.Module):\n    def forward(self, x):\n        return x\n"
 
@@ -73,7 +73,23 @@ def test_parse_source_kinds(tmp_path: Path) -> None:
     ],
 )
 def test_module_names(path: str, style: str, expected: str) -> None:
-    assert module_name(path, style, frozenset({"src/pkg", "timm", "timm/layers"})) == expected
+    assert module_names([path], style, frozenset({"src/pkg", "timm", "timm/layers"}))[path] == expected
+
+
+def test_two_package_chains_of_one_name_are_named_from_the_folders_above_them() -> None:
+    """Overlays for two toolboxes (``seg/mmseg/models/backbones``, ``det/mmdet/models/backbones``)
+    would both be ``backbones``: each chain is named from the folders above it until they differ,
+    every file of a chain alike; a chain whose name is its own keeps it."""
+    paths = ["seg/mmseg/models/backbones/__init__.py", "seg/mmseg/models/backbones/net.py",
+             "det/mmdet/models/backbones/__init__.py", "det/mmdet/models/backbones/net.py",
+             "tools/heads/__init__.py", "tools/heads/fpn.py", "train.py"]
+    packages = frozenset({"seg/mmseg/models/backbones", "det/mmdet/models/backbones", "tools/heads"})
+    assert module_names(paths, "package", packages) == {
+        "seg/mmseg/models/backbones/__init__.py": "mmseg.models.backbones",
+        "seg/mmseg/models/backbones/net.py": "mmseg.models.backbones.net",
+        "det/mmdet/models/backbones/__init__.py": "mmdet.models.backbones",
+        "det/mmdet/models/backbones/net.py": "mmdet.models.backbones.net",
+        "tools/heads/__init__.py": "heads", "tools/heads/fpn.py": "heads.fpn", "train.py": "train"}
 
 
 @pytest.mark.parametrize(

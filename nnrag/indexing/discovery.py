@@ -257,6 +257,7 @@ def discover(conn: sqlite3.Connection) -> DiscoveryResult:
     discoverer = Discoverer(Resolver(modules, priorities))
     copies = template_copies(modules)
     blocks: list[BlockRow] = []
+    named: set[tuple[int, str]] = set()
     classes = rejected = unresolved = templated = 0
     for mod in modules:
         for d in mod.defs.values():
@@ -277,12 +278,18 @@ def discover(conn: sqlite3.Connection) -> DiscoveryResult:
             name = d.qualname.rsplit(".", 1)[-1]
             if not matches_any(name, symbols.get(mod.source_id, [])):
                 continue
+            qualname = f"{mod.module}.{d.qualname}"
+            if (mod.source_id, qualname) in named:
+                # ``a.py`` beside a package ``a/``: one import name, and Python imports the package
+                log.warning("%s is defined by two files of one source; the second is left out", qualname)
+                continue
+            named.add((mod.source_id, qualname))
             blocks.append(
                 BlockRow(
                     source_id=mod.source_id,
                     file_id=mod.file_id,
                     name=name,
-                    qualname=f"{mod.module}.{d.qualname}",
+                    qualname=qualname,
                     line=d.lineno,
                     end_line=d.end_lineno,
                     category=guess_category(name, verdict.chain, mod.module, d.docstring),

@@ -29,7 +29,7 @@ from ..workspace import Workspace
 from .discovery import discover, discovery_version
 from ..progress import ProgressFn
 from ..sourcing.fetch import materialize
-from ..sourcing.spec import REASON_PARSER_CRASH, Materialized, SourceSpec, module_name, namespace_dirs
+from ..sourcing.spec import REASON_PARSER_CRASH, Materialized, SourceSpec, module_names, namespace_dirs
 from .parse import ParsedFile, parse_batch, parser_version
 from .store import PARSE_AGAIN, DiscoveryStamp, Store, open_or_rebuild
 
@@ -168,10 +168,11 @@ def _plan(store: Store, source_id: int, m: Materialized, counts: _Counts) -> tup
     seen: set[str] = set()
     changed = False
     renamed: list[tuple[int, int, int, str]] = []
+    modules = module_names([f.path for f in m.files], m.module_style, package_dirs)
     for f in m.files:
         seen.add(f.path)
         state = states.get(f.path)
-        module = module_name(f.path, m.module_style, package_dirs)
+        module = modules[f.path]
         if state is not None and state.size == f.size and state.mtime_ns == f.mtime_ns:
             counts.unchanged[source_id] += 1
             if state.status == "ok" and state.module != module:  # an __init__.py came or went above it

@@ -221,24 +221,46 @@ class Materialized:
         return replace(self, files=tuple(files), issues=tuple(issues))
 
 
-def module_name(relpath: str, style: str, package_dirs: frozenset[str]) -> str:
-    """The import name of a file: ``a/b/c.py`` -> ``a.b.c``, ``a/b/__init__.py`` -> ``a.b``.
+def module_names(paths: Sequence[str], style: str, package_dirs: frozenset[str]) -> dict[str, str]:
+    """The import name of each file: ``a/b/c.py`` -> ``a.b.c``, ``a/b/__init__.py`` -> ``a.b``.
 
-    With the package style, the name starts at the outermost directory of the chain of
-    packages (folders with ``__init__.py``) that holds the file; files outside any package
-    are named from the source root, as when a script runs from the repository root.
+    With the package style, a name starts at the outermost directory of the chain of packages
+    (folders with ``__init__.py``) that holds the file; files outside any package are named from
+    the source root, as when a script runs from the repository root. Two chains of one source
+    that would give the same name (FocalNet's ``segmentation/mmseg/models/backbones`` and
+    ``detection/mmdet/models/backbones``, overlays for two toolboxes) are named from the folders
+    above them, one at a time, until their names differ: a name stands for one file.
     """
+    dirs = {p: p.split("/")[:-1] for p in paths}
+    start = {p: _chain_start(dirs[p], package_dirs) if style == STYLE_PACKAGE else 0 for p in paths}
+    while True:
+        names = {p: _dotted(p, start[p]) for p in paths}
+        holders: dict[str, list[str]] = {}
+        for p, name in names.items():
+            holders.setdefault(name, []).append(p)
+        # a chain is its outermost package folder; every file in it is named from the same folder
+        clashing = {tuple(dirs[p][:start[p] + 1]) for group in holders.values() if len(group) > 1
+                    for p in group if start[p] > 0}
+        if not clashing:
+            return names
+        for p in paths:
+            if start[p] > 0 and tuple(dirs[p][:start[p] + 1]) in clashing:
+                start[p] -= 1
+
+
+def _chain_start(dirs: list[str], package_dirs: frozenset[str]) -> int:
+    """How many folders above the file's chain of packages its name leaves out."""
+    start = len(dirs)
+    while start > 0 and "/".join(dirs[:start]) in package_dirs:
+        start -= 1
+    return start if start < len(dirs) else 0
+
+
+def _dotted(relpath: str, start: int) -> str:
     parts = relpath[:-3].split("/") if relpath.endswith(".py") else relpath.split("/")
     if parts[-1] == "__init__":
         parts = parts[:-1]
-    if style == STYLE_PACKAGE and len(parts) > 1:
-        dirs = relpath.split("/")[:-1]
-        start = len(dirs)
-        while start > 0 and "/".join(dirs[:start]) in package_dirs:
-            start -= 1
-        if start < len(dirs):  # inside a package chain: drop the non-package prefix
-            parts = parts[start:]
-    return ".".join(parts)
+    return ".".join(parts[start:] if len(parts) > 1 else parts)
 
 
 def namespace_dirs(files: Sequence[SourceFile], package_dirs: frozenset[str]) -> frozenset[str]:
