@@ -190,17 +190,20 @@ def test_an_environment_whose_torch_is_broken_leaves_its_blocks_waiting_and_the_
 
 
 @contextlib.contextmanager
-def _package_index(root: Path, name: str, releases: list[Path]) -> Iterator[str]:
-    """A package index (PEP 503 pages) on 127.0.0.1 serving ``releases`` of ``name`` from ``root``."""
+def _package_index(root: Path, name: str, releases: list[Path],
+                   more: dict[str, list[Path]] | None = None) -> Iterator[str]:
+    """A package index (PEP 503 pages) on 127.0.0.1 serving ``releases`` of ``name`` (and of each
+    distribution ``more`` names) from ``root``."""
     import hashlib
     import http.server
     import threading
 
-    page = root / "simple" / name
-    page.mkdir(parents=True)
-    page.joinpath("index.html").write_text("".join(
-        f'<a href="../../{p.relative_to(root)}#sha256={hashlib.sha256(p.read_bytes()).hexdigest()}">{p.name}</a>\n'
-        for p in releases))
+    for project, files in {name: releases, **(more or {})}.items():
+        page = root / "simple" / project
+        page.mkdir(parents=True)
+        page.joinpath("index.html").write_text("".join(
+            f'<a href="../../{p.relative_to(root)}#sha256={hashlib.sha256(p.read_bytes()).hexdigest()}">{p.name}</a>\n'
+            for p in files))
     handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(root), **k)  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -446,3 +449,22 @@ def test_a_distribution_a_requirement_environment_installed_too_new_is_pinned_th
     assert (pin["distribution"], pin["version"], pin["installed"]) == ("tinyscale", "1.0", "99.0"), pin
     (entry,) = nnrag.library_entries(home=home)
     assert entry["status"] == "validated", entry["message"]
+
+
+def test_an_import_name_no_declared_name_says_is_found_in_what_a_declared_distribution_releases(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block imports ``tinyact``; the index has no ``tinyact``, and the repository declares
+    ``quirky-torch``, whose name shares no word with it (as ``tensorly-torch`` installs
+    ``tltorch``). Its wheel on the index installs ``tinyact``: that distribution is installed."""
+    files = tmp_path / "index" / "files"
+    wheel = write_wheel(files, "quirky_torch", {"tinyact/__init__.py": MODULE})
+    unrelated = write_wheel(files, "plainpkg", {"plainpkg/__init__.py": ""})
+    with _package_index(tmp_path / "index", "quirky-torch", [wheel], {"plainpkg": [unrelated]}) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        repo = tmp_path / "needs_repo"
+        shutil.copytree(FIXTURES / "needs_repo", repo)
+        (repo / "requirements.txt").write_text("plainpkg\nquirky-torch>=1.0\n")
+        report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False,
+                             harvest=False, requirements="install")
+    assert report.requirements["declared_instead"] == {"tinyact": "quirky-torch"}, report.requirements
+    assert report.passed == 2, report.failures

@@ -12,8 +12,10 @@ then stops at a further missing module gets that one too, for a few rounds.
 from __future__ import annotations
 
 import ast
+import importlib.metadata as md
 import re
 from dataclasses import replace
+from pathlib import Path
 from typing import Mapping, Sequence
 
 from packaging.utils import canonicalize_name
@@ -22,7 +24,8 @@ from ..db import Database
 from ..errors import ValidatorUnavailable
 from ..progress import ProgressFn
 from ..extraction.requirements import installed
-from ..sourcing.declared import import_names
+from ..sourcing.declared import declared_names, import_names
+from ..sourcing.provides import providing
 from ..validator.envs import distribution_for, environment, made, missing_module
 from ..validator.gate import Gate
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord
@@ -147,15 +150,30 @@ def corpus_packages(db: Database) -> frozenset[str]:
 class _Declared:
     """Per source, the import names its declared distributions may be named for, read once."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, cache: Path) -> None:
         self.db = db
+        self.cache = cache
         self._names: dict[str, dict[str, str]] = {}
 
     def alternative(self, source: str, module: str, instead_of: str) -> str | None:
         if source not in self._names:
             self._names[source] = {k: v for root in reversed(roots(self.db, source)) for k, v in import_names(root).items()}
         found = self._names[source].get(module)
-        return found if found is not None and canonicalize_name(found) != canonicalize_name(instead_of) else None
+        if found is None:
+            # no declared name says it: what the declared distributions release does (tensorly-torch installs tltorch)
+            declared = [n for root in roots(self.db, source) for n in declared_names(root)]
+            unknown = [n for n in dict.fromkeys(declared) if not _installed_distribution(n)
+                       and canonicalize_name(n) != canonicalize_name(instead_of)]
+            found = self._names[source][module] = providing(module, unknown, self.cache) or ""
+        return found if found and canonicalize_name(found) != canonicalize_name(instead_of) else None
+
+
+def _installed_distribution(name: str) -> bool:
+    try:
+        md.distribution(name)
+    except md.PackageNotFoundError:
+        return False
+    return True
 
 
 def _declared_instead(items: list[tuple[records.Candidate, ValidationRecord]], requirements: tuple[str, ...],
@@ -192,7 +210,7 @@ def validate_in_environments(db: Database, workspace: Workspace, waiting: list[t
             queue.setdefault((dist,), []).append((candidate, first))
     entered, rescued, done = 0, 0, 0
     failed: dict[str, str] = {}
-    declared = _Declared(db)
+    declared = _Declared(db, workspace.cache_dir / "releases")
     instead_of: dict[str, str] = {}
 
     def settle(verdict: records.Verdict) -> None:

@@ -41,6 +41,19 @@ def _declared_lines(root: Path) -> list[str]:
     return lines + _pyproject(root / "pyproject.toml") + _setup_cfg(root / "setup.cfg") + _setup_py(root / "setup.py")
 
 
+def declared_names(root: Path) -> list[str]:
+    """Every distribution name ``root`` declares, extras' too, in the order declared."""
+    names: dict[str, None] = {}
+    for line in _declared_lines(root):
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.url is None:
+            names.setdefault(req.name)
+    return list(names)
+
+
 def import_names(root: Path) -> dict[str, str]:
     """Import names the distributions ``root`` declares may be named for, extras' too: where pip
     cannot install the distribution an import is spelt as, because that name of the package

@@ -83,14 +83,23 @@ def source_distributions(name: str, index: str | None = None) -> list[ReleasedFi
 
 def pure_wheels(name: str, index: str | None = None) -> list[ReleasedFile]:
     """The pure-Python wheels (``py3-none-any``) the index holds of ``name``, newest first, one per version."""
+    return _wheels(name, index, pure=True)
+
+
+def wheels(name: str, index: str | None = None) -> list[ReleasedFile]:
+    """Wheels of ``name`` for any platform, newest first, one per version: what they install is named alike."""
+    return _wheels(name, index, pure=False)
+
+
+def _wheels(name: str, index: str | None, pure: bool) -> list[ReleasedFile]:
     found: dict[Version, ReleasedFile] = {}
     for filename, url, sha256 in _released(name, index):
         try:
             dist, version, _, tags = parse_wheel_filename(filename)
         except InvalidWheelFilename:
             continue
-        if canonicalize_name(dist) == canonicalize_name(name) and any(
-                t.interpreter.startswith("py3") and t.abi == "none" and t.platform == "any" for t in tags):
+        if canonicalize_name(dist) == canonicalize_name(name) and (not pure or any(
+                t.interpreter.startswith("py3") and t.abi == "none" and t.platform == "any" for t in tags)):
             found.setdefault(version, ReleasedFile(filename, url, sha256, version))
     return [found[v] for v in sorted(found, reverse=True)]
 
