@@ -418,6 +418,12 @@ class Staged(nn.Module):
         assert isinstance(depth, tuple), "depth needs to be tuple if integers indicating number of blocks at that stage"
 
 
+class Embedded(nn.Module):
+    def __init__(self, continuous_dim: int, embedding_dims: Tuple[int, int]) -> None:  # a list of pairs, in fact
+        super().__init__()
+        self.tables = nn.ModuleList([nn.Embedding(n, d) for n, d in embedding_dims])
+
+
 def test_an_argument_the_failing_line_uses_as_a_sequence_becomes_a_list() -> None:
     from nnrag.validator.probing.probe import _instantiate
 
@@ -427,6 +433,10 @@ def test_an_argument_the_failing_line_uses_as_a_sequence_becomes_a_list() -> Non
     model, kwargs, error = _instantiate(Counted, {"widths": 16, "channels": 16}, Sizes())
     assert error is None and kwargs == {"widths": [16, 16], "channels": 16}
     assert _instantiate(Staged, {"depth": 1}, Sizes())[1] == {"depth": (1, 1)}  # the type the check names
+    # items unpacked: a list of pairs, whether the guess was a number or a list of numbers
+    for guess in (16, (16, 16)):
+        model, kwargs, error = _instantiate(Embedded, {"continuous_dim": 16, "embedding_dims": guess}, Sizes())
+        assert error is None and kwargs["embedding_dims"] == [(16, 16), (16, 16)], (kwargs, error)
 
 
 def test_inputs_take_the_sizes_a_blocks_own_weights_fix() -> None:

@@ -28,10 +28,15 @@ def candidate_frames(cls: type, error: BaseException) -> list[FrameType]:
              if k not in (nn.Module, object) and not k.__module__.startswith("torch.")} - {None}
     frames, tb = [], error.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename in paths:
+        # a comprehension runs as a frame of its own before Python 3.12 (PEP 709 inlines it), of
+        # no statement: the statement that holds it is its caller's
+        if tb.tb_frame.f_code.co_filename in paths and tb.tb_frame.f_code.co_name not in _COMPREHENSIONS:
             frames.append(tb.tb_frame)
         tb = tb.tb_next
     return frames[::-1]
+
+
+_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
 
 def innermost_line(frames: list[FrameType]) -> str:

@@ -750,6 +750,25 @@ def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
             wanted.update((k, kind) for k in owners)
     if wanted:
         yield {k: kind([ints[k], ints[k]]) for k, kind in wanted.items()}
+    # a list of numbers whose items are unpacked (``for n, d in embedding_dims``): a list of pairs
+    pairs = {k: [(v, v) for v in kwargs[k]] for k in _items_used_as_sequences(stmt) & set(kwargs)
+             if isinstance(kwargs[k], (list, tuple)) and kwargs[k] and all(type(v) is int for v in kwargs[k])}
+    if pairs:
+        yield pairs
+
+
+def _items_used_as_sequences(stmt: ast.stmt) -> set[str]:
+    """Names (``x`` or ``self.x``) the statement iterates unpacking each item (``for a, b in x``,
+    ``[nn.Embedding(n, d) for n, d in x]``)."""
+    found: set[str] = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, (ast.Tuple, ast.List)):
+            it = node.iter
+            if isinstance(it, ast.Name):
+                found.add(it.id)
+            elif isinstance(it, ast.Attribute) and isinstance(it.value, ast.Name) and it.value.id == "self":
+                found.add(it.attr)
+    return found
 
 
 def _lengths(kwargs: dict[str, Any], text: str) -> Iterator[dict[str, Any]]:
