@@ -840,3 +840,18 @@ def test_an_extension_compiled_as_its_module_is_imported_stands_in_until_called(
     assert "could not be built here" in str(only["message"])
     code = nnrag.extract("StyledConv", home=home).code
     assert "fused = _Unavailable.load(lambda: (load(" in code
+
+
+def test_a_verdict_does_not_hang_on_the_random_state_a_worker_started_with() -> None:
+    """numpy and Python seed their global generators from the operating system when imported, so
+    two workers (or two builds) would draw differently: an augmentation that crops at random
+    passes in one and fails in the other. Each check starts from the same state."""
+    from nnrag.validator.gate import Gate
+
+    code = ("import random\n\nimport numpy as np\nimport torch.nn as nn\n\nclass Draws(nn.Module):\n"
+            "    def forward(self, x):\n        raise RuntimeError(f'drew {np.random.rand()} {random.random()}')\n")
+    messages = set()
+    for _ in range(2):
+        with Gate(1) as gate:
+            messages.add(gate.check_code(code, "Draws").message)
+    assert len(messages) == 1 and "drew" in next(iter(messages)), messages

@@ -6,6 +6,7 @@ import ast
 import importlib.util
 import inspect
 import math
+import random
 import re
 import sys
 import time
@@ -254,6 +255,10 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
     # the CPU generator only: torch.manual_seed would also queue a lazy CUDA seeding, formatting a
     # stack trace (~6 ms of a trivial candidate's ~40)
     torch.default_generator.manual_seed(0)
+    # and Python's and numpy's global generators, which augmentations and samplers draw from: a
+    # worker checks candidates one after another, and a verdict must not depend on which came first
+    random.seed(0)
+    np.random.seed(0)
     weights.install()
     cpu.install()
     result["stage"] = "import"
