@@ -129,9 +129,9 @@ def test_recorded_usage_validates_them(homes: dict[str, object]) -> None:
     assert entries["BandMix"]["record"]["input_shapes"] == [[2, 8, 8, 6]]  # as the example called it
     assert entries["BandMix"]["record"]["output_shapes"] == [2, 8, 8, 1]
     harvest = homes["report"].harvest  # type: ignore[attr-defined]
-    # ten with recorded usage, WindowScorer with a companion; the table counts as a factory
-    assert harvest["rescued"] == 11 and harvest["factories"] == 3 and harvest["examples"] == 2 and harvest["passed"] == 1
-    assert homes["report"].passed == homes["guess_report"].passed + 11
+    # ten with recorded usage, WindowScorer and PairScorer with companions; the table counts as a factory
+    assert harvest["rescued"] == 12 and harvest["factories"] == 3 and harvest["examples"] == 2 and harvest["passed"] == 1
+    assert homes["report"].passed == homes["guess_report"].passed + 12
     assert entries["TableEncoder"]["record"]["init_args"]["layout"] == "[(3, 8), (8, 16)]"  # type: ignore[index]
     assert entries["StageBase"]["record"]["init_args"]["setting"] == "namespace(out_chs=16, depth=1, stride=1)"  # type: ignore[index]
     # built as the passing network built it; its network's record holds how the gate ran it
@@ -157,6 +157,10 @@ def test_a_wrapper_gets_a_block_of_its_source(homes: dict[str, object]) -> None:
     # recorded as built: the model by its own recipe, so a harvest can run the wrapper again
     assert record["recipe"]["init"]["kwargs"]["net"]["module"]["cls"] == ["upkg.wrappers", "TokenModel"]  # type: ignore[index]
     assert "class TokenModel(nn.Module):" in (Path(str(homes["with"])) / str(scorer["path"])).read_text()
+    # two parts read off: a companion for each, not only for the attribute the first failure names
+    pair = entries["PairScorer"]
+    assert pair["status"] == "validated", pair["message"]
+    assert pair["record"]["init_args"]["head"].startswith("ClassHead(")  # type: ignore[index]
 
 
 def test_harvest_is_stored_and_not_rerun(homes: dict[str, object]) -> None:
@@ -213,7 +217,7 @@ def test_usage_is_harvested_from_a_wheel_source(tmp_path: Path) -> None:
     wheel = write_wheel(tmp_path, "upkg", files, metadata=f"\n{readme}")
     home = tmp_path / "home"
     report = nnrag.build([str(wheel)], home=home, limits=LIMITS)
-    assert report.harvest["rescued"] == 11, report.harvest  # ten by usage, one with a companion
+    assert report.harvest["rescued"] == 12, report.harvest  # ten by usage, two with companions
     with connect(Workspace.resolve(home)) as store:
         assert [tuple(r) for r in store.conn.execute("SELECT factory, ok, message FROM harvests ORDER BY factory")] == [
             ("upkg-1.0.dist-info/METADATA#0:<readme>", 1, None), ("upkg.archs:arch_net", 1, None), ("upkg.blocks:BandMix.__doc__", 1, None),

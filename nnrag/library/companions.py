@@ -25,7 +25,8 @@ from .records import StoredRecord
 # (or a layer class guessed for a callable: "type object 'ReLU' has no attribute 'cutoff'")
 _WANTED = re.compile(r"(?:'(?:int|float|bool|str|NoneType|ellipsis|Passthrough|list|tuple|dict)' object"
                      r"|type object '\w+') has no attribute '(\w+)'")
-_PER_BLOCK = 3  # classes added to a file: each can cost a construction in the probe
+_PER_BLOCK = 3  # classes added to a file for the attribute a failure names: each can cost a construction in the probe
+_MOST = 5  # with those for the other attributes the block reads off its arguments
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,24 @@ class Finder:
     def find(self, source: str, qualname: str, attribute: str) -> list[Companion]:
         """Blocks of ``source`` other than ``qualname`` that define ``attribute``: those defining
         most of what the block reads off its arguments first, then those the gate built (their
-        recorded construction makes a real instance), then the smallest."""
+        recorded construction makes a real instance), then the smallest. Then, for each other
+        attribute the block reads off its arguments that none of those defines, the best block
+        that does: a model given a backbone and a transformer reads ``transformer.d_model`` first
+        and ``backbone.num_channels`` next, and the second would find no companion."""
         classes = self._classes(source)
         own = classes.get(qualname)
         wanted = own.reads if own is not None else frozenset()
-        found = sorted((c for c in classes.values() if c.qualname != qualname and attribute in c.defines),
-                       key=lambda c: (-len(c.defines & wanted), c.recipe is None, c.lines, c.qualname))
-        return [Companion(c.module, c.qualname[len(c.module) + 1:], c.recipe) for c in found[:_PER_BLOCK]]
+
+        def best(attr: str) -> list[_Class]:
+            return sorted((c for c in classes.values() if c.qualname != qualname and attr in c.defines),
+                          key=lambda c: (-len(c.defines & wanted), c.recipe is None, c.lines, c.qualname))
+
+        chosen = best(attribute)[:_PER_BLOCK]
+        covered = {attribute}.union(*(c.defines for c in chosen))
+        for attr in sorted(wanted - covered):
+            if len(chosen) >= _MOST or attr in covered:
+                continue
+            more = [c for c in best(attr) if c not in chosen][:1]
+            chosen += more
+            covered.update(*(c.defines for c in more))
+        return [Companion(c.module, c.qualname[len(c.module) + 1:], c.recipe) for c in chosen]
