@@ -595,3 +595,31 @@ def test_harvest_imports_a_module_whose_extension_does_not_build(tmp_path: Path)
     assert record["ok"], record
     init = record["usage"]["ganpkg.model.Blur"][0]["init"]
     assert [e["v"] for e in init["args"][0]["list"]] == [1, 3, 3, 1], init
+
+
+def test_a_pass_on_a_stand_in_layer_is_judged_again_with_recorded_usage(tmp_path: Path) -> None:
+    """``Residual(fn)`` passes its first check with the probe's stand-in layer as ``fn``, which says
+    little of it; the factory builds it with a real ``Mixer``. It gets the usage retry like a
+    failure, and keeps the recorded verdict; ``Gated``, which no usage builds, keeps its pass."""
+    pkg = tmp_path / "standin_repo" / "spkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layers.py").write_text(
+        "from torch import nn\n\n\nclass Mixer(nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(dim, dim)\n\n    def forward(self, x):\n        return self.fc(x)\n\n\n"
+        "class Residual(nn.Module):\n    def __init__(self, fn):\n        super().__init__()\n        self.fn = fn\n\n"
+        "    def forward(self, x):\n        return x + self.fn(x)\n\n\n"
+        "class Gated(nn.Module):\n    def __init__(self, fn):\n        super().__init__()\n        self.fn = fn\n\n"
+        "    def forward(self, x):\n        return x * self.fn(x).sigmoid()\n\n\n"
+        "class MixerNet(nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+        "        self.body = Residual(Mixer(dim))\n        self.head = nn.Linear(dim, 2)\n\n"
+        "    def forward(self, x):\n        return self.head(self.body(x))\n\n\n"
+        "def mixer_net(dim=8):\n    \"\"\"The factory a model zoo would register.\"\"\"\n    return MixerNet(dim)\n")
+    home = tmp_path / "home"
+    report = nnrag.build([str(tmp_path / "standin_repo")], home=home, limits=LIMITS, search=False)
+    entries = _entries(home)
+    residual, gated = entries["Residual"]["record"], entries["Gated"]["record"]
+    assert entries["Residual"]["status"] == "validated" and residual["arguments"] == "recorded", residual  # type: ignore[index]
+    assert residual["init_args"]["fn"].startswith("Mixer(")  # type: ignore[index]
+    assert entries["Gated"]["status"] == "validated" and "Passthrough" in gated["init_args"]["fn"]  # type: ignore[index]
+    assert report.harvest["rescued"] == 0 and report.passed == report.tried == 4, report.harvest

@@ -332,7 +332,9 @@ class _Build:
         conn, workspace, options = self.conn, self.workspace, self.options
         # a failure that ran into an optional import's fallback waits for that import first
         needs = missing_distribution(record, corpus, candidate.code, options.pins)
-        if options.harvest and not record.ok and record.code in RETRY_CODES and not (needs and options.install):
+        # a pass on a stand-in layer is retried too: recorded usage may build it with the real part
+        if options.harvest and (not record.ok and record.code in RETRY_CODES or record.on_stand_ins) \
+                and not (needs and options.install):
             records.save(conn, workspace, candidate.verdict(record, awaiting_usage()))
             retry.append(Retry(candidate, record))
         elif needs:

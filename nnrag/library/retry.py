@@ -227,9 +227,9 @@ class _Retrying:
         for (item, again), record in checker.check_many(found, retry_limits(checker.limits)):
             # stored with the file that passed, or that shows what the real model needs (a compiled
             # extension its recorded configuration builds), which says more than a guess's failure
-            if record.ok or record.code == MISSING_DEPENDENCY:
+            if record.ok or record.code == MISSING_DEPENDENCY and not item.first.ok:
                 self.settle(again, record, requirements, item)
-                self.finished(record.ok)
+                self.finished(record.ok and not item.first.ok)
             else:
                 log.info("%s: recorded usage did not pass either: %s %s", again.candidate.ref.qualname, record.code,
                          "".join((record.message or "").strip().splitlines()[-1:]))
@@ -240,7 +240,7 @@ class _Retrying:
             if with_companions := _with_companions(self.extractors, self.finder, item):
                 again, recipes = with_companions
                 found.append(((item, again), again.candidate.code, again.candidate.class_name, None, recipes))
-            else:
+            else:  # a pass on stand-ins keeps its verdict
                 self.settle(item, item.first, item.requirements)
                 self.finished(False)
         self.retried += sum(id(key[0]) not in hinted for key, *_ in found)  # each block counted once

@@ -41,6 +41,9 @@ def gate_version() -> str:
     return code_key("nnrag.validator")
 
 
+STAND_IN = "Passthrough"  # the class name of nnrag.validator.probing.arguments.Passthrough, as init_args repr it
+
+
 @dataclass(frozen=True)
 class Limits:
     timeout_s: float = 20.0  # wall clock, whole candidate
@@ -96,6 +99,13 @@ class ValidationRecord:
     def from_dict(cls, data: dict[str, Any]) -> "ValidationRecord":
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    @property
+    def on_stand_ins(self) -> bool:
+        """Whether the probe passed a stand-in layer (``Passthrough``, the probe's layer that returns
+        its input) for a part the block is built from: a pass that says little of the block's
+        own use of that part, which recorded usage may show with the real one."""
+        return self.ok and any(STAND_IN in value for value in self.init_args.values())
 
     @property
     def summary(self) -> str:

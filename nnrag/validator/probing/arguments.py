@@ -55,7 +55,7 @@ CHANNEL_NAMES = {  # arguments that set a width
 }
 
 
-class Passthrough(nn.Identity):
+class Passthrough(nn.Identity):  # named as record.STAND_IN says
     """A stand-in layer: returns its first input whatever else it is given (a wrapped block called
     as ``block(x, mask)``), still an ``nn.Identity`` to code that checks. A caller that takes
     several results from it (``out, attn = self.attention(q, k, v)``, ``z, log_det = flow(z)``,
