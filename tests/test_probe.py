@@ -2224,3 +2224,19 @@ def test_a_stand_in_indexed_inside_another_call_gives_two_results(tmp_path: Path
     assert result["init_args"]["attention"] == "Passthrough()", result["init_args"]  # type: ignore[index]
     batch, length, width = result["input_shapes"][0]  # type: ignore[index,misc]
     assert result["output_shapes"] == [batch * length, width], result
+
+
+def test_the_guessing_budget_is_spent_by_work_not_by_waiting() -> None:
+    """On a busy machine a worker waits for a CPU; the seconds it waits must not spend the
+    search's budget, or the same block passes alone and fails beside another build."""
+    import time
+
+    from nnrag.validator.probing.probe import _Budget
+
+    budget = _Budget(40, 0.2)
+    time.sleep(0.3)  # waiting, as for a CPU another process holds
+    assert budget.left()
+    deadline = time.perf_counter() + 5
+    while budget.left() and time.perf_counter() < deadline:
+        sum(range(10_000))  # working
+    assert not budget.left()

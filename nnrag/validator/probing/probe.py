@@ -33,7 +33,7 @@ from ..usage.recipes import RecipeResolver, Unrecordable, call_args, dump
 from ..sandbox import SandboxViolation
 
 _MAX_FORWARD_TRIES = 40  # forward calls per candidate, over all constructor attempts
-# Seconds of guessing after which no new attempt starts (one under way finishes). A block whose
+# CPU seconds of guessing after which no new attempt starts (one under way finishes). A block whose
 # guesses fail this long is a large model on wrong inputs; recorded usage serves it better.
 _SEARCH_S = 5.0
 _TRIES_PER_MODEL = 16
@@ -49,14 +49,19 @@ _SHAPE_WORDS = ("shape", "size", "dimension", "dim", "expected", "mat1", "mat2",
 
 
 class _Budget:
-    """Forward calls and seconds left for guessing."""
+    """Forward calls and seconds left for guessing: seconds of this process's CPU, not of the
+    clock, so that a verdict does not hang on how busy the machine is (two builds at once gave
+    tianshou's policies half the guesses). The gate's own time limit still counts the clock."""
 
     def __init__(self, tries: int, seconds: float) -> None:
         self.tries = tries
-        self.deadline = time.perf_counter() + seconds
+        self.deadline = time.process_time() + seconds
 
     def left(self) -> bool:
-        return self.tries > 0 and time.perf_counter() < self.deadline
+        return self.tries > 0 and time.process_time() < self.deadline
+
+    def renew(self, seconds: float) -> None:
+        self.deadline = time.process_time() + seconds
 
 
 class StageFailure(Exception):
@@ -292,7 +297,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
                 # a recorded construction without a recorded call: its widths size the guessed inputs
                 yield model, {k: short_repr(v) for k, v in bound.items()}, call, bound, Sizes(), init
             result["arguments"] = "guessed"
-            budget.deadline = time.perf_counter() + _SEARCH_S
+            budget.renew(_SEARCH_S)
         for sizes, kwargs in constructor_attempts(cls):
             if not budget.left():
                 return
