@@ -102,6 +102,23 @@ def test_integers_become_the_pairs_their_annotations_ask_for() -> None:
     assert guess_value("bias", List[int], sizes) is True  # not an integer guess
 
 
+class KeepsOnDevice(nn.Module):
+    def __init__(self, bank: torch.Tensor, device, device_ids) -> None:
+        super().__init__()
+        self.bank = bank.to(device)  # a number here is a CUDA device's index
+        self.copies = [torch.zeros(1, device=d) for d in device_ids]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.bank.sum()
+
+
+def test_a_device_is_the_cpu_not_a_number() -> None:
+    from nnrag.validator.probing.probe import _instantiate
+
+    model, kwargs, error = _instantiate(KeepsOnDevice, {}, Sizes())
+    assert error is None and kwargs["device"] == torch.device("cpu"), error
+
+
 def test_a_layer_named_by_a_string_gets_a_common_name() -> None:
     import inspect
     from typing import Tuple, Union

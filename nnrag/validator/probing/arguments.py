@@ -606,6 +606,9 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
     ArgumentRule("window size", _fixed(lambda a: "window" in a.n, 4)),
     ArgumentRule("shift size", _fixed(lambda a: a.n == "shift_size", 2)),  # half a window
     ArgumentRule("dtype", _fixed(lambda a: a.n == "dtype" or a.n.endswith("_dtype"), torch.float32)),
+    # a number would be a CUDA device's index: ``tensor.to(device)`` with no GPU fails
+    ArgumentRule("device", _when(lambda a: bool(a.w) and a.w[-1] in ("device", "devices") or a.n == "device_ids",
+                                 lambda a: torch.device("cpu") if a.w[-1] == "device" else [torch.device("cpu")])),
     # a sample's shape, channels first (MONAI's classifiers and autoencoders)
     ArgumentRule("sample shape", _when(lambda a: a.n == "in_shape", lambda a: (a.sizes.dim, a.sizes.spatial, a.sizes.spatial))),
     ArgumentRule("spatial size", _when(lambda a: a.n in ("img_size", "image_size", "resolution", "input_resolution", "feat_size",
