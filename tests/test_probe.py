@@ -1590,6 +1590,7 @@ _ARGUMENT_CASES: dict[str, tuple[str, Any, Any, Any]] = {
     "window size": ("window_size", None, None, lambda v: v == 4),
     "shift size": ("shift_size", None, None, lambda v: v == 2),
     "dtype": ("param_dtype", None, None, lambda v: v is torch.float32),
+    "device": ("output_device", None, None, lambda v: v == torch.device("cpu")),
     "sample shape": ("in_shape", None, None, lambda v: v == (16, 16, 16)),
     "spatial size": ("img_size", None, None, lambda v: v == 16),
     "vocabulary": ("vocab_size", None, None, lambda v: v == 32),
