@@ -37,15 +37,16 @@ def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, m
     home = tmp_path / "home"
 
     off = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False)
-    assert (off.passed, off.failures) == (0, {"missing-dependency": 2, "constructor-args": 1})
-    # OptionalTanh imports without tinyact, then fails on the name the optional import's fallback bound
-    assert off.requirements == {"needs_install": {"tinyact": 3}}
+    assert (off.passed, off.failures) == (0, {"missing-dependency": 2, "constructor-args": 1, "unresolved-name": 1})
+    # OptionalTanh imports without tinyact, then fails on the name the optional import's fallback
+    # bound; TabledTanh on a name only the optional import binds
+    assert off.requirements == {"needs_install": {"tinyact": 4}}
     assert not (home / "envs").exists()  # nothing installed unless asked
 
     on = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False, requirements="install")
-    assert on.passed == 2 and on.requirements == {"environments": 1, "blocks": 3, "rescued": 2, "not_installable": {}}
+    assert on.passed == 3 and on.requirements == {"environments": 1, "blocks": 4, "rescued": 3, "not_installable": {}}
     entries = {e["name"]: e for e in nnrag.library_entries(home=home)}
-    assert entries["ScaledTanh"]["status"] == entries["OptionalTanh"]["status"] == "validated"
+    assert entries["ScaledTanh"]["status"] == entries["OptionalTanh"]["status"] == entries["TabledTanh"]["status"] == "validated"
     assert entries["TanhGate"]["code"] == "constructor-args"  # imports there, but no guess builds it
     (env,) = [p for p in (home / "envs").iterdir() if p.is_dir()]
     assert (env / "lib").exists() and not list(env.rglob("torch/__init__.py"))  # torch comes from here, not pip
@@ -53,13 +54,13 @@ def test_a_block_passes_in_the_environment_of_its_requirements(tmp_path: Path, m
         __import__("tinyact")  # installed in the environment, never here
 
     again = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False, requirements="install")
-    assert (again.passed, again.cached) == (2, 3)
+    assert (again.passed, again.cached) == (3, 4)
 
     # its documented example runs where its package imports: the block's environment, widened by
     # what the package itself imports (tinyplot), which the harvest stopped at once
     harvested = nnrag.build([str(repo)], home=tmp_path / "harvested", limits=search_limits(), search=False,
                             requirements="install")
-    assert harvested.passed == 3
+    assert harvested.passed == 4
     assert harvested.harvest["examples"] == 2 and harvested.harvest["rescued"] == 1  # type: ignore[index]
     gate_entry = {e["name"]: e for e in nnrag.library_entries(home=tmp_path / "harvested")}["TanhGate"]
     assert gate_entry["status"] == "validated"
@@ -127,13 +128,14 @@ def test_an_environment_layered_over_a_python_that_is_gone_is_layered_again(
 def _build_with_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wheels: Path,
                        progress: ProgressFn | None = None) -> tuple[Path, BuildReport]:
     """needs_repo built with its requirements installed from ``wheels`` only; none of its blocks is
-    rescued, so the first verdicts stand: two missing dependencies, one constructor failure."""
+    rescued, so the first verdicts stand: two missing dependencies, one constructor failure, one
+    name only the missing import binds."""
     monkeypatch.setenv("NNRAG_PIP_ARGS", f"--no-index --find-links {wheels}")
     repo = tmp_path / "needs_repo"
     shutil.copytree(FIXTURES / "needs_repo", repo)
     report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
                          requirements="install", progress=progress)
-    assert report.failures == {"missing-dependency": 2, "constructor-args": 1}
+    assert report.failures == {"missing-dependency": 2, "constructor-args": 1, "unresolved-name": 1}
     return repo, report
 
 
@@ -142,20 +144,20 @@ def test_a_requirement_pip_cannot_install_is_a_recorded_reason(tmp_path: Path, m
     steps: list[tuple[str, int, int]] = []
     repo, report = _build_with_wheels(tmp_path, monkeypatch, tmp_path / "empty", lambda *step: steps.append(step))
     assert "tinyact" in report.requirements["not_installable"]  # type: ignore[operator]
-    assert ("environments", 3, 3) in steps  # the three waiting blocks settle in the progress line too
+    assert ("environments", 4, 4) in steps  # the four waiting blocks settle in the progress line too
     for entry in nnrag.library_entries(home=tmp_path / "home"):
         assert "pip cannot install tinyact" in str(entry["message"])
 
     # pip is not asked again for a set it could not install: the next build keeps every verdict ...
     again = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
                         requirements="install")
-    assert (again.cached, again.extracted) == (3, 0)
+    assert (again.cached, again.extracted) == (4, 0)
     # ... until the set's record is removed
     (marker,) = (tmp_path / "home" / "envs").glob("*/nnrag-env.json")
     shutil.rmtree(marker.parent)
     retried = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
                           requirements="install")
-    assert retried.cached == 1 and "tinyact" in retried.requirements["not_installable"]  # type: ignore[operator]
+    assert retried.cached == 2 and "tinyact" in retried.requirements["not_installable"]  # type: ignore[operator]
     with pytest.raises(nnrag.ConfigError, match="requirements must be one of off, install"):
         nnrag.build([str(repo)], home=tmp_path / "home", requirements="always")
 
@@ -397,7 +399,7 @@ def test_an_import_name_of_an_unrelated_project_is_installed_as_the_source_decla
                                          '[project.optional-dependencies]\ntinyact = ["tinyact-ppl>=1.0"]\n')
     report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False, harvest=False,
                          requirements="install")
-    assert report.passed == 2, report.failures
+    assert report.passed == 3, report.failures
     assert report.requirements["declared_instead"] == {"tinyact": "tinyact-ppl"}, report.requirements
     entries = {e["name"]: e for e in nnrag.library_entries(home=tmp_path / "home")}
     assert entries["ScaledTanh"]["status"] == "validated", entries["ScaledTanh"]["message"]
@@ -467,4 +469,4 @@ def test_an_import_name_no_declared_name_says_is_found_in_what_a_declared_distri
         report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False,
                              harvest=False, requirements="install")
     assert report.requirements["declared_instead"] == {"tinyact": "quirky-torch"}, report.requirements
-    assert report.passed == 2, report.failures
+    assert report.passed == 3, report.failures

@@ -1861,6 +1861,12 @@ def test_a_name_bound_only_by_a_guarded_import_names_the_missing_module(tmp_path
     with pytest.raises(StageFailure) as failed:
         _probed(tmp_path, source, "Backbone")
     assert failed.value.code == "missing-dependency" and "No module named 'nnrag_absent_toolbox'" in str(failed.value)
+    # installed, but of a release without the name: the import error the ``try`` swallowed, which
+    # names the release's folder (a build pins a release that has it)
+    installed = textwrap.dedent(source).replace("nnrag_absent_toolbox.models import BACKBONES", "json import BACKBONES")
+    with pytest.raises(StageFailure) as failed:
+        _probed(tmp_path, installed, "Backbone")
+    assert failed.value.code == "missing-dependency" and "cannot import name 'BACKBONES' from 'json'" in str(failed.value)
 
 
 def test_a_config_spread_into_a_part_gets_what_the_part_needs(tmp_path: Path) -> None:

@@ -52,13 +52,15 @@ _FRAME = re.compile(r'File "[^"]*candidate\.py", line (\d+)')
 _TOP_TRY = re.compile(r"^try:.*\n(?:(?:[ \t#].*|except.*|else:.*|finally:.*|)\n)*", re.M)
 
 
-def _fallbacks(code: str) -> dict[str, str]:
+def _fallbacks(code: str, guarded: bool = False) -> dict[str, str]:
     """Names a module-level ``except ImportError`` binds in place of an optional import, with the
     top-level module that import wanted (``try: from yacs.config import CfgNode`` ... ``except
-    ImportError: cfg = None`` gives ``{'cfg': 'yacs'}``). Only those ``try`` statements are parsed:
-    a block's file can hold thousands of lines, and this runs for every failed block."""
+    ImportError: cfg = None`` gives ``{'cfg': 'yacs'}``), and with ``guarded``, the names the
+    optional import itself binds (``from torch_harmonics.filter_basis import
+    PiecewiseLinearFilterBasis`` under a handler that only prints). Only those ``try`` statements
+    are parsed: a block's file can hold thousands of lines, and this runs for every failed block."""
     out: dict[str, str] = {}
-    for m in _TOP_TRY.finditer(code) if "ImportError" in code else ():
+    for m in _TOP_TRY.finditer(code) if "ImportError" in code or "ModuleNotFoundError" in code else ():
         try:
             tree = ast.parse(m.group(0))
         except SyntaxError:
@@ -71,12 +73,22 @@ def _fallbacks(code: str) -> dict[str, str]:
             if not wanted or not wanted[0]:
                 continue
             for handler in stmt.handlers:
-                if handler.type is None or "ImportError" in ast.unparse(handler.type):
+                if handler.type is None or re.search(r"ImportError|ModuleNotFoundError", ast.unparse(handler.type)):
                     for node in handler.body:
                         for target in getattr(node, "targets", []):
                             if isinstance(target, ast.Name):
                                 out[target.id] = wanted[0].split(".")[0]
+            for node in stmt.body if guarded else ():
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+                    for alias in node.names:
+                        bound = alias.asname or alias.name.split(".")[0]
+                        module = node.module if isinstance(node, ast.ImportFrom) else alias.name
+                        if alias.name != "*" and module:
+                            out.setdefault(bound, module.split(".")[0])
     return out
+
+
+_UNDEFINED = re.compile(r"NameError: name '(\w+)' is not defined")
 
 
 def _fallback_met(code: str, record: ValidationRecord) -> str | None:
@@ -86,6 +98,11 @@ def _fallback_met(code: str, record: ValidationRecord) -> str | None:
     of the file (other platforms' ``torch_npu``), that one is what the block needs."""
     if record.ok or not record.traceback:
         return None
+    undefined = _UNDEFINED.match(record.message or "")
+    if undefined:  # a name only the optional import binds, read where that import failed
+        top = _fallbacks(code, guarded=True).get(undefined.group(1))
+        if top is not None and not installed(top):
+            return top
     lines = code.splitlines()
     failing = [lines[n - 1] for n in map(int, _FRAME.findall(record.traceback)) if 0 < n <= len(lines)]
     fallbacks = _fallbacks(code) if failing else {}

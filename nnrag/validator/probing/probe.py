@@ -149,7 +149,25 @@ def _guarded_import(e: BaseException, path: Path) -> BaseException:
                                                   f"guarded import of {top} succeeds)", name=top)
                     missing.__cause__ = e
                     return missing
+                if top and (failed := _import_error(node, path)) is not None:
+                    # installed, and the import the ``try`` swallowed fails: a release of another
+                    # API (neuraloperator's ``from torch_harmonics.quadrature import
+                    # _precompute_grid``); its own message names the release's folder
+                    failed.__cause__ = e
+                    return failed
     return e
+
+
+def _import_error(guarded: ast.Try, path: Path) -> ImportError | None:
+    """The error the imports a ``try`` guards raise, run again as the candidate ran them."""
+    imports = [s for s in guarded.body if isinstance(s, (ast.Import, ast.ImportFrom)) and not getattr(s, "level", 0)]
+    try:
+        exec(compile(ast.Module(body=imports, type_ignores=[]), str(path), "exec"), {})  # noqa: S102 - the candidate's own imports
+    except ImportError as failed:
+        return failed
+    except Exception:  # noqa: BLE001 - an import that fails otherwise says nothing of a release
+        return None
+    return None
 
 
 def _guard(e: BaseException) -> None:
