@@ -441,6 +441,18 @@ class Embedded(nn.Module):
         self.tables = nn.ModuleList([nn.Embedding(n, d) for n, d in embedding_dims])
 
 
+class PerStage(nn.Module):
+    def __init__(self, depths, num_heads) -> None:
+        super().__init__()
+        self.stages = nn.ModuleList(nn.Linear(4 * num_heads[i], 4) for i in range(len(depths)))
+
+
+class Located(nn.Module):
+    def __init__(self, channel_locations) -> None:
+        super().__init__()
+        self.register_buffer("locs", torch.tensor([loc[:3] for loc in channel_locations], dtype=torch.float))
+
+
 def test_an_argument_the_failing_line_uses_as_a_sequence_becomes_a_list() -> None:
     from nnrag.validator.probing.probe import _instantiate
 
@@ -450,6 +462,12 @@ def test_an_argument_the_failing_line_uses_as_a_sequence_becomes_a_list() -> Non
     model, kwargs, error = _instantiate(Counted, {"widths": 16, "channels": 16}, Sizes())
     assert error is None and kwargs == {"widths": [16, 16], "channels": 16}
     assert _instantiate(Staged, {"depth": 1}, Sizes())[1] == {"depth": (1, 1)}  # the type the check names
+    # indexed at a loop's position: a list, as long as the loop's (the per-stage depths)
+    model, kwargs, error = _instantiate(PerStage, {"depths": [1, 1, 1, 1], "num_heads": 2}, Sizes())
+    assert error is None and kwargs["num_heads"] == [2, 2, 2, 2], (kwargs, error)
+    # each item indexed: a list of pairs
+    model, kwargs, error = _instantiate(Located, {"channel_locations": 16}, Sizes())
+    assert error is None and kwargs["channel_locations"] == [(16, 16), (16, 16)], (kwargs, error)
     # items unpacked: a list of pairs, whether the guess was a number or a list of numbers
     for guess in (16, (16, 16)):
         model, kwargs, error = _instantiate(Embedded, {"continuous_dim": 16, "embedding_dims": guess}, Sizes())

@@ -253,6 +253,26 @@ def _indexed_past_end(f: Failure) -> Iterator[dict[str, Any]]:
             grown[k] = type(v)(list(v) + [v[-1]] * (last + 1 - len(v)))
     if grown:
         yield grown
+    # indexed by a loop's position (``num_heads[i]`` for each stage of ``depths``): as long as the
+    # longest list of the guesses, whose loop it likely is
+    longest = max((len(v) for v in f.kwargs.values() if isinstance(v, (list, tuple))), default=0)
+    stepped = {k: type(v)(list(v) + [v[-1]] * (longest - len(v))) for k, v in f.kwargs.items()
+               if isinstance(v, (list, tuple)) and v and len(v) < longest <= 8 and _indexed_by_a_name(f.cls, k)}
+    if stepped:
+        yield stepped
+
+
+@functools.lru_cache(maxsize=64)
+def _indexed_by_a_name(cls: type, name: str) -> bool:
+    """Whether the class's methods index ``name`` or ``self.name`` by a variable (``x[i]``)."""
+    return any(isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and _names(node.value, name)
+               for tree in _method_trees(cls) for node in ast.walk(tree))
+
+
+def _names(node: ast.expr, name: str) -> bool:
+    """``node`` is ``name`` or ``self.name``."""
+    return (isinstance(node, ast.Name) and node.id == name) or (
+        isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.value, ast.Name) and node.value.id == "self")
 
 
 @functools.lru_cache(maxsize=64)
@@ -260,10 +280,7 @@ def _last_position(cls: type, name: str) -> int | None:
     """The highest constant position the class's methods index ``name`` or ``self.name`` at."""
     found = [node.slice.value for tree in _method_trees(cls) for node in ast.walk(tree)
              if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int)
-             and not isinstance(node.slice.value, bool)
-             and ((isinstance(node.value, ast.Name) and node.value.id == name)
-                  or (isinstance(node.value, ast.Attribute) and node.value.attr == name
-                      and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"))]
+             and not isinstance(node.slice.value, bool) and _names(node.value, name)]
     return max(found) if found else None
 
 
@@ -725,8 +742,9 @@ def _used_as_sequence(stmt: ast.stmt) -> dict[str, type]:
                     found[n] = tuple if types & _SEQUENCE_TYPES == {"tuple"} else list
         elif isinstance(node, (ast.For, ast.comprehension)) and (n := name(node.iter)):
             found.setdefault(n, list)
-        elif isinstance(node, ast.Subscript) and isinstance(node.slice, (ast.Constant, ast.UnaryOp, ast.Slice)) and (n := name(node.value)):
-            found.setdefault(n, list)
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, (ast.Constant, ast.UnaryOp, ast.Slice, ast.Name)) \
+                and (n := name(node.value)):
+            found.setdefault(n, list)  # ``depths[0]``, ``pad[-1]``, ``dims[1:]``, ``num_heads[i]``
         elif isinstance(node, ast.Compare) and isinstance(node.ops[-1], (ast.In, ast.NotIn)) and (n := name(node.comparators[-1])):
             found.setdefault(n, list)  # ``if curr_res in attn_resolutions``
     return found
@@ -758,16 +776,23 @@ def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
 
 
 def _items_used_as_sequences(stmt: ast.stmt) -> set[str]:
-    """Names (``x`` or ``self.x``) the statement iterates unpacking each item (``for a, b in x``,
-    ``[nn.Embedding(n, d) for n, d in x]``)."""
+    """Names (``x`` or ``self.x``) the statement iterates unpacking or indexing each item (``for a,
+    b in x``, ``[nn.Embedding(n, d) for n, d in x]``, ``[loc[:3] for loc in x]``)."""
     found: set[str] = set()
     for node in ast.walk(stmt):
-        if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, (ast.Tuple, ast.List)):
-            it = node.iter
-            if isinstance(it, ast.Name):
-                found.add(it.id)
-            elif isinstance(it, ast.Attribute) and isinstance(it.value, ast.Name) and it.value.id == "self":
-                found.add(it.attr)
+        if not isinstance(node, (ast.For, ast.comprehension)):
+            continue
+        target = node.target
+        # each item unpacked, or indexed (``[loc[:3] for loc in channel_locations]``)
+        if not (isinstance(target, (ast.Tuple, ast.List)) or isinstance(target, ast.Name) and any(
+                isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == target.id
+                for n in ast.walk(stmt))):
+            continue
+        it = node.iter
+        if isinstance(it, ast.Name):
+            found.add(it.id)
+        elif isinstance(it, ast.Attribute) and isinstance(it.value, ast.Name) and it.value.id == "self":
+            found.add(it.attr)
     return found
 
 
