@@ -12,7 +12,6 @@ then stops at a further missing module gets that one too, for a few rounds.
 from __future__ import annotations
 
 import ast
-import importlib.metadata as md
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +25,7 @@ from ..progress import ProgressFn
 from ..extraction.requirements import installed
 from ..sourcing.declared import declared_names, import_names
 from ..sourcing.provides import providing
-from ..validator.envs import distribution_for, environment, made, missing_module
+from ..validator.envs import distribution_for, environment, made, missing_module, to_install
 from ..validator.gate import Gate
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord
 from ..validator.usage.runs import roots
@@ -178,19 +177,11 @@ class _Declared:
         found = self._names[source].get(module)
         if found is None:
             # no declared name says it: what the declared distributions release does (tensorly-torch installs tltorch)
-            declared = [n for root in roots(self.db, source) for n in declared_names(root)]
-            unknown = [n for n in dict.fromkeys(declared) if not _installed_distribution(n)
-                       and canonicalize_name(n) != canonicalize_name(instead_of)]
+            declared = list(dict.fromkeys(n for root in roots(self.db, source) for n in declared_names(root)))
+            absent = to_install(declared, frozenset())
+            unknown = [n for n in declared if n in absent and canonicalize_name(n) != canonicalize_name(instead_of)]
             found = self._names[source][module] = providing(module, unknown, self.cache) or ""
         return found if found and canonicalize_name(found) != canonicalize_name(instead_of) else None
-
-
-def _installed_distribution(name: str) -> bool:
-    try:
-        md.distribution(name)
-    except md.PackageNotFoundError:
-        return False
-    return True
 
 
 def _declared_instead(items: list[tuple[records.Candidate, ValidationRecord]], requirements: tuple[str, ...],
