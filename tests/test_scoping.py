@@ -1236,3 +1236,27 @@ def test_splicing_renames_as_libcst_does(case: int) -> None:
     else:
         assert fast == slow, (fast, slow)
     assert slow != text or not renames
+
+
+def test_names_behind_star_imports_of_modules_outside_the_corpus(tmp_path: Path) -> None:
+    """A builtin in a file that star-imports an installed module is the builtin, unless that
+    module binds the name (before, ``len`` became ``from collections import len``); a name that a
+    star import of the source's own module brings in from outside (tsai's ``from ..imports
+    import *``, which star-imports fastai) is imported from there, not left undefined."""
+    root = tmp_path / "stars_repo"
+    (root / "spkg").mkdir(parents=True)
+    (root / "spkg" / "__init__.py").write_text("")
+    (root / "spkg" / "imports.py").write_text("from json import *\n")
+    (root / "spkg" / "layers.py").write_text(
+        "from collections import *\nfrom .imports import *\nimport torch.nn as nn\n\n\n"
+        "class Counts(nn.Module):\n    def forward(self, x):\n"
+        "        kept = OrderedDict(a=len(loads('[1, 2]')))\n        return x * abs(-kept['a'])\n")
+    home = tmp_path / "home"
+    nnrag.index([str(root)], home=home)
+    result = nnrag.extract("spkg.layers.Counts", home=home)
+    assert result.ok, result.issues
+    code = result.code
+    assert "from json import loads" in code and "from collections import OrderedDict" in code
+    assert "import len" not in code and "import abs" not in code
+    validated = nnrag.validate(code=code, class_name="Counts")
+    assert validated.ok, validated.message

@@ -12,8 +12,11 @@ priority order.
 
 from __future__ import annotations
 
+import ast
 import builtins
+import functools
 import json
+import os
 import sqlite3
 import sys
 from dataclasses import dataclass, field
@@ -201,20 +204,29 @@ class Resolver:
                 # what the name means; importing the module unconditionally would fail where it is absent
                 return Ref("guarded", f"{mod.module}.{name}", mod)
             return ref
-        external_star = None
+        outside: list[str] = []  # star-imported modules outside the corpus, the last import first
         for star in reversed(mod.stars):
             target = self.module(star, mod.source_id)
             if target is None:
-                external_star = external_star or star
+                outside.append(star)
                 continue
             if target is not mod and name in self.exported(target):
                 ref = self.resolve_name(target, name, depth + 1)
                 if ref.kind != "unresolved":
                     return ref
-        if external_star is not None:
-            return Ref("external", f"{external_star}.{name}")
+            if target is not mod:
+                # a star import of the source's own module that star-imports one from outside
+                # (tsai's ``from ..imports import *``, which does ``from fastai.imports import *``)
+                outside += self._external_stars(target)
+        # the index cannot list what those bind: the one whose file here binds the name; else a
+        # builtin (``str`` beside ``from fastai.losses import *``); else the last one imported
+        found = next((star for star in outside if external_defines(star, name)), None)
+        if found is not None:
+            return Ref("external", f"{found}.{name}")
         if hasattr(builtins, name):
             return Ref("external", f"builtins.{name}")
+        if outside:
+            return Ref("external", f"{outside[0]}.{name}")
         for star in reversed(mod.checking_stars):  # a lazy package's declared exports, last
             target = self.module(star, mod.source_id)
             if target is not None and target is not mod and name in self.exported(target):
@@ -222,6 +234,17 @@ class Resolver:
                 if ref.kind != "unresolved":
                     return ref
         return Ref("unresolved", f"name {name!r} is not defined or imported in {mod.module} ({mod.path})")
+
+    def _external_stars(self, mod: ModuleInfo, _seen: frozenset[int] = frozenset()) -> list[str]:
+        """Modules outside the corpus that ``mod`` star-imports, directly or through its own stars."""
+        found: list[str] = []
+        for star in reversed(mod.stars):
+            target = self.module(star, mod.source_id)
+            if target is None:
+                found.append(star)
+            elif target.file_id not in _seen and target is not mod:
+                found += self._external_stars(target, _seen | {mod.file_id})
+        return found
 
     def _module_ref(self, name: str, source_id: int) -> Ref:
         m = self.module(name, source_id)
@@ -349,3 +372,36 @@ def load_modules(conn: sqlite3.Connection, sources: Iterable[int] | None = None)
             continue
         bind(fid, asname or name, Binding("from", module=source_module, name=name, guarded=cond in _GUARDS), rank)
     return list(modules.values())
+
+
+@functools.lru_cache(maxsize=256)
+def external_defines(module: str, name: str) -> bool:
+    """Whether a module outside the corpus binds ``name`` at its top level (``__all__``, a
+    definition, an assignment or an import), read from its file on this Python's path, never
+    imported; False where no such file is found."""
+    parts = module.split(".")
+    for entry in sys.path:
+        base = os.path.join(entry or ".", *parts)
+        for path in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.isfile(path):
+                return name in _top_level_names(path)
+    return False
+
+
+@functools.lru_cache(maxsize=64)
+def _top_level_names(path: str) -> frozenset[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+    return frozenset(names)
