@@ -12,7 +12,6 @@ priority order.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import functools
 import json
@@ -22,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
+from .bindings import module_bindings
 from .parse import COND_EXCEPT, COND_IF, COND_TRY, COND_TYPE_CHECKING, KIND_ALIAS, KIND_ASSIGN, KIND_CLASS
 
 _COND_RANK = {COND_TYPE_CHECKING: 0, COND_EXCEPT: 1, COND_IF: 2}
@@ -374,34 +374,25 @@ def load_modules(conn: sqlite3.Connection, sources: Iterable[int] | None = None)
     return list(modules.values())
 
 
-@functools.lru_cache(maxsize=256)
 def external_defines(module: str, name: str) -> bool:
-    """Whether a module outside the corpus binds ``name`` at its top level (``__all__``, a
-    definition, an assignment or an import), read from its file on this Python's path, never
-    imported; False where no such file is found."""
+    """Whether a module outside the corpus binds ``name`` at its top level, read from its file on
+    this Python's path, never imported; False where no such file is found, or where the module's
+    own star imports leave what it binds open."""
+    bound = _external_bindings(module)
+    return bound is not None and name in bound
+
+
+@functools.lru_cache(maxsize=64)  # one file lookup and parse per module, not per name
+def _external_bindings(module: str) -> frozenset[str] | None:
     parts = module.split(".")
     for entry in sys.path:
         base = os.path.join(entry or ".", *parts)
         for path in (base + ".py", os.path.join(base, "__init__.py")):
             if os.path.isfile(path):
-                return name in _top_level_names(path)
-    return False
-
-
-@functools.lru_cache(maxsize=64)
-def _top_level_names(path: str) -> frozenset[str]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            tree = ast.parse(fh.read())
-    except (OSError, SyntaxError, ValueError):
-        return frozenset()
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
-    return frozenset(names)
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as fh:
+                        bound = module_bindings(fh.read())
+                except OSError:
+                    return None
+                return frozenset(bound) if bound is not None else None
+    return None

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..db import file_text
 from ..errors import SourceError
-from ..extraction.units import module_bindings
+from ..indexing.bindings import module_bindings
 from ..sourcing.index_files import ReleasedFile, download
 
 log = logging.getLogger(__name__)
