@@ -470,3 +470,42 @@ def test_an_import_name_no_declared_name_says_is_found_in_what_a_declared_distri
                              harvest=False, requirements="install")
     assert report.requirements["declared_instead"] == {"tinyact": "quirky-torch"}, report.requirements
     assert report.passed == 3, report.failures
+
+
+def test_a_module_of_a_namespace_package_is_installed_from_the_distribution_named_for_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``nsdemo`` is a namespace package that several distributions fill, as ``opentelemetry`` and
+    ``google`` are: no distribution is named ``nsdemo``, and the one that holds ``nsdemo.extra``
+    is named for that path (``opentelemetry.exporter.otlp.proto.http`` comes from
+    ``opentelemetry-exporter-otlp-proto-http``). The block's missing module is looked up on the
+    index by its longest such name."""
+    files = tmp_path / "index" / "files"
+    wheel = write_wheel(files, "nsdemo_extra", {"nsdemo/extra/core.py": MODULE})
+    repo = tmp_path / "ns_repo"
+    repo.mkdir()
+    (repo / "blocks.py").write_text(
+        "import torch\nfrom nsdemo.extra.core import scaled_tanh\n\n\nclass Squashed(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return scaled_tanh(x, 2.0)\n")
+    with _package_index(tmp_path / "index", "nsdemo-extra", [wheel]) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False,
+                    harvest=False, requirements="install")
+    (entry,) = nnrag.library_entries(home=tmp_path / "home")
+    assert entry["status"] == "validated", entry["message"]
+
+
+def test_a_portion_of_a_namespace_the_corpus_also_holds_is_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyannote.audio is one portion of the ``pyannote`` namespace and imports another,
+    ``pyannote.core``: the corpus holds ``pyannote`` and the copy still imports
+    ``pyannote.core``, which is not a module of the corpus but another distribution's."""
+    from nnrag.library.environments import missing_distribution
+    from nnrag.validator.record import ValidationRecord
+
+    files = tmp_path / "index" / "files"
+    wheel = write_wheel(files, "nsportion_core", {"nsportion/core/__init__.py": MODULE})
+    record = ValidationRecord(False, "import", "missing-dependency", "ModuleNotFoundError: No module named 'nsportion'")
+    code = "import torch\nfrom nsportion.core import scaled_tanh\n"
+    with _package_index(tmp_path / "index", "nsportion-core", [wheel]) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        assert missing_distribution(record, frozenset({"nsportion"}), code) == "nsportion-core"
+        assert missing_distribution(record, frozenset({"nsportion"})) is None  # nothing says which portion

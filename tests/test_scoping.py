@@ -1238,25 +1238,89 @@ def test_splicing_renames_as_libcst_does(case: int) -> None:
     assert slow != text or not renames
 
 
+def _indexed(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A home indexing a repository of ``files`` (path -> text)."""
+    root = tmp_path / "repo"
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    home = tmp_path / "home"
+    nnrag.index([str(root)], home=home)
+    return home
+
+
 def test_names_behind_star_imports_of_modules_outside_the_corpus(tmp_path: Path) -> None:
     """A builtin in a file that star-imports an installed module is the builtin, unless that
     module binds the name (before, ``len`` became ``from collections import len``); a name that a
     star import of the source's own module brings in from outside (tsai's ``from ..imports
     import *``, which star-imports fastai) is imported from there, not left undefined."""
-    root = tmp_path / "stars_repo"
-    (root / "spkg").mkdir(parents=True)
-    (root / "spkg" / "__init__.py").write_text("")
-    (root / "spkg" / "imports.py").write_text("from json import *\n")
-    (root / "spkg" / "layers.py").write_text(
-        "from collections import *\nfrom .imports import *\nimport torch.nn as nn\n\n\n"
-        "class Counts(nn.Module):\n    def forward(self, x):\n"
-        "        kept = OrderedDict(a=len(loads('[1, 2]')))\n        return x * abs(-kept['a'])\n")
-    home = tmp_path / "home"
-    nnrag.index([str(root)], home=home)
+    home = _indexed(tmp_path, {
+        "spkg/__init__.py": "", "spkg/imports.py": "from json import *\n",
+        "spkg/layers.py": "from collections import *\nfrom .imports import *\nimport torch.nn as nn\n\n\n"
+                          "class Counts(nn.Module):\n    def forward(self, x):\n"
+                          "        kept = OrderedDict(a=len(loads('[1, 2]')))\n        return x * abs(-kept['a'])\n"})
     result = nnrag.extract("spkg.layers.Counts", home=home)
     assert result.ok, result.issues
     code = result.code
     assert "from json import loads" in code and "from collections import OrderedDict" in code
     assert "import len" not in code and "import abs" not in code
     validated = nnrag.validate(code=code, class_name="Counts")
+    assert validated.ok, validated.message
+
+
+def test_a_name_no_file_here_is_seen_to_bind_keeps_the_star_imports_that_bind_it(tmp_path: Path) -> None:
+    """``torch.nn`` binds ``Identity`` through star imports of its own, so its file does not say
+    which star import of the block's module brings the name in (tsai star-imports fastai's modules,
+    which are not installed where the index runs): the copy star-imports the same modules, in the
+    source's order, instead of naming one of them (before: ``from json import Identity``)."""
+    home = _indexed(tmp_path, {
+        "cpkg/__init__.py": "", "cpkg/imports.py": "from torch.nn import *\n",
+        "cpkg/layers.py": "from .imports import *\nfrom json import *\nimport torch.nn as nn\n\n\n"
+                          "class Kept(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                          "        self.inner = Identity()\n\n    def forward(self, x):\n"
+                          "        return self.inner(x) * len(loads('[1, 2]'))\n"})
+    result = nnrag.extract("cpkg.layers.Kept", home=home)
+    assert result.ok, result.issues
+    code = result.code
+    assert "from torch.nn import *\nfrom json import *\n" in code, code
+    assert "import Identity" not in code and "from json import loads" in code
+    validated = nnrag.validate(code=code, class_name="Kept")
+    assert validated.ok, validated.message
+
+
+def test_a_try_that_binds_a_name_the_block_reads_and_fills_a_registry_is_kept_with_its_issues(tmp_path: Path) -> None:
+    """The ``try`` imports an optional module the block reads (``slayer``) and fills a registry of
+    the module. A statement that fills a registry is left out when it cannot be copied; one that
+    also binds a name the copied code reads, or holds the block itself, is needed, and its issue
+    is the block's (before: the extractor failed with a KeyError on the name's missing statement,
+    or found no statement for the block)."""
+    home = _indexed(tmp_path, {"optional.py": (
+        "import torch.nn as nn\n\nREGISTRY = {}\n\n\nclass Head(nn.Module):\n    def forward(self, x):\n"
+        "        if x.is_cuda:\n            return optlib.run(x)\n        return x\n\n\n"
+        "try:\n    import optlib\n\n    REGISTRY['fast'] = optlib.fast if FAST else None\n\n"
+        "    class FastHead(nn.Module):\n        def forward(self, x):\n            return optlib.run(x)\n"
+        "except ImportError:\n    pass\n")})
+    for name in ("Head", "FastHead"):  # the block outside the ``try``, and one inside it (before: StopIteration)
+        result = nnrag.extract(f"optional.{name}", home=home)
+        assert not result.ok
+        assert [(i.code, i.name) for i in result.issues] == [("unresolved-name", "FAST")], (name, result.issues)
+
+
+def test_a_module_read_as_a_value_when_its_importer_runs_is_bound_before_that_statement(tmp_path: Path) -> None:
+    """``IDS = {getattr(kinds, n): i for i, n in enumerate(NAMES)}`` at module level reads a module of
+    the source as a value while the module is imported: its namespace is bound just before that
+    statement, after the definitions it holds (before: "used as a value at import time")."""
+    home = _indexed(tmp_path, {
+        "vpkg/__init__.py": "",
+        "vpkg/kinds.py": "import torch\n\n\nclass Sig:\n    fn = staticmethod(torch.sigmoid)\n\n\n"
+                         "class Tan:\n    fn = staticmethod(torch.tanh)\n",
+        "vpkg/dispatch.py": "from vpkg import kinds\n\nNAMES = ('Sig', 'Tan')\n"
+                            "IDS = {getattr(kinds, n): i for i, n in enumerate(NAMES)}\n",
+        "vpkg/layer.py": "import torch.nn as nn\n\nfrom .dispatch import IDS\nfrom .kinds import Tan\n\n\n"
+                         "class Coded(nn.Module):\n    def forward(self, x):\n        return Tan.fn(x) * IDS[Tan]\n"})
+    result = nnrag.extract("vpkg.layer.Coded", home=home)
+    assert result.ok, result.issues
+    code = result.code
+    assert code.index("kinds = types.SimpleNamespace(Sig=Sig, Tan=Tan)") < code.index("IDS = {getattr(kinds, n)"), code
+    validated = nnrag.validate(code=code, class_name="Coded")
     assert validated.ok, validated.message

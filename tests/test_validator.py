@@ -840,6 +840,11 @@ def test_an_extension_compiled_as_its_module_is_imported_stands_in_until_called(
     assert "could not be built here" in str(only["message"])
     code = nnrag.extract("StyledConv", home=home).code
     assert "fused = _Unavailable.load(lambda: (load(" in code
+    # an extension module its setup compiles from the sources beside it, never built in a checkout
+    assert entries["Blur"]["status"] == "validated", entries["Blur"]["message"]
+    unbuilt = entries["BlurOnly"]
+    assert (unbuilt["status"], unbuilt["code"]) == ("failed", "native-extension"), unbuilt["message"]
+    assert "op.upfirdn_ext" in str(unbuilt["message"])
 
 
 def test_a_verdict_does_not_hang_on_the_random_state_a_worker_started_with() -> None:
@@ -855,3 +860,36 @@ def test_a_verdict_does_not_hang_on_the_random_state_a_worker_started_with() -> 
         with Gate(1) as gate:
             messages.add(gate.check_code(code, "Draws").message)
     assert len(messages) == 1 and "drew" in next(iter(messages)), messages
+
+
+def test_a_layer_class_guessed_where_a_helper_clones_layers_is_tried_as_an_instance() -> None:
+    """DETR's encoders clone ``encoder_layer`` in a helper (``_get_clones(module, N)``), whose
+    failing line names no argument of the block: the layer classes guessed are tried as layers
+    (before: ``ReLU is not a Module subclass``, a constructor-args failure)."""
+    code = ("import copy\n\nimport torch.nn as nn\n\n\ndef _get_clones(module, N):\n"
+            "    return nn.ModuleList([copy.deepcopy(module) for _ in range(N)])\n\n\n"
+            "class Encoder(nn.Module):\n    def __init__(self, encoder_layer, num_layers):\n        super().__init__()\n"
+            "        self.layers = _get_clones(encoder_layer, num_layers)\n\n"
+            "    def forward(self, src, pos=None):\n        for layer in self.layers:\n"
+            "            src = layer(src, pos=pos)\n        return src\n")
+    record = nnrag.validate(code=code, class_name="Encoder")
+    assert record.ok, record.message
+    assert record.init_args["encoder_layer"] == "Passthrough()", record.init_args
+
+
+def test_a_guessed_list_a_helper_indexes_past_its_end_is_grown() -> None:
+    """pytorch-toolbelt's encoders hand ``filters`` to ``_take_ints(filters, layers)`` with
+    ``layers`` defaulting to ``[1, 2, 3, 4]``: the list, found among the helper's locals, grows
+    past the highest position there (before: ``list index out of range``, constructor-args)."""
+    code = (
+        "from typing import List\n\nimport torch.nn as nn\n\n\n"
+        "def _take_ints(elements: List[int], indexes: List[int]) -> List[int]:\n"
+        "    selected: List[int] = []\n    for i in indexes:\n        selected.append(elements[i])\n    return selected\n\n\n"
+        "class Encoder(nn.Module):\n    def __init__(self, filters, strides, layers=None):\n        super().__init__()\n"
+        "        if layers is None:\n            layers = [1, 2, 3, 4]\n"
+        "        self.channels = _take_ints(filters, layers)\n        self.strides = _take_ints(strides, layers)\n"
+        "        self.stem = nn.Conv2d(3, self.channels[0], 3, padding=1)\n\n"
+        "    def forward(self, x):\n        return self.stem(x)\n")
+    record = nnrag.validate(code=code, class_name="Encoder")
+    assert record.ok, record.message
+    assert record.init_args["filters"].count(",") == 4, record.init_args

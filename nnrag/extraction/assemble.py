@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator, Mapping, Sequence
 
 from .._version import __version__
-from .plan import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, ModTarget, Namespace, Target, UnitKey, UnitPlan
+from ..errors import NATIVE_EXTENSION
+from .plan import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, Missing, ModTarget, Namespace, Target, UnitKey, UnitPlan
 from .requirements import Requirement, is_stdlib, modules_in, requirements_of
 from .registry_scopes import keep_scopes, self_scoped
 from .unavailable import defer, guard_imports, helper
@@ -164,7 +165,8 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
             return out_ext[t]
         return None
 
-    # modules used as values: one binding each, after every statement (their uses run later)
+    # modules used as values: one binding each, after every statement (their uses run later), or
+    # just before the first statement that reads one as it runs
     values: dict[str, tuple[str, Namespace]] = {}
     for key in order:
         for local, value in sorted(units[key].values.items()):
@@ -174,9 +176,10 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
     bodies: list[str] = []
     # the stand-in for modules loaded by name (see unavailable.py), written only where used
     stand_in = ns.claim("_Unavailable", ("helper", "_Unavailable"), "") \
-        if any(units[k].deferred or "import_module" in units[k].text for k in order) else None
+        if any(units[k].deferred or "import_module" in units[k].text or _unbuilt(units[k]) for k in order) else None
     stood_in = False
     renames_done: dict[str, str] = {}
+    bound_early: set[str] = set()
     for key in order:
         plan = units[key]
         renames = {local: values[v.module][0] for local, v in plan.values.items() if values[v.module][0] != local}
@@ -193,7 +196,8 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
             bodies.append("".join(f"{out_def[DefTarget(key[0], n)]} = {out_name(t)}\n" for n, t in sorted(plan.aliases.items())))
             continue
         chains = {c: f"{out_name(t)}{suffix}" for c, (t, suffix) in plan.chains.items() if not isinstance(t, ModTarget)}
-        text = _apply_rewrites(plan.text, plan.rewrites, out_name)
+        text = _apply_rewrites(plan.text, plan.rewrites, out_name, stand_in)
+        stood_in = stood_in or _unbuilt(plan)
         text = keep_scopes(text, frozenset(n for n, t in plan.refs.items() if self_scoped(t)), key[0])
         if renames or chains:
             from .rename import rename
@@ -205,15 +209,25 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
                 guarded = defer(guarded or text, stand_in)
             if guarded is not None:
                 text, stood_in = guarded, True
+        for local in sorted(plan.early_values):
+            module = plan.values[local].module
+            if module not in bound_early:
+                bound_early.add(module)
+                bodies.append(f"{values[module][0]} = {_namespace_value(values[module][1], out_name)}  # {module}\n")
         bodies.append(text.rstrip("\n") + "\n")
     if stand_in is not None and stood_in:
         bodies.insert(0, helper(stand_in, {k[0].split(".")[0] for k in order}))
     for module, (local, value) in values.items():
+        if module in bound_early:
+            continue
         bodies.append(f"{local} = {_namespace_value(value, out_name)}  # {module}\n")
 
     import_lines = set()
     bound: set[tuple[str, str]] = set()
+    starred = _star_imports(out_ext)
     for imp, name in out_ext.items():
+        if imp.stars:
+            continue
         if imp.name is not None or imp.asname:  # one statement per object bound (not ``import a.b``,
             if (_meaning(imp), name) in bound:  # which also loads a.b)
                 continue
@@ -234,10 +248,24 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
     sections = []
     if future:
         sections.append("".join(f"from __future__ import {f}\n" for f in sorted(future)))
-    sections += ["\n".join(group) + "\n" for group in (stdlib, third, local) if group]
+    sections += ["\n".join(group) + "\n" for group in (starred, stdlib, third, local) if group]
     code = "\n".join(sections) + ("\n\n" if sections and body else "") + body
-    requirements = tuple(requirements_of(set().union(*map(modules_in, [*import_lines, *bodies]))))
+    requirements = tuple(requirements_of(set().union(*map(modules_in, [*starred, *import_lines, *bodies]))))
     return Rendered(code, out_def, requirements, renames_done)
+
+
+def _star_imports(out_ext: Mapping[ExtImport, str]) -> list[str]:
+    """The star imports that bind the names no file here says the source of (see
+    :attr:`ExtImport.stars`), in the source's order, then an alias for each such name the file
+    binds under another name: taken before a definition of the file binds the name again."""
+    stars: dict[str, None] = {}
+    aliases: set[str] = set()
+    for imp, name in out_ext.items():
+        if imp.stars:
+            stars.update(dict.fromkeys(f"from {module} import *" for module in imp.stars))
+            if name != imp.name:
+                aliases.add(f"{name} = {imp.name}")
+    return [*stars, *sorted(aliases)]
 
 
 def _import_order(line: str) -> tuple[str, bool, str]:
@@ -250,8 +278,16 @@ def _namespace_value(t: Namespace, out_name) -> str:  # type: ignore[no-untyped-
     return f"{out_name(NAMESPACE_IMPORT)}.SimpleNamespace({fields})"
 
 
-def _apply_rewrites(text: str, rewrites: list, out_name) -> str:  # type: ignore[no-untyped-def]
-    """Replace in-source imports inside a statement by bindings of the copied definitions."""
+def _unbuilt(plan: UnitPlan) -> bool:
+    """Whether a statement imports, inside it, an extension module its source compiles (see
+    :func:`_apply_rewrites`)."""
+    return any(isinstance(t, Missing) and t.code == NATIVE_EXTENSION for *_, pairs in plan.rewrites for _, t in pairs)
+
+
+def _apply_rewrites(text: str, rewrites: list, out_name, stand_in: str | None = None) -> str:  # type: ignore[no-untyped-def]
+    """Replace in-source imports inside a statement by bindings of the copied definitions. An
+    extension module the source compiles (``try: from . import deform_conv_ext``) becomes
+    ``stand_in``, which raises its ImportError where it is used: what never calls it runs."""
     if not rewrites:
         return text
     lines = text.splitlines(keepends=True)
@@ -265,6 +301,8 @@ def _apply_rewrites(text: str, rewrites: list, out_name) -> str:  # type: ignore
                     stmts.append(f"{local} = {new}")
             elif isinstance(t, Namespace):  # the module's attributes this statement reads, copied
                 stmts.append(f"{local} = {_namespace_value(t, out_name)}  # {t.module}")
+            elif stand_in is not None and t.code == NATIVE_EXTENSION:  # type: ignore[union-attr]
+                stmts.append(f"{local} = {stand_in}(ImportError({t.message!r}))")  # type: ignore[union-attr]
             else:  # not Python source here: fail the way a missing optional module does
                 stmts.append(f"raise ImportError({t.message!r})")  # type: ignore[union-attr]
         stmts = stmts or ["pass"]

@@ -20,7 +20,7 @@ from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME
 from ..indexing.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
 from .fillers import without_failing_fillers
 from .lending import imported_lenders
-from .native import is_extension, loads_library_by_path
+from .native import is_extension, loads_library_by_path, ships_extension_sources
 from .order import order_units
 from .patches import Patches
 from .registries import RegistryNames
@@ -156,6 +156,9 @@ class Extractor(RegistryNames):
             folder = (root / owner_info.path).parent
             if is_extension(folder, tail):
                 return Missing(NATIVE_EXTENSION, f"{missing} is a compiled extension module, not Python source")
+            if ships_extension_sources(folder):
+                return Missing(NATIVE_EXTENSION, f"{missing} is an extension module compiled from the C++/CUDA sources "
+                                                 "beside it, which could not be built here")
         return Missing(UNRESOLVED_NAME, f"{missing} is not a Python module of source {self.source}", absent=True)
 
     # -- names --------------------------------------------------------------------------
@@ -239,6 +242,10 @@ class Extractor(RegistryNames):
                 if module in self.infos and self.units_of(module).rebound_imports(a.name):
                     return DefTarget(module, a.name)  # what the module makes of it, as ``bind`` reads it there
                 ref = self.resolver.module_attr(module, a.name, self.source_id)
+                if ref.kind == "unresolved" and module in self.infos and a.name not in self.infos[module].namespace \
+                        and not self.infos[module].stars:
+                    # ``from . import deform_conv_ext``: neither a name of the package nor a file of it
+                    return self._missing_module(f"{module}.{a.name}", module)
                 return self.from_ref(ref, local)
             if any(m.startswith(module + ".") for m in self.infos):
                 sub = f"{module}.{a.name}"
@@ -266,7 +273,7 @@ class Extractor(RegistryNames):
             if "." not in ref.target:
                 return ExtImport(ref.target, None, local if local != ref.target else None)
             module, attr = ref.target.rsplit(".", 1)
-            return ExtImport(module, attr, local if local != attr else None)
+            return ExtImport(module, attr, local if local != attr else None, ref.stars)
         assert ref.module is not None and ref.definition is not None
         return DefTarget(ref.module.module, ref.definition.qualname.split(".")[0])
 
@@ -600,14 +607,15 @@ class ClosureWalk:
 
     def _module_name(self, mu: ModuleUnits, plan: UnitPlan, names: UnitNames, name: str, t: ModTarget) -> None:
         """A name bound to a module of the source: used as a value, or read through attribute chains."""
-        if name in names.bare and name in names.early:  # needed before any binding could exist
-            self.issue(mu, plan, names, name, Missing(UNRESOLVED_NAME, f"module {t.module} is used as a value at import time"))
-        elif name in names.bare:  # ``getattr(ops, name)`` when the statement runs
+        if name in names.bare:  # ``getattr(ops, name)`` when the statement runs, or as it runs
             value = Namespace(t.module, tuple(sorted(self.ex.exports(t.module, set()).items())))
             plan.values[name] = value
             plan.imports.add(NAMESPACE_IMPORT)
+            early = name in names.early
+            if early:
+                plan.early_values.add(name)
             for leaf in value.leaves():
-                self.link(plan, leaf, False)
+                self.link(plan, leaf, early)
         for chain in sorted(c for c in names.chains if c.split(".", 1)[0] == name):
             resolved = self.ex.chain(mu, chain)
             if t.fallback is not None and isinstance(resolved[0], (ExtImport, Missing)):
@@ -649,7 +657,13 @@ class ClosureWalk:
     # -- the result ---------------------------------------------------------------------
     def prune(self) -> None:
         """Leave out registry fillers and patches that cannot be copied, with what only they need."""
-        kept = without_failing_fillers(self.units, self.targets[self.top] + self.named, self.fillers, set(self.issue_keys))
+        # a statement that binds a name the copied code reads (the block's own among them) is
+        # needed, whatever registry it fills too (a ``try`` that imports ``slayer``, defines the
+        # block and registers classes)
+        binding = {(t.module, k) for t in self.targets if t.module in self.ex.infos
+                   for k in self.ex.units_of(t.module).binders.get(t.name, [])}
+        kept = without_failing_fillers(self.units, self.targets[self.top] + self.named, self.fillers - binding,
+                                       set(self.issue_keys))
         self.issues = [i for i, k in zip(self.issues, self.issue_keys) if k in kept]
         self.units = {k: p for k, p in self.units.items() if k in kept}
         for p in self.units.values():

@@ -5,6 +5,7 @@ that folder cannot load."""
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import re
 from pathlib import Path
@@ -17,6 +18,17 @@ _LOADS_BY_PATH = re.compile(r"\b(?:load_library|CDLL|ExtensionFileLoader)\b")
 def is_extension(folder: Path, name: str) -> bool:
     """Whether ``folder`` holds a compiled extension module ``name`` (``_ext.cpython-311-...so``)."""
     return any(p.name.endswith(_SUFFIXES) for p in folder.glob(f"{name}.*"))
+
+
+_COMPILED_SOURCES = (".c", ".cc", ".cpp", ".cxx", ".cu")
+
+
+@functools.lru_cache(maxsize=256)  # asked once per missing module of a folder, by every block
+def ships_extension_sources(folder: Path) -> bool:
+    """Whether ``folder`` (or one below: ``src/``, ``csrc/``) holds C, C++ or CUDA sources, which its
+    ``setup.py`` compiles into the extension modules its Python imports (BasicSR's
+    ``from . import deform_conv_ext``); a checkout that was never built has only these."""
+    return any(p.suffix in _COMPILED_SOURCES for p in folder.rglob("*.c*"))
 
 
 def loads_library_by_path(text: str, folder: Path) -> bool:

@@ -22,6 +22,11 @@ class ExtImport:
     module: str
     name: str | None = None
     asname: str | None = None
+    # ``name`` is bound by these star imports together (modules outside the corpus whose files
+    # are not here to say which binds it: tsai's chain of ``from fastai.* import *``): at module
+    # level the copy star-imports them as the source does; inside a function, where a star import
+    # is not allowed, it imports the name from the last of them
+    stars: tuple[str, ...] = ()
 
     @property
     def binds(self) -> str:
@@ -117,6 +122,9 @@ class UnitPlan:
     # in-source modules imported at module level that it uses as values (``getattr(ops, name)``),
     # bound after every copied statement to an object holding what each module exports
     values: dict[str, Namespace] = field(default_factory=dict)
+    # of ``values``, those the statement reads as it runs (``getattr(surrogate, name)`` at module
+    # level): bound just before it, after what they hold
+    early_values: set[str] = field(default_factory=set)
     # a module-level assignment that loads a module by a name computed at run time (mmcv's
     # ``ext_module = load_ext('_ext', ...)``, a compiled extension): where that module is absent the
     # name is bound to a stand-in that raises the ImportError when used, so what never uses it runs

@@ -87,6 +87,9 @@ class Ref(NamedTuple):
     target: str  # dotted name (module.qualname for definitions), or the reason when unresolved
     module: ModuleInfo | None = None
     definition: DefInfo | None = None
+    # an external name no file here is seen to bind, bound by these star imports of modules outside
+    # the corpus (in the order the source imports them): a copy imports them the same way
+    stars: tuple[str, ...] = ()
 
 
 def absolute_module(current: str, is_package: bool, level: int, module: str | None) -> str:
@@ -219,14 +222,14 @@ class Resolver:
                 # (tsai's ``from ..imports import *``, which does ``from fastai.imports import *``)
                 outside += self._external_stars(target)
         # the index cannot list what those bind: the one whose file here binds the name; else a
-        # builtin (``str`` beside ``from fastai.losses import *``); else the last one imported
+        # builtin (``str`` beside ``from fastai.losses import *``); else whichever of them binds it
         found = next((star for star in outside if external_defines(star, name)), None)
         if found is not None:
             return Ref("external", f"{found}.{name}")
         if hasattr(builtins, name):
             return Ref("external", f"builtins.{name}")
         if outside:
-            return Ref("external", f"{outside[0]}.{name}")
+            return Ref("external", f"{outside[0]}.{name}", stars=tuple(dict.fromkeys(reversed(outside))))
         for star in reversed(mod.checking_stars):  # a lazy package's declared exports, last
             target = self.module(star, mod.source_id)
             if target is not None and target is not mod and name in self.exported(target):

@@ -24,7 +24,7 @@ from ..errors import ValidatorUnavailable
 from ..progress import ProgressFn
 from ..extraction.requirements import installed
 from ..sourcing.declared import declared_names, import_names
-from ..sourcing.provides import providing
+from ..sourcing.provides import namespace_distribution, providing
 from ..validator.envs import distribution_for, environment, made, missing_module, to_install
 from ..validator.gate import Gate
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord
@@ -119,6 +119,18 @@ def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = froz
     import found a package installed here too new for the code, the release ``pins`` pins it to
     (:mod:`nnrag.library.pins`). A package of the corpus (``corpus``: its top-level modules) is a
     closure the block could not complete, never something to install."""
+    dotted = missing_module(record.message, dotted=True) if not record.ok and record.code == MISSING_DEPENDENCY else None
+    if dotted:
+        # a module of a namespace package is of a distribution of its own (opentelemetry's
+        # exporters); where the namespace itself is absent, Python names only it, and the
+        # block's imports say which of its modules it wants: where the corpus holds a portion of
+        # the namespace (pyannote.audio), what the copy still imports of it is another portion
+        top = dotted.split(".")[0]
+        wanted = [dotted] if "." in dotted else list(dict.fromkeys(re.findall(rf"^\s*(?:from|import)\s+({top}\.[\w.]+)", code, re.M)))
+        for module in wanted:
+            found = namespace_distribution(module)
+            if found and to_install([found], frozenset()):
+                return found
     top = _stopped_at(record) or (_fallback_met(code, record) if code else None)
     if top and top not in corpus:
         return distribution_for(top)

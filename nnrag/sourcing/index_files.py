@@ -81,6 +81,22 @@ def source_distributions(name: str, index: str | None = None) -> list[ReleasedFi
     return sorted(found, key=lambda f: f.version, reverse=True)
 
 
+def is_released(name: str, index: str | None = None) -> bool:
+    """Whether the index lists any file of distribution ``name``; False where it has no page for
+    it (404) or there is no index to ask. One request per name and index."""
+    return _listed(name, index or index_url())
+
+
+@lru_cache(maxsize=512)  # asked again for every block that stops at a module of the same name
+def _listed(name: str, index: str | None) -> bool:
+    if index is None:
+        return False
+    try:
+        return bool(_released(name, index))
+    except SourceError:
+        return False
+
+
 def pure_wheels(name: str, index: str | None = None) -> list[ReleasedFile]:
     """The pure-Python wheels (``py3-none-any``) the index holds of ``name``, newest first, one per version."""
     return _wheels(name, index, pure=True)

@@ -9,6 +9,7 @@ nothing here runs a package's code.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import tarfile
 import zipfile
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import SourceError
-from .index_files import ReleasedFile, download, pure_wheels, source_distributions, wheels
+from .index_files import ReleasedFile, download, is_released, pure_wheels, source_distributions, wheels
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,29 @@ def providing(module: str, distributions: Iterable[str], cache: Path) -> str | N
         if module in tops:
             return name
     return None
+
+
+def namespace_distribution(module: str) -> str | None:
+    """The distribution of a module inside a namespace package, named for its dotted path as such
+    distributions are (``opentelemetry.exporter.otlp.proto.http`` ->
+    ``opentelemetry-exporter-otlp-proto-http``, ``google.cloud.storage`` -> ``google-cloud-storage``):
+    the longest prefix of two parts or more that the package index releases. None where the
+    top-level is a regular package here (what it lacks is of another release of it, not of
+    another distribution), where the index releases a distribution of the top-level's own name
+    (``pytorch_lightning.callbacks`` is ``pytorch-lightning``'s, whatever else is released under
+    a longer name), or where it releases none of them."""
+    parts = module.split(".")
+    if len(parts) < 2 or not all(p.isidentifier() and not p.startswith("_") for p in parts):
+        return None
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin not in (None, "namespace"):
+        return None
+    if spec is None and is_released(parts[0]):
+        return None  # a distribution of the top-level's own name: no namespace package, and no guessing past it
+    return next((name for name in ("-".join(parts[:k]) for k in range(len(parts), 1, -1)) if is_released(name)), None)
 
 
 def top_level(distribution: str, cache: Path) -> frozenset[str]:

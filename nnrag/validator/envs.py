@@ -60,10 +60,11 @@ def check_requirements(mode: str) -> str:
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
-def missing_module(message: str) -> str | None:
-    """The top-level module an import error names (``No module named 'cv2.x'`` -> ``cv2``)."""
+def missing_module(message: str, dotted: bool = False) -> str | None:
+    """The top-level module an import error names (``No module named 'cv2.x'`` -> ``cv2``); with
+    ``dotted``, the whole name (``cv2.x``)."""
     m = _NO_MODULE.search(message)
-    return m.group(1).split(".")[0] if m else None
+    return (m.group(1) if dotted else m.group(1).split(".")[0]) if m else None
 
 
 def distribution_for(module: str) -> str | None:

@@ -86,7 +86,7 @@ def classify(stage: str, e: BaseException) -> str:
         return R.MISSING_DEPENDENCY
     if isinstance(e, ImportError):
         text = str(e)
-        native = ".so" in text or "undefined symbol" in text or "DLL" in text or "could not be built here" in text
+        native = any(sign in text for sign in (".so", "undefined symbol", "DLL", "could not be built here", "compiled extension"))
         return R.NATIVE_EXTENSION if native else R.MISSING_DEPENDENCY
     if isinstance(e, NameError) and not isinstance(e, UnboundLocalError):
         return R.UNRESOLVED_NAME

@@ -260,6 +260,25 @@ def _indexed_past_end(f: Failure) -> Iterator[dict[str, Any]]:
                if isinstance(v, (list, tuple)) and v and len(v) < longest <= 8 and _indexed_by_a_name(f.cls, k)}
     if stepped:
         yield stepped
+    yield from _indexed_in_a_helper(f)
+
+
+def _indexed_in_a_helper(f: Failure) -> Iterator[dict[str, Any]]:
+    """Indexed where the class's code hands a guessed list to a helper that picks positions of it
+    (pytorch-toolbelt's ``_take_ints(filters, layers)`` with ``layers`` defaulting to
+    ``[1, 2, 3, 4]``): the list, found by identity among the innermost frame's locals, grown by its
+    last value past the highest position the frame holds."""
+    frames = candidate_frames(f.cls, f.error)
+    if not frames:
+        return
+    local = frames[0].f_locals
+    held = [v for v in local.values() if v is not None]
+    positions = [n for v in held for n in ([v] if isinstance(v, int) else v if isinstance(v, (list, tuple)) else ())
+                 if type(n) is int and 0 <= n < 8]
+    grown = {k: type(v)(list(v) + [v[-1]] * (max(positions) + 1 - len(v))) for k, v in f.kwargs.items()
+             if isinstance(v, (list, tuple)) and v and any(x is v for x in held) and positions and max(positions) >= len(v)}
+    if grown:
+        yield grown
 
 
 @functools.lru_cache(maxsize=64)
@@ -1002,8 +1021,14 @@ def _instances(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
     if not (unbound or "is not a Module subclass" in text):
         return
     named = named_in_line(candidate_frames(cls, error), kwargs)
-    # an unbound call may fail in a helper whose line names no argument (PyG's ``reset(value)``)
-    for k in [*named, *(k for k in kwargs if k not in named)] if unbound else named:
+    # an unbound call may fail in a helper whose line names no argument (PyG's ``reset(value)``), and
+    # so may a layer added there (DETR's ``_get_clones(module, N)`` deep-copies ``encoder_layer``):
+    # then the layer classes guessed are the ones
+    if unbound:
+        order = [*named, *(k for k in kwargs if k not in named)]
+    else:
+        order = named or [k for k, v in kwargs.items() if isinstance(v, type) and issubclass(v, nn.Module)]
+    for k in order:
         v = kwargs[k]
         if isinstance(v, type) and issubclass(v, nn.Module):
             try:
