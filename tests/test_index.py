@@ -224,6 +224,43 @@ def test_a_folder_the_code_imports_as_a_namespace_package_names_its_modules(tmp_
     assert result.ok and "def helper" in result.code and "from tool" not in result.code
 
 
+def test_a_folder_inside_a_package_the_code_imports_through_is_part_of_the_package(tmp_path: Path) -> None:
+    """``det/ops/`` and ``seg/ops/`` have no ``__init__.py`` but hold packages the code imports through
+    them, as the DETR family ships its deformable attention: ``from .ops.modules import Attn``
+    (relative, from the folder above), ``from det.ops.modules import Attn`` (absolute) and
+    ``from ..functions import scaled`` (from a package below). Both name their modules inside the
+    package, so the closure copies the helpers; ``tools/`` inside a package, which nothing imports
+    through, keeps its own chain."""
+    root = tmp_path / "ops_repo"
+    for kit, importer in (("det", "from det.ops.modules import Attn"), ("seg", "from .ops.modules import Attn")):
+        (root / kit / "ops" / "functions").mkdir(parents=True)
+        (root / kit / "ops" / "modules").mkdir(parents=True)
+        (root / kit / "__init__.py").write_text("")
+        (root / kit / "ops" / "functions" / "__init__.py").write_text("from .func import scaled\n")
+        (root / kit / "ops" / "functions" / "func.py").write_text("def scaled(x):\n    return x * 2\n")
+        (root / kit / "ops" / "modules" / "__init__.py").write_text("from .attn import Attn\n")
+        (root / kit / "ops" / "modules" / "attn.py").write_text(
+            "import torch.nn as nn\nfrom ..functions import scaled\n\n\nclass Attn(nn.Module):\n"
+            "    def forward(self, x):\n        return scaled(x)\n")
+        (root / kit / "layer.py").write_text(
+            f"import torch.nn as nn\n{importer}\n\n\nclass Layer(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.attn = Attn()\n\n    def forward(self, x):\n        return self.attn(x)\n")
+    (root / "seg" / "tools" / "lib").mkdir(parents=True)
+    (root / "seg" / "tools" / "lib" / "__init__.py").write_text("from .x import y\n")
+    (root / "seg" / "tools" / "lib" / "x.py").write_text("y = 1\n")
+    home = tmp_path / "home"
+    nnrag.index([str(root)], home=home)
+    with sqlite3.connect(home / "index.sqlite3") as conn:
+        modules = dict(conn.execute("SELECT path, module FROM files"))
+    assert modules["det/ops/modules/attn.py"] == "det.ops.modules.attn", modules
+    assert modules["seg/ops/functions/func.py"] == "seg.ops.functions.func" and modules["seg/tools/lib/x.py"] == "lib.x"
+    for kit in ("det", "seg"):
+        result = nnrag.extract(f"{kit}.layer.Layer", home=home)
+        assert result.ok, result.issues
+        assert "def scaled" in result.code and "class Attn" in result.code
+        assert nnrag.validate(code=result.code, class_name="Layer").ok
+
+
 def test_files_of_one_import_name_index_without_losing_the_corpus(tmp_path: Path, home: Path) -> None:
     """Two overlay packages both named ``backbones`` are named from the folders above them; a
     module ``net.py`` beside a package ``net/`` (one import name, Python imports the package)

@@ -268,7 +268,13 @@ def namespace_dirs(files: Sequence[SourceFile], package_dirs: frozenset[str]) ->
     namespace packages): NAFNet's ``basicsr/`` holds the packages ``models``, ``data``, ... and its
     code writes ``from basicsr.models.archs.arch_util import ...``, so its modules are named from
     the repository root. Only folders directly above a package are candidates, and only their
-    imports are looked for: a source whose packages all have ``__init__.py`` reads no file here."""
+    imports are looked for: a source whose packages all have ``__init__.py`` reads no file here.
+    Folders inside a package are looked at too (:func:`_inner_namespace_dirs`)."""
+    package_dirs = package_dirs | _inner_namespace_dirs(files, package_dirs)
+    return _outer_namespace_dirs(files, package_dirs) | package_dirs
+
+
+def _outer_namespace_dirs(files: Sequence[SourceFile], package_dirs: frozenset[str]) -> frozenset[str]:
     candidates = {d.rsplit("/", 1)[0] for d in package_dirs if "/" in d} - package_dirs
     dotted = {d: d.replace("/", ".") for d in candidates if all(p.isidentifier() for p in d.split("/"))}
     if not dotted:
@@ -277,17 +283,68 @@ def namespace_dirs(files: Sequence[SourceFile], package_dirs: frozenset[str]) ->
                          + rb")(?:\.|[ \t]+import\b)", re.M)
     found: set[str] = set()
     for f in files:
-        if not f.path.endswith(".py"):
-            continue
-        try:
-            with open(f.abspath, "rb") as fh:
-                text = fh.read()
-        except OSError:
-            continue
-        found.update(m.group(1).decode() for m in pattern.finditer(text))
+        if f.path.endswith(".py"):
+            found.update(m.group(1).decode() for m in pattern.finditer(_read(f)))
         if len(found) == len(dotted):
             break
     return frozenset(d for d, name in dotted.items() if name in found)
+
+
+# ``from .ops.modules import X`` in the folder above, ``from ..functions import Y`` in a package
+# below: imports that only work where the folder is a package
+_REACHING_FROM_BELOW = re.compile(rb"^[ \t]*from[ \t]+\.\.(?:[A-Za-z_]|[ \t]+import\b)", re.M)
+
+
+def _inner_namespace_dirs(files: Sequence[SourceFile], package_dirs: frozenset[str]) -> frozenset[str]:
+    """Folders without ``__init__.py`` between a package and the packages inside them, which the
+    code imports through (PEP 420 lets ``pkg/ops/`` be the package ``pkg.ops``): the DETR family's
+    ``models/ops/`` holds ``functions/`` and ``modules/`` for its compiled deformable attention,
+    imported as ``from .ops.modules import MSDeformAttn`` or ``from models.ops.modules import ...``,
+    and ``modules/`` itself imports ``from ..functions import ...``. Without such an import the
+    folder stays outside the chain (a folder of scripts inside a package). Repeated while new
+    folders are found, for such folders inside one another."""
+    by_dir: dict[str, list[SourceFile]] = {}
+    for f in files:
+        if f.path.endswith(".py"):
+            by_dir.setdefault(f.path.rsplit("/", 1)[0] if "/" in f.path else "", []).append(f)
+    found: set[str] = set()
+    texts: dict[str, bytes] = {}
+    while True:
+        packages = package_dirs | found
+        candidates = {d.rsplit("/", 1)[0] for d in packages if "/" in d} - packages
+        candidates = {d for d in candidates if "/" in d and d.rsplit("/", 1)[0] in packages
+                      and d.rsplit("/", 1)[1].isidentifier()}
+        new = {d for d in candidates if _imported_through(d, by_dir, packages, texts)}
+        if not new:
+            return frozenset(found)
+        found |= new
+
+
+def _imported_through(folder: str, by_dir: dict[str, list[SourceFile]], packages: frozenset[str] | set[str],
+                      texts: dict[str, bytes]) -> bool:
+    parent, name = folder.rsplit("/", 1)
+    parts = parent.split("/")
+    dotted = ".".join(parts[_chain_start(parts, frozenset(packages)) :] + [name]).encode()
+    relative = re.compile(rb"^[ \t]*from[ \t]+\." + re.escape(name.encode()) + rb"(?:\.|[ \t]+import\b)", re.M)
+    absolute = re.compile(rb"^[ \t]*(?:from|import)[ \t]+" + re.escape(dotted) + rb"(?:\.|[ \t]+import\b)", re.M)
+    below = [f for d in packages if d.rsplit("/", 1)[0] == folder for f in by_dir.get(d, [])]
+    checks = [(relative, by_dir.get(parent, [])), (_REACHING_FROM_BELOW, below),
+              (absolute, [f for group in by_dir.values() for f in group])]
+    for pattern, group in checks:
+        for f in group:
+            if f.path not in texts:
+                texts[f.path] = _read(f)
+            if pattern.search(texts[f.path]):
+                return True
+    return False
+
+
+def _read(f: SourceFile) -> bytes:
+    try:
+        with open(f.abspath, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
 
 
 def origin(kind: str, spec: str, version: str | None, commit: str | None) -> str:
