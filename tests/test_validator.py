@@ -893,3 +893,24 @@ def test_a_guessed_list_a_helper_indexes_past_its_end_is_grown() -> None:
     record = nnrag.validate(code=code, class_name="Encoder")
     assert record.ok, record.message
     assert record.init_args["filters"].count(",") == 4, record.init_args
+
+
+def test_an_input_object_with_a_padding_mask_gets_one_that_masks_nothing() -> None:
+    """The DETR family's position embeddings and backbones take a ``NestedTensor``: a batch of
+    images (``.tensors``) and a padding mask (``.mask``, one flag per pixel) that they invert. The
+    object read by field holds a boolean mask without the channel axis (before: a float tensor of
+    the image's shape, ``~mask`` failed, input-inference)."""
+    code = ("import math\n\nimport torch\nimport torch.nn as nn\n\n\nclass PositionEmbeddingSine(nn.Module):\n"
+            "    def __init__(self, num_pos_feats=64, temperature=10000):\n        super().__init__()\n"
+            "        self.num_pos_feats = num_pos_feats\n        self.temperature = temperature\n\n"
+            "    def forward(self, tensor_list):\n        x = tensor_list.tensors\n        mask = tensor_list.mask\n"
+            "        assert mask is not None\n        not_mask = ~mask\n"
+            "        y_embed = not_mask.cumsum(1, dtype=torch.float32)\n        x_embed = not_mask.cumsum(2, dtype=torch.float32)\n"
+            "        dim_t = torch.arange(self.num_pos_feats, dtype=torch.float32, device=x.device)\n"
+            "        dim_t = self.temperature ** (2 * (dim_t // 2) / self.num_pos_feats)\n"
+            "        pos_x = x_embed[:, :, :, None] / dim_t\n        pos_y = y_embed[:, :, :, None] / dim_t\n"
+            "        return torch.cat((pos_y, pos_x), dim=3).permute(0, 3, 1, 2) + x.mean()\n")
+    record = nnrag.validate(code=code, class_name="PositionEmbeddingSine")
+    assert record.ok, record.message
+    (given,) = record.input_shapes
+    assert len(given["mask"]) == 3 and given["mask"][0] == given["tensors"][0], given

@@ -316,6 +316,26 @@ def _keys_off(tree: ast.AST, names: set[str]) -> list[str]:
 
 _LABEL_KEY = re.compile(r"label|class|cls|categor|(?:^|_)ids?$", re.IGNORECASE)
 _BOX_KEY = re.compile(r"box|bbox", re.IGNORECASE)
+_MASK_KEY = re.compile(r"(?:^|_)masks?$", re.IGNORECASE)
+
+
+def _mask_of(shape: tuple[int, ...]) -> torch.Tensor:
+    """A padding mask beside a batch of ``shape``, masking nothing: one flag per pixel of an image
+    batch (channels left out, as DETR's ``NestedTensor(tensors, mask)`` holds it), per token of a
+    sequence batch (features left out)."""
+    kept = shape[:1] + shape[2:] if len(shape) == 4 else shape[:-1]
+    return torch.zeros(kept, dtype=torch.bool)
+
+
+def _field_value(name: str, shape: tuple[int, ...], masks: bool) -> torch.Tensor:
+    """What an input object holds under ``name`` beside a batch of ``shape``: valid boxes, with
+    ``masks`` a padding mask that masks nothing (an input's ``mask``; a model's ``pred_masks`` are
+    logits), else a tensor of the shape."""
+    if _BOX_KEY.search(name) and shape:
+        return _boxes_of(shape[:-1])
+    if masks and _MASK_KEY.search(name) and shape:
+        return _mask_of(shape)
+    return torch.randn(shape)
 
 
 def keyed_value(key: str, lead: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
@@ -346,11 +366,10 @@ def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
     if kind == "boxes":  # corners in [0, 1], each box's far corner beyond its near one
         near = torch.rand(shape[:-1] + (shape[-1] // 2,)) * 0.5
         return torch.cat([near, near + 0.1 + 0.4 * torch.rand_like(near)], dim=-1)
-    if kind.startswith(FIELDS):  # "fields:last_hidden_state,pooler_output": one tensor per field
-        return SimpleNamespace(**{name: torch.randn(shape) for name in kind.removeprefix(FIELDS).split(",")})
-    if kind.startswith(KEYS):  # "keys:pred_logits,pred_boxes": one tensor per key, boxes valid ones
-        return {name: _boxes_of(shape[:-1]) if _BOX_KEY.search(name) and shape else torch.randn(shape)
-                for name in kind.removeprefix(KEYS).split(",")}
+    if kind.startswith(FIELDS):  # "fields:tensors,mask": one value per field
+        return SimpleNamespace(**{name: _field_value(name, shape, True) for name in kind.removeprefix(FIELDS).split(",")})
+    if kind.startswith(KEYS):  # "keys:pred_logits,pred_boxes": one value per key, boxes valid ones
+        return {name: _field_value(name, shape, False) for name in kind.removeprefix(KEYS).split(",")}
     if kind == "uint8":  # an image as stored: bytes
         return torch.randint(0, 256, shape, dtype=torch.uint8)
     if kind == "numpy":  # an image as loaded, values in [0, 1]
