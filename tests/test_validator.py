@@ -914,3 +914,19 @@ def test_an_input_object_with_a_padding_mask_gets_one_that_masks_nothing() -> No
     assert record.ok, record.message
     (given,) = record.input_shapes
     assert len(given["mask"]) == 3 and given["mask"][0] == given["tensors"][0], given
+
+
+def test_a_layer_class_guessed_for_a_function_called_with_several_arguments_gives_way_to_the_stand_in() -> None:
+    """norse's cells take their step function (``activation(input, state, p, dt)``) and torchdyn's
+    vector fields are called as ``vf(t, x, args=args)``: a layer class guessed there is
+    constructed with those arguments (``ReLU.__init__() takes from 1 to 2 positional arguments
+    but 5 were given``, before an input-inference failure); an instance of the stand-in takes
+    the call."""
+    code = ("import torch\nimport torch.nn as nn\n\n\nclass Cell(nn.Module):\n"
+            "    def __init__(self, activation, p=0.5, dt=0.001):\n        super().__init__()\n"
+            "        self.activation = activation\n        self.p = p\n        self.dt = dt\n\n"
+            "    def forward(self, x, state=None):\n        state = torch.zeros_like(x) if state is None else state\n"
+            "        z, state = self.activation(x, state, self.p, self.dt)\n        return z + state\n")
+    record = nnrag.validate(code=code, class_name="Cell")
+    assert record.ok, record.message
+    assert record.init_args["activation"] == "Passthrough()", record.init_args

@@ -941,12 +941,18 @@ def _passed_into_part(cls: type, frame: FrameType, attribute: str, kwargs: dict[
 def _widened_to_stand_in(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """``Identity.forward() got an unexpected keyword argument 'inference_params'``, ``ReLU.forward()
     got an unexpected keyword argument 'src_mask'``: a torch layer (or layer class) guessed for an
-    argument is called with more than one input; the stand-in that takes any call replaces it."""
-    m = re.search(r"\b(\w+)\.forward\(\) (?:got an unexpected keyword|takes \d+ positional)", str(error))
+    argument is called with more than one input; the stand-in that takes any call replaces it.
+    A layer class called as a function is (``ReLU.__init__() takes from 1 to 2 positional
+    arguments but 5 were given``: norse's ``activation(input, state, p, dt)``, torchdyn's
+    ``vector_field(t, x, args=args)``): an instance of the stand-in replaces it."""
+    m = re.search(r"\b(\w+)\.(forward|__init__)\(\) (?:got an unexpected keyword|takes (?:from )?\d+ (?:to \d+ )?positional)",
+                  str(error))
     if m is None:
         return
-    widened = {k: Passthrough if isinstance(v, type) else Passthrough() for k, v in kwargs.items()
+    called = m.group(2) == "__init__"
+    widened = {k: Passthrough if isinstance(v, type) and not called else Passthrough() for k, v in kwargs.items()
                if (v if isinstance(v, type) else type(v)).__name__ == m.group(1)
+               and (isinstance(v, type) or not called)
                and (v if isinstance(v, type) else type(v)).__module__.startswith("torch.nn.")}
     if widened:
         yield widened
