@@ -1324,3 +1324,25 @@ def test_a_module_read_as_a_value_when_its_importer_runs_is_bound_before_that_st
     assert code.index("kinds = types.SimpleNamespace(Sig=Sig, Tan=Tan)") < code.index("IDS = {getattr(kinds, n)"), code
     validated = nnrag.validate(code=code, class_name="Coded")
     assert validated.ok, validated.message
+
+
+def test_a_top_level_extension_a_setup_script_of_the_source_builds_is_native_not_a_distribution(tmp_path: Path) -> None:
+    """The DETR family's ``ops/setup.py`` builds ``MultiScaleDeformableAttention`` from C++/CUDA
+    (``extension = CUDAExtension`` ... ``extension("MultiScaleDeformableAttention", ...)``) and its
+    Python imports it as a top-level module: a block that needs it fails as native-extension,
+    naming the script (before: a requirement pip was asked for, missing-dependency); a block of
+    the same file that does not need it is copied without it."""
+    home = _indexed(tmp_path, {
+        "det/__init__.py": "",
+        "det/ops/setup.py": "from torch.utils.cpp_extension import CppExtension, CUDAExtension\n"
+                            "from setuptools import setup\n\nextension = CppExtension\nif True:\n    extension = CUDAExtension\n"
+                            "setup(name='msda', ext_modules=[extension('MultiScaleDeformableAttention', ['src/a.cpp'])],\n"
+                            "      install_requires=['torch'])\n",
+        "det/ops/func.py": "import torch\nimport torch.nn as nn\nimport MultiScaleDeformableAttention as MSDA\n\n\n"
+                           "class Deform(nn.Module):\n    def forward(self, x):\n        return MSDA.forward(x)\n\n\n"
+                           "class Plain(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"})
+    needs = nnrag.extract("det.ops.func.Deform", home=home)
+    assert [(i.code, i.name) for i in needs.issues] == [("native-extension", "MSDA")], needs.issues
+    assert "det/ops/setup.py" in needs.issues[0].message
+    plain = nnrag.extract("det.ops.func.Plain", home=home)
+    assert plain.ok and "MultiScaleDeformableAttention" not in plain.code

@@ -20,7 +20,7 @@ from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME
 from ..indexing.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
 from .fillers import without_failing_fillers
 from .lending import imported_lenders
-from .native import is_extension, loads_library_by_path, ships_extension_sources
+from .native import declared_extensions, is_extension, loads_library_by_path, ships_extension_sources
 from .order import order_units
 from .patches import Patches
 from .registries import RegistryNames
@@ -161,6 +161,17 @@ class Extractor(RegistryNames):
                                                  "beside it, which could not be built here")
         return Missing(UNRESOLVED_NAME, f"{missing} is not a Python module of source {self.source}", absent=True)
 
+    def _built_here(self, top: str) -> Missing | None:
+        """``import MultiScaleDeformableAttention as MSDA``: a top-level extension module that a
+        ``setup.py`` of the source builds, not a distribution of any index (pip was asked for it
+        before); never built in a checkout."""
+        root = self.roots.get(self.source_id)
+        script = declared_extensions(root).get(top) if root is not None else None
+        if script is None:
+            return None
+        return Missing(NATIVE_EXTENSION, f"{top} is an extension module that {script} of source {self.source} "
+                                         "compiles from C++/CUDA sources, which could not be built here")
+
     # -- names --------------------------------------------------------------------------
     def bind(self, mu: ModuleUnits, name: str) -> Target | None:
         """What ``name`` means at module level of ``mu``; None for builtins."""
@@ -230,7 +241,7 @@ class Extractor(RegistryNames):
                         return self._missing_module(dotted, owner)
                     if not a.asname and any(m.startswith(local + ".") for m in self.infos):
                         return ModTarget(local, ExtImport(a.name))  # a folder of the source
-                    return ExtImport(a.name, None, a.asname)
+                    return self._built_here(a.name.split(".")[0]) or ExtImport(a.name, None, a.asname)
             raise LookupError(local)
         module = self._absolute(mu, node)
         for a in node.names:
@@ -250,7 +261,7 @@ class Extractor(RegistryNames):
             if any(m.startswith(module + ".") for m in self.infos):
                 sub = f"{module}.{a.name}"
                 return ModTarget(sub) if sub in self.infos else self.from_ref(self.resolver.module_attr(module, a.name, self.source_id), local)
-            return ExtImport(module, a.name, a.asname)
+            return self._built_here(module.split(".")[0]) or ExtImport(module, a.name, a.asname)
         raise LookupError(local)
 
     def _absolute(self, mu: ModuleUnits, node: ast.ImportFrom) -> str:
@@ -270,6 +281,8 @@ class Extractor(RegistryNames):
             owner = self._inside(ref.target)
             if owner is not None:
                 return self._missing_module(ref.target, owner)
+            if (built := self._built_here(ref.target.split(".")[0])) is not None:
+                return built
             if "." not in ref.target:
                 return ExtImport(ref.target, None, local if local != ref.target else None)
             module, attr = ref.target.rsplit(".", 1)
