@@ -7,6 +7,8 @@ import contextlib
 import json
 import shutil
 import subprocess
+import sysconfig
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -173,6 +175,20 @@ def test_a_corpus_package_loaded_by_a_computed_name_is_explained_not_offered_for
     assert explained.code == "missing-dependency"
     assert "baselib is a source of the corpus: the block loads a module of it by a name computed at run time" in explained.message
     assert explain_corpus_import(record, frozenset()) is record  # a third-party distribution: unchanged
+    # the copy's own ``importlib.import_module`` (a compiled extension loaded by name), called
+    # below torch's module machinery, is the copy's import, not torch's
+    stdlib = sysconfig.get_paths()["stdlib"]
+    loaded = replace(record, traceback=(
+        'File "/env/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1794, in _call_impl\n'
+        'File "/tmp/sandbox/candidate.py", line 116, in import_module\n'
+        f'File "{stdlib}/importlib/__init__.py", line 126, in import_module\n'
+        'File "<frozen importlib._bootstrap>", line 1204, in _gcd_import\n'))
+    assert "computed at run time" in explain_corpus_import(loaded, corpus).message
+    # an installed distribution whose own import stops at the corpus package (mmdet 2 importing mmcv)
+    chained = replace(record, traceback=(
+        'File "/tmp/sandbox/candidate.py", line 67, in <module>\n'
+        'File "/env/lib/python3.11/site-packages/chainlib/__init__.py", line 2, in <module>\n'))
+    assert "the installed chainlib imports baselib" in explain_corpus_import(chained, corpus).message
     # a private module is the compiled part of a distribution named otherwise; as "-k2" it would be an option of pip's
     private = ValidationRecord(False, "import", "missing-dependency", "ModuleNotFoundError: No module named '_k2'")
     assert missing_distribution(private) is None
@@ -509,3 +525,42 @@ def test_a_portion_of_a_namespace_the_corpus_also_holds_is_installed(tmp_path: P
         monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
         assert missing_distribution(record, frozenset({"nsportion"}), code) == "nsportion-core"
         assert missing_distribution(record, frozenset({"nsportion"})) is None  # nothing says which portion
+
+
+def test_a_package_declared_as_a_variant_and_an_installed_distribution_that_imports_it_are_both_lent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repository declares ``lentpkg-full`` (as mmrotate declares ``mmcv-full``), whose sdist does
+    not build, and imports ``lentpkg`` and ``chainpkg``; ``chainpkg`` installs from its wheel but
+    imports ``lentpkg`` as it loads (as mmdet 2 imports mmcv). ``lentpkg-full`` is lent for
+    ``lentpkg`` (before: nothing, the name is not ``lentpkg``'s own), then, in another round,
+    ``chainpkg`` too, so the copy carries the code of both (before: ``No module named 'lentpkg'``
+    from the installed ``chainpkg``)."""
+    files = tmp_path / "index" / "files"
+    files.mkdir(parents=True)
+    runner = "def scale(x):\n    return x * 2\n"
+    lent_full = _sdist(files, "lentpkg_full", "1.0", {"lentpkg/__init__.py": "", "lentpkg/runner.py": runner})
+    chain = {"chainpkg/__init__.py": "import lentpkg\n",
+             "chainpkg/layers.py": "import torch\nfrom lentpkg.runner import scale\n\n\nclass Gate(torch.nn.Module):\n"
+                                   "    def forward(self, x):\n        return scale(x)\n"}
+    chain_wheel = write_wheel(files, "chainpkg", chain, version="1.0")
+    chain_sdist = _sdist(files, "chainpkg", "1.0", chain)
+    repo = tmp_path / "chain_repo"
+    (repo / "chainuser").mkdir(parents=True)
+    (repo / "requirements.txt").write_text("lentpkg-full\nchainpkg\n")
+    (repo / "chainuser" / "__init__.py").write_text("")
+    (repo / "chainuser" / "blocks.py").write_text(
+        "import torch\nfrom lentpkg.runner import scale\nfrom chainpkg.layers import Gate\n\n\n"
+        "class Doubled(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.gate = Gate()\n\n"
+        "    def forward(self, x):\n        return scale(self.gate(x))\n")
+    with _package_index(tmp_path / "index", "lentpkg-full", [lent_full], {"chainpkg": [chain_wheel, chain_sdist]}) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        home = tmp_path / "home"
+        report = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False,
+                             requirements="install")
+    lent = {o["distribution"]: o for o in report.requirements["lent"]}  # type: ignore[union-attr]
+    assert lent["lentpkg-full"]["version"] == "1.0" and lent["chainpkg"]["version"] == "1.0", lent
+    assert "imports lentpkg" in lent["chainpkg"]["reason"]
+    (entry,) = nnrag.library_entries(home=home)
+    assert entry["status"] == "validated", entry["message"]
+    code = (home / str(entry["path"])).read_text(encoding="utf-8")
+    assert "class Gate" in code and "def scale" in code and "import chainpkg" not in code

@@ -357,23 +357,33 @@ class _Build:
                 records.drop(self.conn, self.workspace, block_id)
 
 
+_LENDING_ROUNDS = 3  # mmcv lent, then mmdet 2, installed, found to import it: lent in the next round
+
+
 def _build_again(workspace: Workspace, report: BuildReport, **build: Any) -> BuildReport:
     """Lend each distribution pip could not install from its sdist, pin each installed one too new
     for the code to an older release and, when either happened, build again: the blocks that
     waited are extracted with the code lent and judged in the pinned releases' environments, the
-    others reused."""
+    others reused. A distribution that an installed one imports and that is only lent makes the
+    installed one lent too, in another round."""
     from ..indexing.indexer import index_sources
 
-    with connect(workspace) as db:
-        indexed = {r["name"] for r in db.conn.execute("SELECT name FROM sources")}
-        corpus = corpus_packages(db)
-        lenders, outcome = lent.lending_sources(workspace, db.conn, indexed, corpus)
-        pinned = pins_of.pins(workspace, db.conn, corpus)
-    if lenders:
-        index_sources(workspace, lenders, workers=build.get("workers"), progress=build.get("progress"))
-    chosen = {p.package: p.requirement for p in pinned if p.version}
-    if lenders or chosen:
-        # the second build reuses what the first judged: what only the first saw stays in the report
+    outcome: list[lent.Lending] = []
+    pinned: list[pins_of.Pin] = []
+    for round_ in range(_LENDING_ROUNDS):
+        with connect(workspace) as db:
+            indexed = {r["name"] for r in db.conn.execute("SELECT name FROM sources")}
+            corpus = corpus_packages(db)
+            lenders, lendings = lent.lending_sources(workspace, db.conn, indexed, corpus)
+            if round_ == 0:
+                pinned = pins_of.pins(workspace, db.conn, corpus)
+        outcome += [o for o in lendings if round_ == 0 or o.version]  # what a later round lends
+        if lenders:
+            index_sources(workspace, lenders, workers=build.get("workers"), progress=build.get("progress"))
+        chosen = {p.package: p.requirement for p in pinned if p.version}
+        if not (lenders or (chosen and round_ == 0)):
+            break
+        # the next build reuses what the last judged: what only the first saw stays in the report
         instead = report.requirements.get("declared_instead")
         report = build_library(workspace, **build, releases=False, pins=chosen)
         if instead:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sysconfig
 from dataclasses import replace
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -137,13 +138,37 @@ def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = froz
     return pinned_requirement(record, pins, corpus) if pins else None
 
 
+_STDLIB = sysconfig.get_paths()["stdlib"] + "/"  # requirement environments share this Python's
+_FRAME_FILE = re.compile(r'File "([^"]+)", line \d+')
+# an installed distribution's file: ``.../site-packages/mmdet/__init__.py``
+_INSTALLED = re.compile(r"/site-packages/([A-Za-z_]\w*)/")
+
+
+def installed_importer(record: ValidationRecord) -> str | None:
+    """The installed package whose own import stopped the block (mmdet 2's ``import mmcv`` in its
+    ``__init__``): the traceback's innermost frame outside the import machinery and the standard
+    library is a file of it; None when the copied code itself stopped there (``importlib``
+    called from the copy)."""
+    files = [f for f in _FRAME_FILE.findall(record.traceback or "")
+             if not f.startswith("<") and ("/site-packages/" in f or not f.startswith(_STDLIB))]
+    found = _INSTALLED.search(files[-1]) if files else None
+    return found.group(1) if found else None
+
+
 def explain_corpus_import(record: ValidationRecord, corpus: frozenset[str]) -> ValidationRecord:
-    """A block stopped at a package of the corpus that is not installed. Its static imports of that
-    package were copied, so the import is by a name computed at run time (mmcv's ``load_ext``
-    loading the compiled ``mmcv._ext``): say so, as only the installed distribution provides it."""
+    """A block stopped at a package of the corpus that is not installed. Where an installed
+    distribution imports it (mmdet 2 imports mmcv, which is lent, not installed), say so: that
+    distribution is lent from its source as well (:mod:`nnrag.library.lent`). Else its static
+    imports of that package were copied, so the import is by a name computed at run time (mmcv's
+    ``load_ext`` loading the compiled ``mmcv._ext``): say so, as only the installed distribution
+    provides it."""
     top = _stopped_at(record)
     if top is None or top not in corpus:
         return record
+    importer = installed_importer(record)
+    if importer is not None and importer != top:
+        return replace(record, message=f"{record.message} (the installed {importer} imports {top}, which the corpus "
+                                       f"holds but no environment installs)")
     return replace(record, message=f"{record.message} ({top} is a source of the corpus: the block loads a module "
                                    f"of it by a name computed at run time, such as a compiled extension, which "
                                    f"only an installed {distribution_for(top) or top} provides)")

@@ -32,6 +32,8 @@ from .releases import imported_names, newest_providing, stated_bounds, within
 
 _PRIORITY = 1000  # below every source a corpus names: a corpus source that provides the package lends it first
 _PIP_FAILED = re.compile(r"pip cannot install ([^:]+): (.+?)\)?$", re.S)
+# as :func:`~nnrag.library.environments.explain_corpus_import` words it
+_IMPORTED_BY = re.compile(r"the installed (\w+) imports (\w+), which the corpus holds")
 
 
 @dataclass(frozen=True)
@@ -67,15 +69,34 @@ def missing_distributions(conn: sqlite3.Connection) -> list[Missing]:
     found: dict[tuple[str, str], list[str]] = {}
     sources: dict[tuple[str, str], set[str]] = {}
     for source, message in records.missing_dependency_messages(conn):
+        if (chain := _IMPORTED_BY.search(message)) and (distribution := distribution_for(chain.group(1))):
+            # an installed distribution imports what is only lent: lent too, its code copied with the rest
+            found.setdefault((distribution, chain.group(1)), []).append(
+                f"the installed {chain.group(1)} imports {chain.group(2)}, which is lent, not installed")
+            sources.setdefault((distribution, chain.group(1)), set()).add(source)
+            continue
         package, pip = missing_module(message), _PIP_FAILED.search(message)
         if not (package and pip):
             continue
-        distribution = distribution_for(package)
-        if distribution and distribution in {d.strip() for d in pip.group(1).split(",")}:
+        distribution = _provider(package, [d.strip() for d in pip.group(1).split(",")])
+        if distribution:
             found.setdefault((distribution, package), []).append(pip.group(2).strip())
             sources.setdefault((distribution, package), set()).add(source)
     return sorted((Missing(d, p, reasons[0], len(reasons), frozenset(sources[d, p])) for (d, p), reasons in found.items()),
                   key=lambda m: (-m.blocks, m.distribution))
+
+
+def _provider(package: str, failed: list[str]) -> str | None:
+    """Of the distributions pip failed on, the one that provides ``package``: the distribution its
+    import name maps to, else the one variant of that name among them (``mmcv-full`` for ``mmcv``,
+    which mmrotate and GCVit declare: the same package built with its compiled ops)."""
+    named = distribution_for(package)
+    if named is None:
+        return None
+    if named in failed:
+        return named
+    variants = [d for d in failed if canonicalize_name(d).startswith(canonicalize_name(named) + "-")]
+    return variants[0] if len(variants) == 1 else None
 
 
 def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set[str],
@@ -86,16 +107,23 @@ def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set
     hold (a package one of them provides is lent by it already)."""
     specs: list[SourceSpec] = []
     outcome: list[Lending] = []
-    for missing in missing_distributions(conn):
+    missing_all = missing_distributions(conn)
+    lent: dict[str, str] = {}  # package -> the distribution it is lent from
+    for missing in missing_all:
         base = Lending(missing.distribution, missing.package, missing.reason, missing.blocks)
         if missing.package in corpus:
             outcome.append(replace(base, why_not="an indexed source provides it; the blocks load it by a name "
                                                  "computed at run time"))
             continue
-        wanted = imported_names(conn, missing.package, set(missing.sources))
+        if missing.package in lent:  # one package, declared as two distributions (mmcv, mmcv-full): lent once
+            outcome.append(replace(base, why_not=f"{missing.package} is lent from the sdist of {lent[missing.package]}"))
+            continue
+        # what every source waiting for the package imports from it decides the release
+        waiting = set().union(*(m.sources for m in missing_all if m.package == missing.package))
+        wanted = imported_names(conn, missing.package, waiting)
         try:
             files = [f for f in source_distributions(missing.distribution) if not f.version.is_prerelease]
-            files = within(files, stated_bounds(conn, missing.package, set(missing.sources)))
+            files = within(files, stated_bounds(conn, missing.package, waiting))
             chosen = newest_providing(files, missing.package, wanted, workspace.cache_dir / "sdists")
         except SourceError as exc:
             outcome.append(replace(base, why_not=str(exc)))
@@ -107,6 +135,7 @@ def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set
         name = _free_name(canonicalize_name(missing.distribution), indexed | {s.name for s in specs})
         specs.append(SourceSpec(name=name, kind=KIND_PYPI, location=f"{missing.distribution}=={file.version}",
                                 priority=_PRIORITY, lends=True))
+        lent[missing.package] = missing.distribution
         outcome.append(replace(base, version=str(file.version), covers=f"{covered}/{len(wanted)}"))
     return specs, outcome
 
