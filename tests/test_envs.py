@@ -564,3 +564,43 @@ def test_a_package_declared_as_a_variant_and_an_installed_distribution_that_impo
     assert entry["status"] == "validated", entry["message"]
     code = (home / str(entry["path"])).read_text(encoding="utf-8")
     assert "class Gate" in code and "def scale" in code and "import chainpkg" not in code
+
+
+def test_a_distribution_no_index_has_is_lent_from_the_repository_the_source_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gitdep`` is on no package index, as detectron2 is not; the repository's README names its
+    GitHub repository (``pip install git+https://github.com/someone/gitdep.git``). The build lends
+    the package from that repository (here a local one, which git's ``insteadOf`` reaches), so
+    the block's copy carries the code it imports (before: missing-dependency, "no matching
+    distribution")."""
+    origin = tmp_path / "github" / "someone" / "gitdep"
+    (origin / "gitdep").mkdir(parents=True)
+    (origin / "gitdep" / "__init__.py").write_text("")
+    (origin / "gitdep" / "layers.py").write_text(
+        "import torch\n\n\nclass Scale(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+    for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("commit", "-qm", "one")):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=origin, check=True, capture_output=True)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")  # the machine's own rewrites of GitHub URLs left out
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", f"url.file://{tmp_path / 'github'}/.insteadOf")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "https://github.com/")
+    repo = tmp_path / "needs_git"
+    (repo / "user").mkdir(parents=True)
+    (repo / "README.md").write_text("Install gitdep first:\n\n    pip install git+https://github.com/someone/gitdep.git\n")
+    (repo / "user" / "__init__.py").write_text("")
+    (repo / "user" / "blocks.py").write_text(
+        "import torch\nfrom gitdep.layers import Scale\n\n\nclass Twice(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.scale = Scale()\n\n"
+        "    def forward(self, x):\n        return self.scale(x)\n")
+    files = tmp_path / "index" / "files"
+    other = write_wheel(files, "unrelated", {"unrelated/__init__.py": ""})
+    with _package_index(tmp_path / "index", "unrelated", [other]) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        home = tmp_path / "home"
+        report = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False,
+                             requirements="install")
+    (lent,) = report.requirements["lent"]  # type: ignore[misc]
+    assert (lent["distribution"], lent["repository"]) == ("gitdep", "https://github.com/someone/gitdep"), lent
+    (entry,) = nnrag.library_entries(home=home)
+    assert entry["status"] == "validated", entry["message"]
+    assert "class Scale" in (home / str(entry["path"])).read_text(encoding="utf-8")

@@ -320,7 +320,10 @@ def _print_build(report: Any, title: str) -> None:
         for spelt, declared in (r.get("declared_instead") or {}).items():
             timing.append(f"pip cannot install {spelt}; installed {declared} instead, as the source declares it")
     for lending in report.requirements.get("lent") or []:
-        if lending.get("version"):
+        if lending.get("repository"):
+            timing.append(f"{lending['distribution']} lent from {lending['repository']}, which its source names "
+                          f"(no index has it: {lending['reason']})")
+        elif lending.get("version"):
             timing.append(f"{lending['distribution']} lent from its sdist {lending['version']} (pip: {lending['reason']}; "
                           f"it provides {lending['covers']} of the names the corpus imports)")
         else:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..db import connect, read_meta, write_meta
+from ..errors import SourceError
 from ..extraction.lending import check_prefer
 from ..extraction.many import Extracted, extract_many
 from ..extraction.key import extraction_keys
@@ -377,9 +378,13 @@ def _build_again(workspace: Workspace, report: BuildReport, **build: Any) -> Bui
             lenders, lendings = lent.lending_sources(workspace, db.conn, indexed, corpus)
             if round_ == 0:
                 pinned = pins_of.pins(workspace, db.conn, corpus)
-        outcome += [o for o in lendings if round_ == 0 or o.version]  # what a later round lends
+        outcome += [o for o in lendings if round_ == 0 or o.version or o.repository]  # what a later round lends
         if lenders:
-            index_sources(workspace, lenders, workers=build.get("workers"), progress=build.get("progress"))
+            try:
+                index_sources(workspace, lenders, workers=build.get("workers"), progress=build.get("progress"))
+            except SourceError as exc:  # none of them could be fetched (a repository offline): the build goes on
+                log.warning("cannot lend %s: %s", ", ".join(s.spec for s in lenders), exc)
+                lenders = []
         chosen = {p.package: p.requirement for p in pinned if p.version}
         if not (lenders or (chosen and round_ == 0)):
             break

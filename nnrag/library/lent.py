@@ -19,12 +19,14 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from ..errors import SourceError
 from ..sourcing.index_files import source_distributions
-from ..sourcing.spec import KIND_PYPI, SourceSpec
+from ..sourcing.declared import repository_of
+from ..sourcing.spec import KIND_GIT, KIND_PYPI, SourceSpec
 from ..validator.envs import distribution_for, missing_module
 from ..workspace import Workspace
 from . import records
@@ -55,7 +57,8 @@ class Lending:
     package: str
     reason: str  # pip's
     blocks: int
-    version: str | None = None  # the release lent from its sdist; None: not lent
+    version: str | None = None  # the release lent from its sdist; None: not lent (or lent from ``repository``)
+    repository: str = ""  # the git repository lent from, which a source names for a distribution no index has
     covers: str = ""  # of the names the corpus imports from it, how many that release provides
     why_not: str = ""
 
@@ -125,11 +128,18 @@ def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set
             files = [f for f in source_distributions(missing.distribution) if not f.version.is_prerelease]
             files = within(files, stated_bounds(conn, missing.package, waiting))
             chosen = newest_providing(files, missing.package, wanted, workspace.cache_dir / "sdists")
+            why_not = "the index holds no sdist that could be read"
         except SourceError as exc:
-            outcome.append(replace(base, why_not=str(exc)))
-            continue
+            chosen, why_not = None, str(exc)
         if chosen is None:
-            outcome.append(replace(base, why_not="the index holds no sdist that could be read"))
+            repository = _named_repository(conn, missing.distribution, waiting)
+            if repository is None:
+                outcome.append(replace(base, why_not=why_not))
+                continue
+            name = _free_name(canonicalize_name(missing.distribution), indexed | {s.name for s in specs})
+            specs.append(SourceSpec(name=name, kind=KIND_GIT, location=repository, priority=_PRIORITY, lends=True))
+            lent[missing.package] = missing.distribution
+            outcome.append(replace(base, repository=repository))
             continue
         file, covered = chosen
         name = _free_name(canonicalize_name(missing.distribution), indexed | {s.name for s in specs})
@@ -138,6 +148,16 @@ def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set
         lent[missing.package] = missing.distribution
         outcome.append(replace(base, version=str(file.version), covers=f"{covered}/{len(wanted)}"))
     return specs, outcome
+
+
+def _named_repository(conn: sqlite3.Connection, distribution: str, sources: set[str]) -> str | None:
+    """The git repository one of ``sources`` names for ``distribution`` (:func:`repository_of`)."""
+    rows = conn.execute(f"SELECT root FROM sources WHERE name IN ({','.join('?' * len(sources))}) ORDER BY name",
+                        sorted(sources)).fetchall()
+    for row in rows:
+        if row["root"] and (found := repository_of(Path(row["root"]), distribution)) is not None:
+            return found
+    return None
 
 
 def _free_name(name: str, taken: set[str]) -> str:

@@ -179,3 +179,28 @@ def _strings(node: ast.expr) -> Iterable[str]:
         for e in node.elts:
             if isinstance(e, ast.Constant) and isinstance(e.value, str):
                 yield e.value
+
+
+# a GitHub repository, as ``git+https://github.com/o/r.git`` or a link in prose or a comment
+_GITHUB_REPOSITORY = re.compile(r"(git\+)?https://github\.com/([\w.-]+)/([\w-]+(?:\.[\w-]+)*?)(?:\.git)?(?=[/\s'\"#@)\]>`]|$)")
+_MENTIONING = (".md", ".rst", ".txt", ".cfg", ".toml", ".py")
+
+
+def repository_of(root: Path, name: str) -> str | None:
+    """The GitHub repository the source at ``root`` names for distribution ``name``, which no package
+    index has (detectron2, installed from its repository): a ``git+`` requirement or install line
+    whose repository is named for it, else a link to such a repository in the source's documents
+    and comments near its root (Mask2Former's ``GETTING_STARTED.md`` links
+    ``https://github.com/facebookresearch/detectron2``). None when it names none; read as text."""
+    wanted = canonicalize_name(name)
+    found: dict[str, bool] = {}  # repository -> named as a git+ requirement
+    files = [p for depth in ("*", "*/*") for p in sorted(root.glob(depth)) if p.suffix in _MENTIONING]
+    for path in files:
+        text = _text(root, path)
+        for m in _GITHUB_REPOSITORY.finditer(text or ""):
+            if canonicalize_name(m.group(3)) == wanted:
+                url = f"https://github.com/{m.group(2)}/{m.group(3)}"
+                found[url] = found.get(url, False) or bool(m.group(1))
+    if not found:
+        return None
+    return max(found, key=lambda url: (found[url], -list(found).index(url)))
