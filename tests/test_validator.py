@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata as md
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -930,3 +931,20 @@ def test_a_layer_class_guessed_for_a_function_called_with_several_arguments_give
     record = nnrag.validate(code=code, class_name="Cell")
     assert record.ok, record.message
     assert record.init_args["activation"] == "Passthrough()", record.init_args
+
+
+def test_a_block_whose_parent_sets_the_map_size_before_each_call_gets_the_size_of_its_tokens() -> None:
+    """Swin's detection and segmentation blocks (Swin-Transformer-Object-Detection, Mask2Former,
+    FasterViT's DINO) take tokens and read the height and width of their map off ``self.H`` and
+    ``self.W``, which their parent sets before each call and which are ``None`` until then (before:
+    ``unsupported operand type(s) for *: 'NoneType' and 'NoneType'``, input-inference)."""
+    code = ("import torch\nimport torch.nn as nn\n\n\nclass Block(nn.Module):\n    def __init__(self, dim):\n"
+            "        super().__init__()\n        self.norm = nn.LayerNorm(dim)\n        self.H = None\n        self.W = None\n\n"
+            "    def forward(self, x):\n        B, L, C = x.shape\n        H, W = self.H, self.W\n"
+            "        assert L == H * W, 'input feature has wrong size'\n"
+            "        x = self.norm(x).view(B, H, W, C).permute(0, 3, 1, 2)\n"
+            "        return torch.nn.functional.avg_pool2d(x, 3, 1, 1).flatten(2).transpose(1, 2)\n")
+    record = nnrag.validate(code=code, class_name="Block")
+    assert record.ok, record.message
+    (tokens, *_) = record.input_shapes
+    assert math.isqrt(tokens[1]) ** 2 == tokens[1], record.input_shapes

@@ -456,7 +456,34 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                 pending.append((counted, kw))
             if (alike := _one_size(args, e)) is not None:
                 pending.append((alike, kw))
+            if _sized_as_its_parent_would(model, args, e):
+                pending.append((args, kw))
     return None, first
+
+
+_NONE_OPERAND = re.compile(r"unsupported operand type\(s\) for .*'NoneType'|'NoneType' object cannot be interpreted as an integer")
+# the height and width of the map a sequence of tokens lays out
+_SIDE_NAMES = re.compile(r"^(?:[HW]|[hw]|height|width)$")
+
+
+def _sized_as_its_parent_would(model: nn.Module, args: list[Any], error: BaseException) -> bool:
+    """Swin's detection blocks take tokens and read the map's height and width off attributes their
+    parent sets before each call (``blk.H, blk.W = H, W``; ``None`` until then): ``None * None``.
+    Such attributes (``None`` after construction, named as a height or width, read by ``forward``)
+    are set to the side of the square map the tokens lay out; True when the call is worth again."""
+    main = args[0] if args else None
+    if not (isinstance(error, TypeError) and _NONE_OPERAND.search(str(error)) and isinstance(main, torch.Tensor)
+            and main.dim() == 3 and (side := math.isqrt(main.shape[1])) ** 2 == main.shape[1]):
+        return False
+    try:
+        text = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return False
+    read = set(re.findall(r"\bself\.(\w+)", text))
+    unset = [name for name, value in vars(model).items() if value is None and name in read and _SIDE_NAMES.match(name)]
+    for name in unset:
+        setattr(model, name, side)
+    return bool(unset)
 
 
 def _then(pending: deque[Any], calls: Any) -> Iterator[Any]:
