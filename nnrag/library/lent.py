@@ -9,7 +9,10 @@ within the versions their packages state they accept (``MMCV_MAX = '1.3.0'``)
 needs a release from before that module moved away);
 the release is indexed as a source that only lends (``lends``), below the corpus, and the next
 pass of the build copies the Python the blocks need from it. Its compiled parts stay absent: a
-block that calls them fails there, as ``native-extension`` or at the call.
+block that calls them fails there, as ``native-extension`` or at the call. A package declared under
+a variant name (``mmcv-full``) is lent for it; an installed distribution that imports a package
+only lent (mmdet 2 importing mmcv) is lent too; a distribution no index has is lent from the git
+repository a source names for it (detectron2).
 
 Nothing of an sdist runs while it is chosen or indexed: archives are read as data.
 """
@@ -119,7 +122,7 @@ def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set
                                                  "computed at run time"))
             continue
         if missing.package in lent:  # one package, declared as two distributions (mmcv, mmcv-full): lent once
-            outcome.append(replace(base, why_not=f"{missing.package} is lent from the sdist of {lent[missing.package]}"))
+            outcome.append(replace(base, why_not=f"{missing.package} is lent already, as {lent[missing.package]}"))
             continue
         # what every source waiting for the package imports from it decides the release
         waiting = set().union(*(m.sources for m in missing_all if m.package == missing.package))
