@@ -121,8 +121,9 @@ def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set
             outcome.append(replace(base, why_not="an indexed source provides it; the blocks load it by a name "
                                                  "computed at run time"))
             continue
-        if missing.package in lent:  # one package, declared as two distributions (mmcv, mmcv-full): lent once
-            outcome.append(replace(base, why_not=f"{missing.package} is lent already, as {lent[missing.package]}"))
+        if missing.package in lent or canonicalize_name(missing.distribution) in indexed:
+            # one package declared as two distributions (mmcv, mmcv-full), or lent in an earlier
+            # round under a name its release does not install: lent once, reported once
             continue
         # what every source waiting for the package imports from it decides the release
         waiting = set().union(*(m.sources for m in missing_all if m.package == missing.package))
