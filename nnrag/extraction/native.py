@@ -5,6 +5,7 @@ that folder cannot load."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.machinery
 import re
@@ -47,8 +48,6 @@ def declared_extensions(root: Path) -> dict[str, str]:
     ``MultiScaleDeformableAttention`` (``extension("MultiScaleDeformableAttention", sources, ...)``,
     ``extension`` being ``CppExtension`` or ``CUDAExtension``), which its code then imports as a
     module of its own. Read as data: nothing of the scripts runs."""
-    import ast
-
     found: dict[str, str] = {}
     for script in sorted(root.rglob("setup.py")):
         try:
@@ -75,8 +74,7 @@ def declared_extensions(root: Path) -> dict[str, str]:
 
 
 def _callee(node: ast.AST) -> str:
-    import ast
-
+    """The name a call's function is written as (``CUDAExtension``, ``cpp_extension.CUDAExtension``)."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
