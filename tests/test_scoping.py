@@ -52,6 +52,13 @@ SCOPE_CASES: dict[str, tuple[str, bool, set[str], set[str], set[str]]] = {
     "a nested class body too, a method's local not": (
         "class A:\n    class Meta:\n        dtype = dtype\n    def f(self):\n        dtype = 1\n        return dtype\n", False,
         {"dtype"}, set(), set()),
+    "a method's annotation reads the module name the method's own name shadows later": (
+        "class Boxes:\n    def to(self, device: device) -> Boxes:\n        return self\n"
+        "    @property\n    def device(self) -> device:\n        return 1\n", False,
+        {"device", "Boxes", "property"}, set(), set()),
+    "under the future import that annotation is a string": (
+        "class Boxes:\n    @property\n    def device(self) -> device:\n        return 1\n", True,
+        {"property"}, set(), set()),
 }
 
 

@@ -56,16 +56,17 @@ def _global_refs(table: symtable.SymbolTable, early: bool, out_early: set[str], 
         _global_refs(child, child_early, out_early, out_late, augmented)
 
 
-def _class_reads_before_binding(tree: ast.AST) -> set[str]:
-    """Names a class body reads before it binds them itself (``dtype = dtype``, ``n += 1``): a class
-    body looks such a name up among the module's globals, where symtable, which sees the class
-    bind it, records only a local. Classes of the statement and the classes in their bodies, whose
-    bodies run when the statement does."""
+def _class_reads_before_binding(tree: ast.AST, annotations_run: bool) -> set[str]:
+    """Names a class body reads before it binds them itself (``dtype = dtype``, ``n += 1``,
+    ``def device(self) -> device``): a class body looks such a name up among the module's globals,
+    where symtable, which sees the class bind it, records only a local. Classes of the statement
+    and the classes in their bodies, whose bodies run when the statement does. Annotations count
+    only where they run (no ``from __future__ import annotations``)."""
     found: set[str] = set()
     classes = [n for n in (tree.body if isinstance(tree, ast.Module) else []) if isinstance(n, ast.ClassDef)]
     while classes:
         cls = classes.pop()
-        steps = [_in_class_scope(stmt) for stmt in cls.body]
+        steps = [_in_class_scope(stmt, annotations_run) for stmt in cls.body]
         bound_here = {name for _, stores in steps for name in stores}
         bound: set[str] = set()
         for stmt, (loads, stores) in zip(cls.body, steps):
@@ -75,10 +76,11 @@ def _class_reads_before_binding(tree: ast.AST) -> set[str]:
     return found
 
 
-def _in_class_scope(stmt: ast.stmt) -> tuple[set[str], set[str]]:
+def _in_class_scope(stmt: ast.stmt, annotations_run: bool) -> tuple[set[str], set[str]]:
     """The names a class-body statement reads and binds in the class's own scope as it runs: not
-    inside the bodies of the functions, lambdas and classes it defines (their defaults, decorators and bases run), nor inside comprehensions
-    (scopes of their own) past their first iterable; an augmented assignment's target is read."""
+    inside the bodies of the functions, lambdas and classes it defines (their defaults,
+    decorators, bases and, where they run, annotations do), nor inside comprehensions (scopes of
+    their own) past their first iterable; an augmented assignment's target is read."""
     loads: set[str] = set()
     stores: set[str] = {stmt.name} if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else set()
     todo: list[ast.AST] = [stmt]
@@ -91,6 +93,11 @@ def _in_class_scope(stmt: ast.stmt) -> tuple[set[str], set[str]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):  # their defaults run now
             todo += [*getattr(node, "decorator_list", ()), *node.args.defaults,
                      *(d for d in node.args.kw_defaults if d is not None)]
+            if annotations_run and not isinstance(node, ast.Lambda):
+                todo += [a.annotation for a in _parameters(node.args) if a.annotation is not None]
+                todo += [node.returns] if node.returns is not None else []
+        elif isinstance(node, ast.AnnAssign) and not annotations_run:
+            todo += [node.target, *([node.value] if node.value is not None else [])]
         elif isinstance(node, ast.ClassDef):
             todo += [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
         elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
@@ -98,6 +105,11 @@ def _in_class_scope(stmt: ast.stmt) -> tuple[set[str], set[str]]:
         else:
             todo += list(ast.iter_child_nodes(node))
     return loads, stores
+
+
+def _parameters(args: ast.arguments) -> list[ast.arg]:
+    return [*args.posonlyargs, *args.args, *([args.vararg] if args.vararg else []), *args.kwonlyargs,
+            *([args.kwarg] if args.kwarg else [])]
 
 
 def _refs(text: str, augmented: frozenset[str]) -> tuple[set[str], set[str]]:
@@ -178,7 +190,7 @@ def analyze(text: str, future_annotations: bool = False) -> UnitNames:
         soft = (early | late) - (s_early | s_late)
         early, late = s_early, s_late - s_early
         soft_chains = chains - _chains(stripped)[0]
-    class_reads = _class_reads_before_binding(tree)  # values, never annotations
+    class_reads = _class_reads_before_binding(tree, annotations_run=not future_annotations)
     early, late, soft = early | class_reads, late - class_reads, soft - class_reads
     used = early | late | soft
     bare = {n for n in used if names.get(n, 0) > rooted.get(n, 0)}
