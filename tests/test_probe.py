@@ -1584,6 +1584,7 @@ _ARGUMENT_CASES: dict[str, tuple[str, Any, Any, Any]] = {
     "activation named by string": ("activation", str, None, lambda v: v == "relu"),
     "layer named by string": ("norm_name", "Union[str, tuple]", None, lambda v: v == "batch"),
     "config object": ("cfg", None, None, lambda v: type(v).__name__ == "AutoConfig"),
+    "keyword arguments": ("norm_kwargs", None, None, lambda v: v == {}),
     "heads": ("num_heads", None, None, lambda v: v == 2),
     "spatial dimensions": ("spatial_dims", None, None, lambda v: v == 2),
     "groups": ("groups", None, None, lambda v: v == 1),
@@ -1603,6 +1604,7 @@ _ARGUMENT_CASES: dict[str, tuple[str, Any, Any, Any]] = {
     "momentum": ("momentum", None, None, lambda v: v == 0.1),
     "per-stage depths": ("depths", None, None, lambda v: v == [1, 1, 1, 1]),
     "depth": ("num_layers", None, None, lambda v: v == 1),
+    "pyramid levels": ("num_levels", None, None, lambda v: v == 3),
     "sampling rate": ("sfreq", None, None, lambda v: v >= 100),
     "patch size": ("patch_size", None, None, lambda v: v == 4),
     "window size": ("window_size", None, None, lambda v: v == 4),
@@ -1766,6 +1768,12 @@ _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
      lambda c: [type(x).__name__ for x in c.get("flows", [])] == ["Passthrough"]),
     ("layer instance", "self.layers = nn.ModuleList(attn_layers)",
      "attn_layers", {"attn_layers": [16, 16]}, lambda c: [type(x).__name__ for x in c.get("attn_layers", [])] == ["Passthrough"] * 2),
+    # an entry of a stand-in config passed on as keywords (effdet's ``partial(norm, **config.norm_kwargs)``)
+    ("mapping", "self.norm = dict(**cfg.norm_kwargs)", "cfg", {"cfg": AutoConfig(Sizes()).with_value("norm_kwargs", 16)},
+     lambda c: isinstance(c["cfg"], AutoConfig) and c["cfg"].norm_kwargs == {}),
+    # the length of an entry of a stand-in config (``len(config.aspect_ratios) * config.num_scales``)
+    ("sequence the code expects", "self.n = len(cfg.aspect_ratios) * 2", "cfg",
+     {"cfg": AutoConfig(Sizes()).with_value("aspect_ratios", 0.5)}, lambda c: c["cfg"].aspect_ratios == [0.5, 0.5]),
 ]
 
 

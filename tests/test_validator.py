@@ -948,3 +948,40 @@ def test_a_block_whose_parent_sets_the_map_size_before_each_call_gets_the_size_o
     assert record.ok, record.message
     (tokens, *_) = record.input_shapes
     assert math.isqrt(tokens[1]) ** 2 == tokens[1], record.input_shapes
+
+
+def test_a_head_built_from_a_config_object_passes_with_what_its_entries_name() -> None:
+    """As effdet's ``HeadNet(config, num_outputs)``: the config's keyword entries go on with
+    ``**`` (a mapping), its activation is named by a string (``head_act_type``), one entry's
+    length is taken (``aspect_ratios``), and forward takes one map per pyramid level
+    (``num_levels``). Before: ``'dict' object has no attribute 'num_levels'`` (the whole config
+    replaced by a mapping), then ``'int' object is not callable``."""
+    code = '''
+from functools import partial
+from typing import List
+
+import torch
+from torch import nn
+
+_ACTS = {"relu": nn.ReLU, "silu": nn.SiLU}
+
+
+class LevelHead(nn.Module):
+    def __init__(self, config, num_outputs):
+        super().__init__()
+        self.num_levels = config.num_levels
+        norm_layer = config.norm_layer or nn.BatchNorm2d
+        if config.norm_kwargs:
+            norm_layer = partial(norm_layer, **config.norm_kwargs)
+        act_type = config.head_act_type if getattr(config, "head_act_type", None) else config.act_type
+        self.act = _ACTS[act_type](inplace=True)
+        self.conv = nn.Conv2d(config.fpn_channels, config.fpn_channels, 3, padding=1)
+        self.bn = nn.ModuleList([norm_layer(config.fpn_channels) for _ in range(self.num_levels)])
+        num_anchors = len(config.aspect_ratios) * config.num_scales
+        self.predict = nn.Conv2d(config.fpn_channels, num_outputs * num_anchors, 3, padding=1)
+
+    def forward(self, x: List[torch.Tensor]) -> List[torch.Tensor]:
+        return [self.predict(self.act(self.bn[level](self.conv(x[level])))) for level in range(self.num_levels)]
+'''
+    record = nnrag.validate(code=code, class_name="LevelHead")
+    assert record.ok, (record.code, record.message)

@@ -494,6 +494,9 @@ def _layer_by_string(a: Asked) -> Any:
     return NOT_MINE
 
 
+FEATURE_LEVELS = 3  # the maps of a feature pyramid a multi-level block is given
+_LEVEL_COUNT_NAMES = frozenset({"num_levels", "n_levels", "num_feature_levels", "num_outs"})
+
 _CONFIG_NAMES = ("config", "cfg", "args", "opt", "opts", "hparams", "params", "conf", "configs", "hp")
 
 
@@ -571,6 +574,8 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
                  _fixed(lambda a: a.annotation in (str, "str") and ("act" in a.w or "activation" in a.w), "relu")),
     ArgumentRule("layer named by string", _layer_by_string),
     ArgumentRule("config object", _config),
+    # ``norm_kwargs``, ``conv_kwargs``: keywords passed on with ``**``; none leaves their defaults
+    ArgumentRule("keyword arguments", _when(lambda a: bool(a.w) and a.w[-1] == "kwargs", lambda a: {})),
     ArgumentRule("heads", _when(_heads, lambda a: a.sizes.heads)),
     # ``spatial_dims``: images; a layer factory indexes its 1-D/2-D/3-D classes with it
     ArgumentRule("spatial dimensions", _fixed(lambda a: "spatial" in a.w and ("dims" in a.w or "dim" in a.w or "ndim" in a.w)
@@ -599,6 +604,9 @@ ARGUMENT_RULES: tuple[ArgumentRule, ...] = (
     ArgumentRule("depth", _fixed(lambda a: a.n in ("depth", "num_layers", "n_layers", "nlayers", "num_blocks", "blocks",
                                                    "n_blocks", "repeats", "layer_num", "levels")
                                  or is_depth(a.n) and a.n.startswith(("num", "n_")), 1)),
+    # ``num_levels``, ``num_outs``: the pyramid levels a head or neck takes, as many as the feature
+    # maps the input inference gives it
+    ArgumentRule("pyramid levels", _fixed(lambda a: a.n in _LEVEL_COUNT_NAMES, FEATURE_LEVELS)),
     # a rate in Hz must exceed twice every frequency the block filters at (EEG band-passes below
     # 40 Hz, audio mel bands); a width guessed there puts them above the Nyquist frequency
     ArgumentRule("sampling rate", _fixed(_sampling_rate, 128)),
@@ -696,12 +704,13 @@ class AutoConfig:
 def _config_value(name: str, s: Sizes) -> Any:
     """What a config holds under ``name``: a private attribute is state the library sets on its own
     configs (``_attn_implementation``), unset on one built by hand; an activation is named by a
-    string (``hidden_act = "gelu"``), as a config is written to be saved; a nested config
+    string (``hidden_act = "gelu"``, ``act_type = "relu"``), as a config is written to be saved; a nested config
     (``vision_config``) is a stand-in config too; else the argument guess."""
     if name.startswith("_"):
         return None
     w = name_words(name)
-    if w and w[-1] in ("act", "activation") or name.endswith("activation_function"):
+    if w and w[-1] in ("act", "activation") or name.endswith("activation_function") \
+            or len(w) > 1 and w[-1] in ("type", "name") and {"act", "activation"} & set(w):  # ``head_act_type``
         return guess_value(name, str, s)  # the name a ``str`` activation argument gets
     if w and w[-1] in ("config", "cfg"):
         return AutoConfig(s)

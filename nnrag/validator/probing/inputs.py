@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .arguments import CHANNEL_NAMES, Sizes, name_words
+from .arguments import CHANNEL_NAMES, FEATURE_LEVELS, Sizes, name_words
 from .designed import shown_input
 from .documented import bind, documented_inputs, shape_of
 from .source import source_tree
@@ -515,7 +515,7 @@ def feature_levels(module: nn.Module, param: inspect.Parameter, main: torch.Tens
     channels = level_channels(module, init)
     if main.dim() != 4 or takes_shape(param) or not (typed or param.name.lower() in _LEVEL_NAMES or (channels and param.name == "x")):
         return None
-    channels = channels or [main.shape[1]] * 3
+    channels = channels or [main.shape[1]] * FEATURE_LEVELS
     side = max(main.shape[-1], 2 ** len(channels))
     maps = [torch.randn(main.shape[0], c, max(side >> i, 1), max(side >> i, 1)) for i, c in enumerate(channels)]
     if any(t in annotation for t in _MAPPING_TYPES):

@@ -739,14 +739,15 @@ _SEQUENCE_TYPES = frozenset({"list", "tuple", "Sequence", "Iterable", "MutableSe
 
 
 def _used_as_sequence(stmt: ast.stmt) -> dict[str, type]:
-    """Names (``x`` or ``self.x``) the statement takes the length of, iterates, indexes, looks a
-    value up in, or checks to be a list or tuple (``len(in_channels)``, ``assert isinstance(depth, tuple)``), with the sequence
-    type that satisfies it."""
+    """Names (``x`` or ``self.x``, as ``x``; ``config.x`` as it is) the statement takes the length
+    of, iterates, indexes, looks a value up in, or checks to be a list or tuple
+    (``len(in_channels)``, ``assert isinstance(depth, tuple)``), with the sequence type that
+    satisfies it."""
     def name(node: ast.expr) -> str | None:
         if isinstance(node, ast.Name):
             return node.id
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-            return node.attr
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            return node.attr if node.value.id == "self" else f"{node.value.id}.{node.attr}"
         return None
 
     found: dict[str, type] = {}
@@ -778,15 +779,22 @@ def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
         return
     ints = _ints(kwargs)
     wanted: dict[str, type] = {}
+    configs: dict[str, AutoConfig] = {}
     for local, kind in sorted(_used_as_sequence(stmt).items()):
-        if local in ints:
+        if "." in local:  # an entry of a stand-in config (``len(config.aspect_ratios)``)
+            owner, entry = local.split(".", 1)
+            config = configs.get(owner, kwargs.get(owner))
+            value = config.asked().get(entry) if isinstance(config, AutoConfig) else None
+            if isinstance(config, AutoConfig) and isinstance(value, (int, float)) and not isinstance(value, bool):
+                configs[owner] = config.with_value(entry, kind([value, value]))
+        elif local in ints:
             wanted[local] = kind
         elif local in frames[0].f_locals:
             owners = (_holding(set(ints), kwargs, frames[0].f_locals[local], local, str(error))
                       or passed_as(frames, local, set(ints)))
             wanted.update((k, kind) for k in owners)
-    if wanted:
-        yield {k: kind([ints[k], ints[k]]) for k, kind in wanted.items()}
+    if wanted or configs:
+        yield {**{k: kind([ints[k], ints[k]]) for k, kind in wanted.items()}, **configs}
     # a list of numbers whose items are unpacked (``for n, d in embedding_dims``): a list of pairs
     pairs = {k: [(v, v) for v in kwargs[k]] for k in _items_used_as_sequences(stmt) & set(kwargs)
              if isinstance(kwargs[k], (list, tuple)) and kwargs[k] and all(type(v) is int for v in kwargs[k])}
@@ -846,8 +854,14 @@ def _mappings(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterat
     """``argument after ** must be a mapping``: the argument is a config of keywords; an empty one
     leaves every keyword at its default (``Layer(**layer_cfg)``)."""
     if "must be a mapping" in str(error):
-        for k in named_in_line(candidate_frames(cls, error), kwargs):
-            if not isinstance(kwargs[k], dict):
+        frames = candidate_frames(cls, error)
+        for k in named_in_line(frames, kwargs):
+            if isinstance(config := kwargs[k], AutoConfig):
+                # an entry of a stand-in config passed on (``**config.norm_kwargs``): that entry
+                entries = re.findall(rf"\*\*\s*{k}\.(\w+)", innermost_line(frames))
+                if entries:
+                    yield {k: functools.reduce(lambda c, e: c.with_value(e, {}), entries, config)}
+            elif not isinstance(config, dict):
                 yield {k: {}}
 
 
