@@ -604,3 +604,38 @@ def test_a_distribution_no_index_has_is_lent_from_the_repository_the_source_name
     (entry,) = nnrag.library_entries(home=home)
     assert entry["status"] == "validated", entry["message"]
     assert "class Scale" in (home / str(entry["path"])).read_text(encoding="utf-8")
+
+
+def test_an_installed_distribution_whose_import_stops_at_what_an_unpinnable_package_lost_is_lent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``oldimporter`` installs, but its ``__init__`` imports a module of torch that this torch no
+    longer has (as basicsr's imports ``torchvision.transforms.functional_tensor``), and no release
+    of torch can be pinned. Before: the block that uses only ``oldimporter.archs`` stays
+    missing-dependency. Now ``oldimporter`` is lent from its sdist and the copy carries the one
+    module the block uses, never the ``__init__`` that stops."""
+    files = tmp_path / "index" / "files"
+    package = {"oldimporter/__init__.py": "from . import data\n",
+               "oldimporter/data.py": "from torch.gone_in_this_release import helper\n",
+               "oldimporter/archs.py": "import torch\n\n\nclass Layer(torch.nn.Module):\n"
+                                       "    def forward(self, x):\n        return x * 2\n"}
+    wheel = write_wheel(files, "oldimporter", package, version="1.0")
+    sdist = _sdist(files, "oldimporter", "1.0", package)
+    repo = tmp_path / "importer_repo"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("oldimporter\n")
+    (repo / "blocks.py").write_text(
+        "import torch\nfrom oldimporter.archs import Layer\n\n\nclass Twice(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.layer = Layer()\n\n"
+        "    def forward(self, x):\n        return self.layer(x)\n")
+    with _package_index(tmp_path / "index", "oldimporter", [wheel, sdist]) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        home = tmp_path / "home"
+        report = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False,
+                             requirements="install")
+    (lent,) = report.requirements["lent"]  # type: ignore[misc]
+    assert (lent["distribution"], lent["version"]) == ("oldimporter", "1.0"), lent
+    assert lent["reason"] == "the installed oldimporter imports torch.gone_in_this_release, which the installed torch no longer has"
+    (entry,) = nnrag.library_entries(home=home)
+    assert entry["status"] == "validated", entry["message"]
+    code = (home / str(entry["path"])).read_text(encoding="utf-8")
+    assert "class Layer" in code and "import oldimporter" not in code and "from oldimporter" not in code

@@ -366,7 +366,8 @@ def _build_again(workspace: Workspace, report: BuildReport, **build: Any) -> Bui
     for the code to an older release and, when either happened, build again: the blocks that
     waited are extracted with the code lent and judged in the pinned releases' environments, the
     others reused. A distribution that an installed one imports and that is only lent makes the
-    installed one lent too, in another round."""
+    installed one lent too, in another round; so does an installed package too new for an
+    installed distribution's own import that no release pins."""
     from ..indexing.indexer import index_sources
 
     outcome: list[lent.Lending] = []
@@ -375,9 +376,11 @@ def _build_again(workspace: Workspace, report: BuildReport, **build: Any) -> Bui
         with connect(workspace) as db:
             indexed = {r["name"] for r in db.conn.execute("SELECT name FROM sources")}
             corpus = corpus_packages(db)
-            lenders, lendings = lent.lending_sources(workspace, db.conn, indexed, corpus)
             if round_ == 0:
                 pinned = pins_of.pins(workspace, db.conn, corpus)
+            # what imports a package too new for it that no release pins is lent instead
+            unpinned = frozenset(p.package for p in pinned if not p.version)
+            lenders, lendings = lent.lending_sources(workspace, db.conn, indexed, corpus, unpinned)
         outcome += [o for o in lendings if round_ == 0 or o.version or o.repository]  # what a later round lends
         if lenders:
             try:

@@ -144,12 +144,12 @@ _FRAME_FILE = re.compile(r'File "([^"]+)", line \d+')
 _INSTALLED = re.compile(r"/site-packages/([A-Za-z_]\w*)/")
 
 
-def installed_importer(record: ValidationRecord) -> str | None:
+def installed_importer(traceback: str) -> str | None:
     """The installed package whose own import stopped the block (mmdet 2's ``import mmcv`` in its
-    ``__init__``): the traceback's innermost frame outside the import machinery and the standard
-    library is a file of it; None when the copied code itself stopped there (``importlib``
-    called from the copy)."""
-    files = [f for f in _FRAME_FILE.findall(record.traceback or "")
+    ``__init__``): the ``traceback``'s innermost frame outside the import machinery and the
+    standard library is a file of it; None when the copied code itself stopped there
+    (``importlib`` called from the copy)."""
+    files = [f for f in _FRAME_FILE.findall(traceback or "")
              if not f.startswith("<") and ("/site-packages/" in f or not f.startswith(_STDLIB))]
     found = _INSTALLED.search(files[-1]) if files else None
     return found.group(1) if found else None
@@ -165,7 +165,7 @@ def explain_corpus_import(record: ValidationRecord, corpus: frozenset[str]) -> V
     top = _stopped_at(record)
     if top is None or top not in corpus:
         return record
-    importer = installed_importer(record)
+    importer = installed_importer(record.traceback)
     if importer is not None and importer != top:
         return replace(record, message=f"{record.message} (the installed {importer} imports {top}, which the corpus "
                                        f"holds but no environment installs)")

@@ -33,6 +33,8 @@ from ..sourcing.spec import KIND_GIT, KIND_PYPI, SourceSpec
 from ..validator.envs import distribution_for, missing_module
 from ..workspace import Workspace
 from . import records
+from .environments import installed_importer
+from .pins import outdated_package
 from .releases import imported_names, newest_providing, stated_bounds, within
 
 _PRIORITY = 1000  # below every source a corpus names: a corpus source that provides the package lends it first
@@ -69,12 +71,25 @@ class Lending:
         return {k: v for k, v in self.__dict__.items() if v not in (None, "")}
 
 
-def missing_distributions(conn: sqlite3.Connection) -> list[Missing]:
+def missing_distributions(conn: sqlite3.Connection, unpinned: frozenset[str] = frozenset(),
+                          corpus: frozenset[str] = frozenset()) -> list[Missing]:
     """The distributions the library's ``missing-dependency`` blocks wait for and pip could not
-    install, with the package each misses, most wanted first."""
+    install, with the package each misses, most wanted first; and the installed ones whose own
+    import stopped at what a package of ``unpinned`` (installed, too new, with no release to pin)
+    no longer has."""
     found: dict[tuple[str, str], list[str]] = {}
     sources: dict[tuple[str, str], set[str]] = {}
-    for source, message in records.missing_dependency_messages(conn):
+    for missing in records.missing_dependencies(conn):
+        source, message = missing.source, missing.message
+        if unpinned and (top := outdated_package(message, corpus)) in unpinned:
+            importer = installed_importer(missing.traceback)
+            distribution = distribution_for(importer) if importer and importer not in (top, *corpus) else None
+            if distribution:
+                gone = missing_module(message, dotted=True) or top
+                found.setdefault((distribution, importer), []).append(
+                    f"the installed {importer} imports {gone}, which the installed {top} no longer has")
+                sources.setdefault((distribution, importer), set()).add(source)
+            continue
         if (chain := _IMPORTED_BY.search(message)) and (distribution := distribution_for(chain.group(1))):
             # an installed distribution imports what is only lent: lent too, its code copied with the rest
             found.setdefault((distribution, chain.group(1)), []).append(
@@ -106,14 +121,15 @@ def _provider(package: str, failed: list[str]) -> str | None:
 
 
 def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set[str],
-                    corpus: frozenset[str]) -> tuple[list[SourceSpec], list[Lending]]:
+                    corpus: frozenset[str], unpinned: frozenset[str] = frozenset()) -> tuple[list[SourceSpec], list[Lending]]:
     """For each distribution the library waits for and pip could not install, the source that
     lends it from the release :func:`~nnrag.library.releases.newest_providing` picks, and what became of each.
     ``indexed``: names of the sources already in the index; ``corpus``: the top-level packages they
-    hold (a package one of them provides is lent by it already)."""
+    hold (a package one of them provides is lent by it already); ``unpinned``: installed packages
+    too new for the code that no release pins (:func:`missing_distributions`)."""
     specs: list[SourceSpec] = []
     outcome: list[Lending] = []
-    missing_all = missing_distributions(conn)
+    missing_all = missing_distributions(conn, unpinned, corpus)
     lent: dict[str, str] = {}  # package -> the distribution it is lent from
     for missing in missing_all:
         base = Lending(missing.distribution, missing.package, missing.reason, missing.blocks)

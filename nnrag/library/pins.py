@@ -106,11 +106,11 @@ def pins(workspace: Workspace, conn: sqlite3.Connection, corpus: frozenset[str])
     wanting: dict[str, int] = {}
     sources: dict[str, set[str]] = {}  # the sources of the blocks that stopped there: what they import decides
     sites: dict[str, str | None] = {}  # where the import found it: here (None) or a requirement environment
-    for source, message in records.missing_dependency_messages(conn):
-        if top := outdated_package(message, corpus):
+    for missing in records.missing_dependencies(conn):
+        if top := outdated_package(missing.message, corpus):
             wanting[top] = wanting.get(top, 0) + 1
-            sources.setdefault(top, set()).add(source)
-            sites.setdefault(top, None if installed(top) else environment_site(message, top))
+            sources.setdefault(top, set()).add(missing.source)
+            sites.setdefault(top, None if installed(top) else environment_site(missing.message, top))
     found: list[Pin] = []
     for top, blocks in sorted(wanting.items(), key=lambda kv: (-kv[1], kv[0])):
         release = _installed_release(top, sites[top])

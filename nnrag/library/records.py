@@ -93,9 +93,20 @@ class StoredRecord:
         return out
 
 
-def missing_dependency_messages(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-    """(source, message) of the library's ``missing-dependency`` verdicts."""
-    return [(r[0], r[1] or "") for r in conn.execute("SELECT source, message FROM library WHERE code='missing-dependency'")]
+@dataclass(frozen=True)
+class MissingDependency:
+    """One ``missing-dependency`` verdict of the library, as lending and pinning read it."""
+
+    source: str
+    message: str
+    traceback: str
+
+
+def missing_dependencies(conn: sqlite3.Connection) -> list[MissingDependency]:
+    """The library's ``missing-dependency`` verdicts."""
+    return [MissingDependency(r["source"], r["message"] or "", r["traceback"] or "") for r in conn.execute(
+        "SELECT source, message, json_extract(record, '$.traceback') AS traceback FROM library"
+        " WHERE code='missing-dependency'")]
 
 
 @dataclass(frozen=True)
