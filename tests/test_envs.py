@@ -639,3 +639,31 @@ def test_an_installed_distribution_whose_import_stops_at_what_an_unpinnable_pack
     assert entry["status"] == "validated", entry["message"]
     code = (home / str(entry["path"])).read_text(encoding="utf-8")
     assert "class Layer" in code and "import oldimporter" not in code and "from oldimporter" not in code
+
+
+def test_a_top_level_module_a_distribution_stopped_shipping_is_pinned_to_a_release_that_has_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gonemod`` 2.0 no longer ships the top-level module ``gonemod`` that 1.0 had (as setuptools 81
+    stopped shipping ``pkg_resources``). The block's environment gets 2.0 and the import still
+    fails ("No module named 'gonemod'", nothing dotted, no path): before, that was the verdict.
+    Now the distribution the environment holds is pinned to the release that has the module."""
+    helper = "def scale_of(x):\n    return x * 2\n"
+    files = tmp_path / "index" / "files"
+    old = write_wheel(files, "gonemod", {"gonemod/__init__.py": helper}, version="1.0")
+    new = write_wheel(files, "gonemod", {"gonemod_next/__init__.py": helper}, version="2.0")
+    repo = tmp_path / "gone_repo"
+    repo.mkdir()
+    (repo / "blocks.py").write_text(
+        "import torch\nfrom gonemod import scale_of\n\n\nclass Doubled(torch.nn.Module):\n"
+        "    def __init__(self, dim: int):\n        super().__init__()\n        self.proj = torch.nn.Linear(dim, dim)\n\n"
+        "    def forward(self, x):\n        return scale_of(self.proj(x))\n")
+    home = tmp_path / "home"
+    with _package_index(tmp_path / "index", "gonemod", [old, new]) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        report = nnrag.build([str(repo)], home=home, limits=search_limits(), search=False, harvest=False,
+                             requirements="install")
+    (pin,) = report.requirements["pinned"]  # type: ignore[misc]
+    assert (pin["distribution"], pin["version"], pin["installed"]) == ("gonemod", "1.0", "2.0"), pin
+    (entry,) = nnrag.library_entries(home=home)
+    assert entry["status"] == "validated", entry["message"]
+

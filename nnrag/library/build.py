@@ -195,7 +195,7 @@ class _Build:
             return False
         if self._corpus is None:
             self._corpus = corpus_packages(self.db)
-        top = pins_of.outdated_package(prev["message"] or "", self._corpus)
+        top = pins_of.outdated_package(prev["message"] or "", self._corpus, noted.environment or ())
         pinned = self.options.pins.get(top) if top else None
         return bool(pinned) and pinned not in (noted.environment or ())
 

@@ -134,7 +134,8 @@ def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = froz
                 return found
     top = _stopped_at(record) or (_fallback_met(code, record) if code else None)
     if top and top not in corpus:
-        return distribution_for(top)
+        # a top-level module gone from its distribution's newer releases: the release pinned for it
+        return (pins or {}).get(top) or distribution_for(top)
     return pinned_requirement(record, pins, corpus) if pins else None
 
 

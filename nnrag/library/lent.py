@@ -81,7 +81,7 @@ def missing_distributions(conn: sqlite3.Connection, unpinned: frozenset[str] = f
     sources: dict[tuple[str, str], set[str]] = {}
     for missing in records.missing_dependencies(conn):
         source, message = missing.source, missing.message
-        if unpinned and (top := outdated_package(message, corpus)) in unpinned:
+        if unpinned and (top := outdated_package(message, corpus, missing.environment)) in unpinned:
             importer = installed_importer(missing.traceback)
             distribution = distribution_for(importer) if importer and importer not in (top, *corpus) else None
             if distribution:

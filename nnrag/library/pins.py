@@ -17,11 +17,15 @@ import re
 import sqlite3
 import sysconfig
 from dataclasses import dataclass, replace
-from typing import Mapping
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from packaging.utils import canonicalize_name
 
 from ..errors import SourceError
 from ..extraction.requirements import installed
 from ..sourcing.index_files import pure_wheels, source_distributions
+from ..validator.envs import distribution_for, missing_module, site_packages
 from ..validator.record import MISSING_DEPENDENCY, ValidationRecord
 from ..workspace import Workspace
 from . import records
@@ -31,15 +35,32 @@ _GONE_MODULE = re.compile(r"No module named '(\w+)\.([\w.]+)'")
 _GONE_NAME = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
 
 
-def outdated_package(message: str, corpus: frozenset[str]) -> str | None:
+def outdated_package(message: str, corpus: frozenset[str], environment: Sequence[str] = ()) -> str | None:
     """The top-level package an import failure shows to be of another release than the code's: a
     submodule or a name missing from a package installed here, or in the requirement environment
-    the block was judged in, that the corpus does not hold."""
+    the block was judged in, that the corpus does not hold; or a top-level module gone from the
+    release of its distribution installed here or in that environment (``pkg_resources``, which
+    setuptools 81 stopped shipping)."""
     found = _GONE_MODULE.search(message) or _GONE_NAME.search(message)
     if found is None:
-        return None
+        top = missing_module(message)
+        if top is None or top in corpus or installed(top) or not (distribution := distribution_for(top)):
+            return None
+        return top if _has_distribution(distribution, environment) else None
     top = (found.group(1) if found.re is _GONE_MODULE else found.group(2)).split(".")[0]
     return top if top not in corpus and (installed(top) or environment_site(message, top)) else None
+
+
+def _has_distribution(distribution: str, environment: Sequence[str]) -> bool:
+    """Whether ``distribution`` is installed here, or is among the requirements ``environment``."""
+    wanted = canonicalize_name(distribution)
+    if any(canonicalize_name(re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0]) == wanted for r in environment):
+        return True
+    try:
+        md.distribution(distribution)
+        return True
+    except md.PackageNotFoundError:
+        return False
 
 
 # "cannot import name 'x' from 'skbase.utils' (/home/.nnrag/envs/<set>/lib/python3.11/site-packages/skbase/...)"
@@ -57,7 +78,14 @@ def environment_site(message: str, top: str) -> str | None:
 
 
 def _installed_release(top: str, site: str | None) -> tuple[str, str] | None:
-    """The distribution that provides ``top`` and its version, here or in the folder ``site``."""
+    """The distribution that provides ``top`` and its version, here or in the folder ``site``; of
+    a top-level module its release no longer has, the distribution named for it, there or here."""
+    if not (installed(top) if site is None else Path(site, top).is_dir() or Path(site, f"{top}.py").is_file()):
+        wanted = canonicalize_name(distribution_for(top) or "")
+        for dist in [*(md.distributions(path=[site]) if site else ()), *md.distributions()]:
+            if wanted and canonicalize_name(dist.metadata["Name"] or "") == wanted:
+                return dist.metadata["Name"], dist.version
+        return None
     if site is None:
         distribution = (md.packages_distributions().get(top) or [top])[0]
         try:
@@ -107,10 +135,14 @@ def pins(workspace: Workspace, conn: sqlite3.Connection, corpus: frozenset[str])
     sources: dict[str, set[str]] = {}  # the sources of the blocks that stopped there: what they import decides
     sites: dict[str, str | None] = {}  # where the import found it: here (None) or a requirement environment
     for missing in records.missing_dependencies(conn):
-        if top := outdated_package(missing.message, corpus):
+        if top := outdated_package(missing.message, corpus, missing.environment):
             wanting[top] = wanting.get(top, 0) + 1
             sources.setdefault(top, set()).add(missing.source)
-            sites.setdefault(top, None if installed(top) else environment_site(missing.message, top))
+            site = environment_site(missing.message, top)
+            if site is None and not installed(top) and missing.environment:  # a top-level module gone from it
+                found = site_packages(workspace, missing.environment)
+                site = str(found) if found is not None else None
+            sites.setdefault(top, None if installed(top) else site)
     found: list[Pin] = []
     for top, blocks in sorted(wanting.items(), key=lambda kv: (-kv[1], kv[0])):
         release = _installed_release(top, sites[top])

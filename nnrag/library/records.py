@@ -100,13 +100,15 @@ class MissingDependency:
     source: str
     message: str
     traceback: str
+    environment: tuple[str, ...] = ()  # the requirements of the environment that judged it
 
 
 def missing_dependencies(conn: sqlite3.Connection) -> list[MissingDependency]:
     """The library's ``missing-dependency`` verdicts."""
-    return [MissingDependency(r["source"], r["message"] or "", r["traceback"] or "") for r in conn.execute(
-        "SELECT source, message, json_extract(record, '$.traceback') AS traceback FROM library"
-        " WHERE code='missing-dependency'")]
+    return [MissingDependency(r["source"], r["message"] or "", r["traceback"] or "", tuple(json.loads(r["environment"] or "[]")))
+            for r in conn.execute("SELECT source, message, json_extract(record, '$.traceback') AS traceback,"
+                                  " json_extract(record, '$.environment') AS environment FROM library"
+                                  " WHERE code='missing-dependency'")]
 
 
 @dataclass(frozen=True)

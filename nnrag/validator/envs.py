@@ -119,6 +119,14 @@ def _marker(workspace: Workspace, requirements: tuple[str, ...]) -> Path:
     return workspace.home / "envs" / _key(tuple(sorted(set(requirements)))) / "nnrag-env.json"
 
 
+def site_packages(workspace: Workspace, requirements: tuple[str, ...]) -> Path | None:
+    """The site-packages folder of the environment of ``requirements``, if it was made."""
+    if made(workspace, requirements) is not True:
+        return None
+    found = sorted((_marker(workspace, requirements).parent / "lib").glob("python*/site-packages"))
+    return found[0] if found else None
+
+
 def made(workspace: Workspace, requirements: tuple[str, ...]) -> bool | None:
     """Whether the environment of ``requirements`` was made (True), pip could not install it
     (False, and it is not tried again), or it was never tried (None)."""
