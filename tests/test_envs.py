@@ -667,3 +667,25 @@ def test_a_top_level_module_a_distribution_stopped_shipping_is_pinned_to_a_relea
     (entry,) = nnrag.library_entries(home=home)
     assert entry["status"] == "validated", entry["message"]
 
+
+def test_a_project_of_the_same_name_that_provides_little_of_what_the_blocks_import_is_not_lent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blocks import ``homonym.layers.Scale`` and ``homonym.ops.shift``; the only ``homonym`` on
+    the index is another project (its sdist does not build) with neither module, as PyPI's ``corr``
+    is not a repository's own ``corr.py``. Before: lent anyway (0/2), its code copied for nothing.
+    Now it is not lent, and the report says why."""
+    files = tmp_path / "index" / "files"
+    files.mkdir(parents=True)
+    other = _sdist(files, "homonym", "1.0", {"homonym/__init__.py": "", "homonym/web.py": "def serve():\n    pass\n"})
+    repo = tmp_path / "homonym_repo"
+    repo.mkdir()
+    (repo / "blocks.py").write_text(
+        "import torch\nfrom homonym.layers import Scale\nfrom homonym.ops import shift\n\n\n"
+        "class Twice(torch.nn.Module):\n    def forward(self, x):\n        return shift(Scale()(x))\n")
+    with _package_index(tmp_path / "index", "homonym", [other]) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        report = nnrag.build([str(repo)], home=tmp_path / "home", limits=search_limits(), search=False,
+                             harvest=False, requirements="install")
+    (outcome,) = report.requirements["lent"]  # type: ignore[misc]
+    assert "version" not in outcome and outcome["why_not"] == "no release provides what the corpus imports (at best 0/2)", outcome
+    assert [s.name for s in nnrag.sources(home=tmp_path / "home")] == ["homonym_repo"]

@@ -151,6 +151,10 @@ def lending_sources(workspace: Workspace, conn: sqlite3.Connection, indexed: set
             why_not = "the index holds no sdist that could be read"
         except SourceError as exc:
             chosen, why_not = None, str(exc)
+        if chosen is not None and 2 * chosen[1] < len(wanted):
+            # at best a few of the names: another project under that name (PyPI's ``mmseg`` for
+            # mmsegmentation's package, ``corr`` for a repository's own ``corr.py``), not the code's
+            chosen, why_not = None, f"no release provides what the corpus imports (at best {chosen[1]}/{len(wanted)})"
         if chosen is None:
             repository = _named_repository(conn, missing.distribution, waiting)
             if repository is None:
