@@ -1493,6 +1493,8 @@ _RULE_CASES: dict[str, tuple[str, tuple[int, ...], str, Any]] = {
     "tuple of ints": ("x, window: Tuple[int, int]", (2, 3, 8, 8), "window", lambda v: v == (8, 8)),
     "rows a scatter writes": ("x, dim_size", (8, 16), "dim_size", lambda v: v == 8),
     "flag": ("x, multimask_output: bool", (2, 3, 8, 8), "multimask_output", lambda v: v is False),
+    "truth value": ("x, train", (2, 3, 8, 8), "train", lambda v: v is False),
+    "number by annotation": ("x, step: Union[int, Tensor]", (2, 3, 8, 8), "step", lambda v: v == 1),
     "mask": ("x, attn_mask", (2, 5, 8), "attn_mask", lambda v: v is None),
     "row index": ("x, batch", (8, 16), "batch", lambda v: v.shape == (8,) and v.dtype == torch.long),
     "diffusion timestep": ("x, t", (2, 3, 8, 8), "t", lambda v: v.shape == (2,)),
@@ -1505,11 +1507,14 @@ _RULE_CASES: dict[str, tuple[str, tuple[int, ...], str, Any]] = {
     "dicts of the keys forward reads": ("outputs, targets", (2, 5, 8), "targets",
                                         lambda v: isinstance(v, list) and len(v) == 2 and v[0]["labels"].dtype == torch.long
                                         and v[0]["boxes"].shape == (2, 4)),
+    "what the layer it is handed to takes": ("x, style", (2, 8, 4, 4), "style", lambda v: v.shape == (2, 12)),
     "target": ("pred, target", (2, 8), "target", lambda v: v.shape == (2, 8)),
     "like the main input": ("x, memory", (2, 5, 8), "memory", lambda v: v.shape == (2, 5, 8)),
 }
 # What a case's forward does, where its rule reads the source (``return None`` for the others).
-_RULE_BODIES = {"dicts of the keys forward reads": "return [(t['labels'], t['boxes']) for t in targets]"}
+_RULE_BODIES = {"dicts of the keys forward reads": "return [(t['labels'], t['boxes']) for t in targets]",
+                "what the layer it is handed to takes": "return x * self.modulation(style).view(2, 8, 1, 1)",
+                "truth value": "return x if train and self.head_dim else None"}
 
 
 @pytest.mark.parametrize("rule_name", [r.name for r in __import__(
@@ -1524,8 +1529,9 @@ def test_each_input_rule_fills_its_parameter_first(rule_name: str, tmp_path: Pat
 
     signature, shape, name, check = _RULE_CASES[rule_name]
     path = tmp_path / f"input_case_{abs(hash(rule_name))}.py"  # a file, so the rules that read source can
-    path.write_text("from typing import List, Tuple\n\nfrom torch import Tensor, nn\n\n\nclass Probed(nn.Module):\n"
-                    "    def __init__(self):\n        super().__init__()\n        self.head_dim = 4\n\n"
+    path.write_text("from typing import List, Tuple, Union\n\nfrom torch import Tensor, nn\n\n\nclass Probed(nn.Module):\n"
+                    "    def __init__(self):\n        super().__init__()\n        self.head_dim = 4\n"
+                    "        self.modulation = nn.Linear(12, 8)\n\n"
                     f"    def forward(self, {signature}):\n        {_RULE_BODIES.get(rule_name, 'return None')}\n")
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None

@@ -985,3 +985,46 @@ class LevelHead(nn.Module):
 '''
     record = nnrag.validate(code=code, class_name="LevelHead")
     assert record.ok, (record.code, record.message)
+
+
+def test_a_second_input_handed_to_a_linear_map_or_an_embedding_table_gets_what_that_layer_takes() -> None:
+    """A style vector a modulated convolution maps to per-channel scales (StyleGAN2's
+    ``ModulatedConv2d(x, style)``) and class labels an embedding table looks up, beside a flag
+    tested for truth (DiT's ``LabelEmbedder(labels, train)``). Before: each got a tensor like the
+    image, and failed at ``.view``, at the lookup (float indices) or at ``if train`` (a tensor's
+    truth is ambiguous)."""
+    code = '''
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class Modulated(nn.Module):
+    def __init__(self, in_channels, out_channels, num_style_feat):
+        super().__init__()
+        self.modulation = nn.Linear(num_style_feat, in_channels)
+        self.weight = nn.Parameter(torch.randn(1, out_channels, in_channels, 3, 3))
+
+    def forward(self, x, style):
+        b, c, h, w = x.shape
+        style = self.modulation(style).view(b, 1, c, 1, 1)
+        weight = (self.weight * style).view(b * self.weight.shape[1], c, 3, 3)
+        out = F.conv2d(x.view(1, b * c, h, w), weight, padding=1, groups=b)
+        return out.view(b, -1, h, w)
+
+
+class Labelled(nn.Module):
+    def __init__(self, num_classes, hidden_size, dropout_prob=0.1):
+        super().__init__()
+        self.num_classes, self.dropout_prob = num_classes, dropout_prob
+        self.proj = nn.Linear(hidden_size, hidden_size)
+        self.table = nn.Embedding(num_classes + 1, hidden_size)
+
+    def forward(self, x, y, train):
+        if train and self.dropout_prob > 0:
+            y = torch.where(torch.rand(y.shape[0]) < self.dropout_prob, self.num_classes, y)
+        return self.proj(x) + self.table(y)[:, None, :]
+'''
+    for name in ("Modulated", "Labelled"):
+        record = nnrag.validate(code=code, class_name=name)
+        assert record.ok, (name, record.code, record.message)

@@ -10,6 +10,7 @@ import ast
 import inspect
 import itertools
 import re
+import typing
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator, Literal
@@ -599,6 +600,36 @@ def _flag(f: Filling, p: inspect.Parameter, n: str) -> Any:
     return False if p.annotation in (bool, "bool") else _NOT_MINE
 
 
+def _truth_value(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """A parameter ``forward`` tests for truth as it is (``if train and use_dropout``, ``a if
+    target_is_real else b``, ``not is_disc``): a flag, off. A tensor there is ambiguous."""
+    tree = source_tree(type(f.module).forward)
+    return False if tree is not None and p.name in _tested_bare(tree) else _NOT_MINE
+
+
+def _tested_bare(tree: ast.AST) -> set[str]:
+    """Names used bare as a condition: an ``if``/``while``/ternary test, an operand of ``and``,
+    ``or`` or ``not``."""
+    tests: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+            tests.append(node.test)
+        elif isinstance(node, ast.BoolOp):
+            tests += node.values
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            tests.append(node.operand)
+    return {t.id for t in tests if isinstance(t, ast.Name)}
+
+
+def _annotated_number(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """A parameter annotated as a number (``step: Union[int, Tensor]``, ``scale: float``) gets the
+    number: 1, or 1.0 where only a float is admitted."""
+    kinds = set(typing.get_args(p.annotation)) if typing.get_origin(p.annotation) is typing.Union else {p.annotation}
+    if int in kinds or "int" in kinds:
+        return 1
+    return 1.0 if float in kinds or "float" in kinds else _NOT_MINE
+
+
 def _mask(f: Filling, p: inspect.Parameter, n: str) -> Any:
     return None if "mask" in n else _NOT_MINE
 
@@ -651,6 +682,52 @@ def _keyed(f: Filling, p: inspect.Parameter, n: str) -> Any:
     return _NOT_MINE
 
 
+def _for_its_layer(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """An argument ``forward`` hands straight to a layer of the block (``self.modulation(style)``,
+    ``self.y_embedder(y)``, or on to a part that does: ``self.modulated_conv(x, style)``) gets
+    what that layer's first weight takes: a row of its input width per sample for a linear map (a
+    style or condition vector), a class index per sample for an embedding table. A layer of
+    another kind, or an argument transformed first, gets neither."""
+    layer = _layer_taking(f.module, p.name, depth=3)
+    first = next((m for m in layer.modules() if isinstance(m, (nn.Linear, nn.Embedding))
+                  or isinstance(getattr(m, "weight", None), nn.Parameter) and m.weight.dim() == 2), None) if layer else None
+    batch = f.main.shape[0] if f.main.dim() else 1
+    if isinstance(first, nn.Embedding):
+        return torch.randint(0, first.num_embeddings, (batch,))
+    if isinstance(first, nn.Linear):
+        return torch.randn(batch, first.in_features)
+    if first is not None:  # its own 2-D weight: (out, in)
+        return torch.randn(batch, first.weight.shape[1])
+    return _NOT_MINE
+
+
+def _layer_taking(module: nn.Module, name: str, depth: int) -> nn.Module | None:
+    """The layer whose input ``forward``'s argument ``name`` is: the submodule ``self.<attr>`` that
+    ``forward`` first calls with it as the first argument, or, handed on in another position, the
+    layer that part's own ``forward`` gives that parameter to (``depth`` parts down)."""
+    tree = source_tree(type(module).forward)
+    if tree is None:
+        return None
+    calls = [(node, i) for node in ast.walk(tree) if isinstance(node, ast.Call)
+             for i, arg in enumerate(node.args) if isinstance(arg, ast.Name) and arg.id == name]
+    for call, position in sorted(calls, key=lambda c: (c[0].lineno, c[0].col_offset)):
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+            continue
+        layer = getattr(module, func.attr, None)
+        if not isinstance(layer, nn.Module):
+            return None
+        if position == 0:
+            return layer
+        try:
+            params = [q.name for q in inspect.signature(layer.forward).parameters.values()
+                      if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            return None
+        return _layer_taking(layer, params[position], depth - 1) if depth > 1 and position < len(params) else None
+    return None
+
+
 def _like_main(f: Filling, p: inspect.Parameter, n: str) -> Any:
     return f.main.clone()
 
@@ -666,6 +743,8 @@ INPUT_RULES: tuple[InputRule, ...] = (
     InputRule("tuple of ints", _int_tuple),
     InputRule("rows a scatter writes", _row_count),
     InputRule("flag", _flag),
+    InputRule("truth value", _truth_value),
+    InputRule("number by annotation", _annotated_number),
     InputRule("mask", _mask, "mask"),
     InputRule("row index", _row_index),
     InputRule("diffusion timestep", _timestep),
@@ -675,6 +754,7 @@ INPUT_RULES: tuple[InputRule, ...] = (
     InputRule("rotary pair", _rotary, "rotary"),
     InputRule("earlier outputs", _earlier_outputs),
     InputRule("dicts of the keys forward reads", _keyed),  # DETR's ``targets``: dicts, not a tensor
+    InputRule("what the layer it is handed to takes", _for_its_layer),
     InputRule("target", _target, "target"),
     InputRule("like the main input", _like_main),
 )
