@@ -12,7 +12,7 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def write_wheel(folder: Path, name: str, files: dict[str, str], version: str = "1.0", metadata: str = "",
+def write_wheel(folder: Path, name: str, files: dict[str, str | bytes], version: str = "1.0", metadata: str = "",
                 metadata_version: str = "2.1") -> Path:
     """A pure-Python wheel in ``folder`` holding ``files`` (path in the wheel -> text); ``metadata``
     ends its METADATA (more headers, or a blank line and the long description)."""

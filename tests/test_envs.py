@@ -689,3 +689,35 @@ def test_a_project_of_the_same_name_that_provides_little_of_what_the_blocks_impo
     (outcome,) = report.requirements["lent"]  # type: ignore[misc]
     assert "version" not in outcome and outcome["why_not"] == "no release provides what the corpus imports (at best 0/2)", outcome
     assert [s.name for s in nnrag.sources(home=tmp_path / "home")] == ["homonym_repo"]
+
+
+def test_a_compiled_module_a_pypi_source_ships_is_imported_from_that_release(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wheel of ``compiledpkg``, a PyPI source, ships a compiled module built for this
+    platform (here a copy of the standard library's own ``_bisect``) that its Python imports, as
+    compressai's wheel ships ``_CXX``. A standalone file cannot hold it: before, the block was
+    ``native-extension``. Now the copy imports it from that release, and the block is judged in
+    an environment that installs it."""
+    import importlib.machinery
+    import importlib.util
+
+    origin = importlib.util.find_spec("_bisect").origin  # type: ignore[union-attr]
+    assert origin and origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)), origin
+    files = tmp_path / "index" / "files"
+    wheel = write_wheel(files, "compiledpkg", {
+        "compiledpkg/__init__.py": "",
+        f"compiledpkg/{Path(origin).name}": Path(origin).read_bytes(),
+        "compiledpkg/layers.py": "import torch\nfrom compiledpkg._bisect import bisect_left\n\n\n"
+                                 "class Bucketed(torch.nn.Module):\n    def __init__(self, edges=(0.25, 0.5, 0.75)):\n"
+                                 "        super().__init__()\n        self.edges = list(edges)\n"
+                                 "        self.scale = torch.nn.Parameter(torch.ones(len(self.edges) + 1))\n\n"
+                                 "    def forward(self, x):\n        return x * self.scale[bisect_left(self.edges, 0.6)]\n"})
+    home = tmp_path / "home"
+    with _package_index(tmp_path / "index", "compiledpkg", [wheel]) as index:
+        monkeypatch.setenv("NNRAG_PIP_ARGS", f"--index-url {index} --no-cache-dir")
+        nnrag.build(["pypi:compiledpkg==1.0"], home=home, limits=search_limits(), search=False, harvest=False,
+                    requirements="install")
+    (entry,) = nnrag.library_entries(home=home)
+    assert entry["status"] == "validated", entry["message"]
+    assert "from compiledpkg._bisect import bisect_left" in (home / str(entry["path"])).read_text(encoding="utf-8")
+    assert _record(home, "Bucketed")["environment"] == ["compiledpkg==1.0"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..errors import NATIVE_EXTENSION, UNRESOLVED_NAME
 from ..indexing.resolve import ModuleInfo, Ref, Resolver, absolute_module, load_modules
 from .fillers import without_failing_fillers
+from ..sourcing.spec import KIND_PYPI
 from .lending import imported_lenders
 from .native import declared_extensions, is_extension, loads_library_by_path, ships_extension_sources
 from .order import order_units
@@ -65,7 +66,7 @@ class Extractor(RegistryNames):
     """
 
     def __init__(self, conn: sqlite3.Connection, source: str, prefer: str = "installed") -> None:
-        row = conn.execute("SELECT id, root FROM sources WHERE name=?", (source,)).fetchone()
+        row = conn.execute("SELECT id, root, kind FROM sources WHERE name=?", (source,)).fetchone()
         if row is None:
             raise KeyError(source)
         self.conn = conn
@@ -75,10 +76,11 @@ class Extractor(RegistryNames):
         lent = imported_lenders(conn, self.source_id, prefer)  # what its code reaches, as its extraction key says
         everything = load_modules(conn, {self.source_id, *lent.values()})
         own = [m for m in everything if m.source_id == self.source_id]
-        others = conn.execute("SELECT id, name, root, priority FROM sources WHERE id != ? ORDER BY priority, name",
+        others = conn.execute("SELECT id, name, root, priority, kind FROM sources WHERE id != ? ORDER BY priority, name",
                               (self.source_id,)).fetchall()
         self.roots = {self.source_id: self.root, **{o["id"]: Path(o["root"]) if o["root"] else None for o in others}}
         self.names = {self.source_id: source, **{o["id"]: o["name"] for o in others}}
+        self.kinds = {self.source_id: row["kind"], **{o["id"]: o["kind"] for o in others}}
         modules = own + [m for m in everything if lent.get(m.module.split(".")[0]) == m.source_id]
         priority = {self.source_id: -1, **{o["id"]: o["priority"] for o in others}}
         self.resolver = Resolver(modules, priority, guarded=True)
@@ -145,6 +147,16 @@ class Extractor(RegistryNames):
             if prefix in self.infos:
                 return prefix
         return None
+
+    def _released_compiled(self, dotted: str, owner: str) -> bool:
+        """Whether ``dotted`` (under module ``owner``) is a compiled module that the distribution of
+        a PyPI source ships built for this platform (compressai's ``_CXX``): the copy imports it from
+        that release, which the block's environment installs, as it would import any distribution."""
+        info = self.infos[owner]
+        root = self.roots.get(info.source_id)
+        tail = dotted[len(owner) + 1:].split(".")[0]
+        return self.kinds.get(info.source_id) == KIND_PYPI and root is not None \
+            and is_extension((root / info.path).parent, tail)
 
     def _missing_module(self, dotted: str, owner: str) -> Missing:
         """``dotted`` lies inside the source (under module ``owner``) but no Python file provides it."""
@@ -256,6 +268,8 @@ class Extractor(RegistryNames):
                 if ref.kind == "unresolved" and module in self.infos and a.name not in self.infos[module].namespace \
                         and not self.infos[module].stars:
                     # ``from . import deform_conv_ext``: neither a name of the package nor a file of it
+                    if self._released_compiled(f"{module}.{a.name}", module):
+                        return ExtImport(module, a.name, a.asname)
                     return self._missing_module(f"{module}.{a.name}", module)
                 return self.from_ref(ref, local)
             if any(m.startswith(module + ".") for m in self.infos):
@@ -279,7 +293,7 @@ class Extractor(RegistryNames):
             return Missing(UNRESOLVED_NAME, ref.target)
         if ref.kind == "external":
             owner = self._inside(ref.target)
-            if owner is not None:
+            if owner is not None and not self._released_compiled(ref.target, owner):
                 return self._missing_module(ref.target, owner)
             if (built := self._built_here(ref.target.split(".")[0])) is not None:
                 return built

@@ -14,7 +14,7 @@ import sqlite3
 import statistics
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..db import connect, read_meta, write_meta
@@ -30,8 +30,8 @@ from ..workspace import Workspace
 from . import lent, records
 from . import pins as pins_of
 from .report import BuildReport
-from .environments import (corpus_packages, explain_corpus_import, missing_distribution, needs_install, settled_by_install,
-                           validate_in_environments)
+from .environments import (corpus_packages, corpus_releases, explain_corpus_import, missing_distribution, needs_install,
+                           settled_by_install, validate_in_environments)
 from .retry import RETRY_CODES, Retry, awaiting_usage, retry_with_usage
 
 if TYPE_CHECKING:
@@ -82,6 +82,8 @@ def build_library(
     started = time.perf_counter()
     options = BuildOptions(progress, harvest, check_prefer(prefer), requirements, validate, workers, pins or {})
     with connect(workspace) as db, _open_gate(scheduler, workers, limits) as gate:
+        # a PyPI source's own release, for a copy that imports its compiled modules
+        options = replace(options, pins={**corpus_releases(db), **options.pins})
         build = _Build(workspace, db, gate, options)
         rows = build.run(set(sources) if sources is not None else None, names, limit)
         if scheduler and not build.report.interrupted:
@@ -108,7 +110,9 @@ class BuildOptions:
     requirements: str
     validate: bool
     workers: int | None  # extraction processes (None: as many as CPUs)
-    pins: dict[str, str]  # installed package -> the older release its blocks are judged with
+    # installed package -> the older release its blocks are judged with; a PyPI source's package
+    # -> its own release (:func:`~nnrag.library.environments.corpus_releases`)
+    pins: dict[str, str]
 
     @property
     def install(self) -> bool:

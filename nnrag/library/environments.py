@@ -26,6 +26,7 @@ from ..progress import ProgressFn
 from ..extraction.requirements import installed
 from ..sourcing.declared import declared_names, import_names
 from ..sourcing.provides import namespace_distribution, providing
+from ..sourcing.spec import KIND_PYPI
 from ..validator.envs import distribution_for, environment, made, missing_module, to_install
 from ..validator.gate import Gate
 from ..validator.record import MISSING_DEPENDENCY, Limits, ValidationRecord
@@ -119,7 +120,8 @@ def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = froz
     import whose fallback the failure ran into, when it is not installed here; or, where the
     import found a package installed here too new for the code, the release ``pins`` pins it to
     (:mod:`nnrag.library.pins`). A package of the corpus (``corpus``: its top-level modules) is a
-    closure the block could not complete, never something to install."""
+    closure the block could not complete, never something to install, but for the release of a
+    PyPI source ``pins`` names for it (:func:`corpus_releases`)."""
     dotted = missing_module(record.message, dotted=True) if not record.ok and record.code == MISSING_DEPENDENCY else None
     if dotted:
         # a module of a namespace package is of a distribution of its own (opentelemetry's
@@ -133,7 +135,10 @@ def missing_distribution(record: ValidationRecord, corpus: frozenset[str] = froz
             if found and to_install([found], frozenset()):
                 return found
     top = _stopped_at(record) or (_fallback_met(code, record) if code else None)
-    if top and top not in corpus:
+    if top and top in corpus:
+        # a package of a PyPI source the copy imports (a compiled module of its wheel): that release
+        return (pins or {}).get(top)
+    if top:
         # a top-level module gone from its distribution's newer releases: the release pinned for it
         return (pins or {}).get(top) or distribution_for(top)
     return pinned_requirement(record, pins, corpus) if pins else None
@@ -199,6 +204,17 @@ def corpus_packages(db: Database) -> frozenset[str]:
     """The top-level packages the indexed sources hold."""
     return frozenset(r["top"] for r in db.conn.execute(
         "SELECT DISTINCT substr(module, 1, instr(module || '.', '.') - 1) AS top FROM files WHERE module IS NOT NULL"))
+
+
+def corpus_releases(db: Database) -> dict[str, str]:
+    """The top-level packages of the corpus's PyPI sources, each with the release its source is
+    (``compressai`` -> ``compressai==1.2.8``): a copy that still imports one (a compiled module its
+    wheel ships) is judged with that release installed. Sources that only lend are left out."""
+    rows = db.conn.execute(
+        "SELECT DISTINCT s.spec, substr(f.module, 1, instr(f.module || '.', '.') - 1) AS top FROM sources s"
+        " JOIN files f ON f.source_id = s.id WHERE s.kind = ? AND f.module IS NOT NULL"
+        " AND coalesce(json_extract(s.config, '$.lends'), 0) = 0", (KIND_PYPI,))
+    return {r["top"]: r["spec"].removeprefix("pypi:") for r in rows if "==" in r["spec"]}
 
 
 class _Declared:
