@@ -1774,6 +1774,12 @@ _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
      lambda c: [type(x).__name__ for x in c.get("flows", [])] == ["Passthrough"]),
     ("layer instance", "self.layers = nn.ModuleList(attn_layers)",
      "attn_layers", {"attn_layers": [16, 16]}, lambda c: [type(x).__name__ for x in c.get("attn_layers", [])] == ["Passthrough"] * 2),
+    # the length an assertion counts of a guessed sequence (``assert len(input_shape) == 3``)
+    ("asserted relation", "assert len(input_shape) == 3, 'only 3d'\nself.n = sum(input_shape)", "input_shape",
+     {"input_shape": (16, 16)}, lambda c: c == {"input_shape": (16, 16, 16)}),
+    # an empty assertion names what it checks in its statement (dynamic-network-architectures' Primus)
+    ("unset argument the message names", "assert input_shape is not None\nself.n = input_shape", "dim, input_shape=None",
+     {"dim": 16}, lambda c: c.get("input_shape") is not None),
     # an entry of a stand-in config passed on as keywords (effdet's ``partial(norm, **config.norm_kwargs)``)
     ("mapping", "self.norm = dict(**cfg.norm_kwargs)", "cfg", {"cfg": AutoConfig(Sizes()).with_value("norm_kwargs", 16)},
      lambda c: isinstance(c["cfg"], AutoConfig) and c["cfg"].norm_kwargs == {}),

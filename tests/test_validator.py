@@ -1028,3 +1028,31 @@ class Labelled(nn.Module):
     for name in ("Modulated", "Labelled"):
         record = nnrag.validate(code=code, class_name=name)
         assert record.ok, (name, record.code, record.message)
+
+
+def test_a_layer_class_annotated_by_its_private_base_gets_the_public_one_for_images() -> None:
+    """nnU-Net's networks take ``conv_op: Type[_ConvNd]`` and check it against the real classes.
+    Before: the base itself was given ("Invalid conv op: <class '..._ConvNd'>")."""
+    code = '''
+from typing import Type, Union
+
+import torch
+from torch import nn
+from torch.nn.modules.conv import _ConvNd
+from torch.nn.modules.dropout import _DropoutNd
+
+
+class Stage(nn.Module):
+    def __init__(self, input_channels: int, output_channels: int, conv_op: Type[_ConvNd],
+                 dropout_op: Union[None, Type[_DropoutNd]]):
+        super().__init__()
+        if conv_op not in (nn.Conv1d, nn.Conv2d, nn.Conv3d):
+            raise RuntimeError("Invalid conv op: %s" % str(conv_op))
+        self.conv = conv_op(input_channels, output_channels, 3, padding=1)
+        self.drop = dropout_op(0.1) if dropout_op is not None else nn.Identity()
+
+    def forward(self, x):
+        return self.drop(self.conv(x))
+'''
+    record = nnrag.validate(code=code, class_name="Stage")
+    assert record.ok, (record.code, record.message)

@@ -117,8 +117,24 @@ def _class_of(annotation: Any) -> type | None:
                 return found
         return None
     if origin is type and args and isinstance(args[0], type) and args[0] is not nn.Module:
-        return args[0]
+        return _public_subclass(args[0])
     return None
+
+
+def _public_subclass(cls: type) -> type:
+    """A class an annotation names, or where it names a private base (``Type[_ConvNd]``,
+    ``Type[_DropoutNd]``: what nnU-Net's networks take for their layers), its public subclass for
+    images (``Conv2d``): a base is never what such code builds with."""
+    if not cls.__name__.startswith("_"):
+        return cls
+    found, todo = [], list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        todo += sub.__subclasses__()
+        if not sub.__name__.startswith("_") and not inspect.isabstract(sub) and "Lazy" not in sub.__name__ \
+                and sub.__module__.split(".")[:2] == cls.__module__.split(".")[:2]:  # torch.nn's, not its quantized ones
+            found.append(sub)
+    return min(found, key=lambda c: ("2d" not in c.__name__.lower(), len(c.__name__), c.__name__), default=cls)
 
 
 def _enum_member(annotation: Any) -> Any:

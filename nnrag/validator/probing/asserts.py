@@ -299,6 +299,12 @@ def _satisfied(shape: tuple[int, ...], wanted: list[Requirement], spatial: int) 
     return tuple(new)
 
 
+def _int_items(value: Any) -> list[int] | None:
+    """The numbers of a guessed list or tuple of integers, or the one of an integer; else None."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    return items if items and all(isinstance(v, int) and not isinstance(v, bool) for v in items) else None
+
+
 def asserted_arguments(cls: type, kwargs: dict[str, Any], error: BaseException) -> dict[str, Any]:
     """Integer constructor arguments set so that the failed assertion on them holds (``assert depth
     > 1``, ``assert self.num_classes != -1``): arguments named as the condition names them, given
@@ -316,6 +322,12 @@ def asserted_arguments(cls: type, kwargs: dict[str, Any], error: BaseException) 
     for alternative in requirements(test, scope)[:1]:
         for r in alternative:
             current = kwargs.get(r.name, defaults.get(r.name))
+            if r.axis == 0 and r.name in defaults and (items := _int_items(current)) is not None:
+                # ``assert len(input_shape) == 3``: as many of its numbers as the condition counts
+                n = satisfying(r.op, len(items), r.value)
+                if n is not None and 0 < n <= 8 and n != len(items):
+                    change[r.name] = (tuple if isinstance(current, tuple) else list)((items * n)[:n])
+                continue
             if r.axis is not None or r.name not in defaults or not isinstance(current, int) or isinstance(current, bool):
                 continue
             wanted = satisfying(r.op, current, r.value)

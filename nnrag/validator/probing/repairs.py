@@ -388,7 +388,7 @@ REPAIR_RULES: tuple[RepairRule, ...] = (
     RepairRule("missing argument", _missing_argument),
     RepairRule("instance a check asks for", _required_instance),
     RepairRule("unset argument the message names",
-               _only((AssertionError, ValueError, RuntimeError), lambda f: _named_unset(f.cls, f.kwargs, f.text, f.sizes))),
+               _only((AssertionError, ValueError, RuntimeError), lambda f: _named_unset(f.cls, f.kwargs, _stated(f), f.sizes))),
     RepairRule("relation the message states", _only((AssertionError, ValueError), lambda f: _relations(f.cls, f.kwargs, f.text))),
     RepairRule("option the message refuses", _only((AssertionError, ValueError), lambda f: _named_default_off(f.cls, f.kwargs, f.text))),
     RepairRule("back to its default", _only((AssertionError, ValueError), lambda f: _named_back_to_default(f.cls, f.kwargs, f.text))),
@@ -452,6 +452,15 @@ def _in_config(failure: Failure, name: str, config: dict[str, Any]) -> Iterator[
 
 def _unset(default: Any) -> bool:
     return default is None or (type(default) is int and default == 0)
+
+
+def _stated(f: Failure) -> str:
+    """What a failure says: its message, and for an ``assert`` the statement that failed, which
+    names what it checks where the message is empty (``assert input_shape is not None``)."""
+    if not f.raised(AssertionError):
+        return f.text
+    line = innermost_line(candidate_frames(f.cls, f.error)).strip()
+    return f"{f.text} {line}" if line.startswith("assert ") else f.text
 
 
 def _named_unset(cls: type, kwargs: dict[str, Any], text: str, sizes: Sizes) -> Iterator[dict[str, Any]]:
