@@ -173,6 +173,22 @@ def test_a_class_only_a_conditional_defines_is_lifted_once() -> None:
 # Closure cases: the files of a small package (dedented), the block, then exactly what its
 # standalone file holds: top-level definitions in output order and import statements.
 CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
+    # a class built by the name a string gives it, looked up in the module's globals (NVlabs' edm)
+    "looked_up_in_globals": ({"m.py": """
+        import torch.nn as nn
+        class SongUNet(nn.Module):
+            def forward(self, x):
+                return x
+        class Unused(nn.Module):
+            def forward(self, x):
+                return x
+        class Precond(nn.Module):
+            def __init__(self, model_type='SongUNet'):
+                super().__init__()
+                self.model = globals()[model_type]()
+            def forward(self, x):
+                return self.model(x)
+        """}, "Precond", ["SongUNet", "Precond"], {"import torch.nn as nn"}),
     "shadowed": ({"m.py": """
         import torch.nn as nn
         scale = 2.0

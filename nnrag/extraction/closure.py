@@ -565,7 +565,19 @@ class ClosureWalk:
         self.tops.add(key[0].split(".")[0])
         if ex.inline:
             self.strings.update(names.strings)
+            if "globals()" in plan.text:
+                self.looked_up(mu, names)
         self.nested_imports(mu, plan, names)
+
+    def looked_up(self, mu: ModuleUnits, names: UnitNames) -> None:
+        """A statement that looks a name up in its module's ``globals()`` (``globals()[model_type]``,
+        ``model_type='SongUNet'`` its default): the module's own definitions its strings spell."""
+        for text in sorted(names.strings):
+            if any(not mu.stmts[k].is_import and not mu.stmts[k].type_checking for k in mu.binders.get(text, [])):
+                t = DefTarget(mu.module, text)
+                if t not in self.targets:
+                    self.want(t)
+                    self.named.extend(self.ex.units_for(t))
 
     def issue(self, mu: ModuleUnits, plan: UnitPlan, names: UnitNames, name: str, missing: Missing) -> None:
         line = mu.stmts[plan.key[1]].start + first_use(plan.text, name) - 1
