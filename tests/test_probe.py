@@ -1783,6 +1783,12 @@ _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
     # an entry of a stand-in config passed on as keywords (effdet's ``partial(norm, **config.norm_kwargs)``)
     ("mapping", "self.norm = dict(**cfg.norm_kwargs)", "cfg", {"cfg": AutoConfig(Sizes()).with_value("norm_kwargs", 16)},
      lambda c: isinstance(c["cfg"], AutoConfig) and c["cfg"].norm_kwargs == {}),
+    # a list guessed where the code reads named parts (compressai's ``latent_codec["y"]``)
+    ("mapping", "self.y = codec['y']\nself.h = codec['hyper']", "codec", {"codec": [nn.ReLU()]},
+     lambda c: sorted(c["codec"]) == ["hyper", "y"] and isinstance(c["codec"]["y"], nn.ReLU)),
+    # a layer guessed where the code builds a ModuleDict of named parts (open-unmix's Separator)
+    ("mapping", "self.parts = nn.ModuleDict(parts)", "parts", {"parts": nn.ReLU()},
+     lambda c: list(c["parts"]) == ["0"]),
     # the length of an entry of a stand-in config (``len(config.aspect_ratios) * config.num_scales``)
     ("sequence the code expects", "self.n = len(cfg.aspect_ratios) * 2", "cfg",
      {"cfg": AutoConfig(Sizes()).with_value("aspect_ratios", 0.5)}, lambda c: c["cfg"].aspect_ratios == [0.5, 0.5]),

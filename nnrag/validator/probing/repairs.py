@@ -861,7 +861,8 @@ def _layer_lists(cls: type, kwargs: dict[str, Any], error: BaseException) -> Ite
 
 def _mappings(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """``argument after ** must be a mapping``: the argument is a config of keywords; an empty one
-    leaves every keyword at its default (``Layer(**layer_cfg)``)."""
+    leaves every keyword at its default (``Layer(**layer_cfg)``). A list or a layer indexed by a
+    string, or handed to ``nn.ModuleDict``: a mapping of named parts."""
     if "must be a mapping" in str(error):
         frames = candidate_frames(cls, error)
         for k in named_in_line(frames, kwargs):
@@ -872,6 +873,32 @@ def _mappings(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterat
                     yield {k: functools.reduce(lambda c, e: c.with_value(e, {}), entries, config)}
             elif not isinstance(config, dict):
                 yield {k: {}}
+    elif _KEYED.search(str(error)):
+        # a mapping of named parts (``nn.ModuleDict(target_models)``, ``latent_codec["y"]``) given a
+        # layer or a list: the guess under each key the class reads off it, or under one name
+        frames = candidate_frames(cls, error)
+        for k in named_in_line(frames, kwargs):
+            value = kwargs[k]
+            if isinstance(value, dict):
+                continue
+            part = value[0] if isinstance(value, (list, tuple)) and value else value
+            part = part if isinstance(part, nn.Module) else Passthrough()
+            yield {k: {key: part for key in _keys_read_off(cls, k) or ["0"]}}
+
+
+# a list or a layer where the code wants a mapping of named parts
+_KEYED = re.compile(r"(?:list|tuple) indices must be integers or slices, not str|ModuleDict\.?update (?:sequence element|should be called)")
+
+
+def _keys_read_off(cls: type, name: str) -> list[str]:
+    """The string keys the class's methods read off argument ``name`` (``latent_codec["hyper"]``)."""
+    found: list[str] = []
+    for tree in _method_trees(cls):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name \
+                    and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                found.append(node.slice.value)
+    return list(dict.fromkeys(found))[:8]
 
 
 def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
