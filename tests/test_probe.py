@@ -73,6 +73,9 @@ def test_inputs_are_read_off_shape_errors() -> None:
     assert input_repairs(embed, "float", (2, 9, 16), sizes, 16)[0] == ("float", (2, 9, 256))
     one = AssertionError("Bytetrack inference only support 1 batch size per gpu for now.")
     assert input_repairs(one, "float", (2, 3, 32, 32), sizes, 16) == [("float", (1, 3, 32, 32))]
+    # frames of clips folded into the batch axis (TSM's ``x.view(nt // n_segment, n_segment, c, h, w)``)
+    clips = RuntimeError("shape '[0, 3, 16, 16, 16]' is invalid for input of size 8192")
+    assert input_repairs(clips, "float", (2, 16, 16, 16), sizes, 16)[0] == ("float", (6, 16, 16, 16))
 
 
 class Loss(nn.modules.loss._Loss):

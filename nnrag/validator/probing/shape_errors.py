@@ -198,7 +198,11 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             out += [(kind, r) for r in _resized(shape, a, b) + _resized(shape, b, a)][:4]
     if (m := _VIEW.search(text)) and int(m.group(2)) == math.prod(shape):
         dims = [int(d) for d in m.group(1).split(",")]
-        if -1 not in dims:
+        if len(dims) >= 2 and dims[0] == 0 < dims[1] and shape:
+            # ``x.view(nt // n_segment, n_segment, ...)``: frames of clips folded into the batch axis,
+            # fewer than one clip's: as many samples as the block's clip has frames, per sample
+            out.append((kind, (shape[0] * dims[1],) + shape[1:]))
+        elif -1 not in dims:
             out += [(kind, r) for r in _rescaled(shape, math.prod(dims))]
         elif (fixed := -math.prod(dims)) > 1 and shape:  # ``x.view(-1, 17)``: the last axis holds the fixed part
             out.append((kind, shape[:-1] + (fixed,)))
