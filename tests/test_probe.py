@@ -73,6 +73,12 @@ def test_inputs_are_read_off_shape_errors() -> None:
     assert input_repairs(embed, "float", (2, 9, 16), sizes, 16)[0] == ("float", (2, 9, 256))
     one = AssertionError("Bytetrack inference only support 1 batch size per gpu for now.")
     assert input_repairs(one, "float", (2, 3, 32, 32), sizes, 16) == [("float", (1, 3, 32, 32))]
+    # a signal shorter than a reflection pad or an STFT window (vocos, audiocraft, descript-audio-codec)
+    pad = RuntimeError("Argument #4: Padding size should be less than the corresponding input dimension, but got: "
+                       "padding (512, 512) at dimension 2 of input [1, 2, 16]")
+    assert input_repairs(pad, "float", (2, 1, 16), sizes, 16)[0] == ("float", (2, 1, 2048))
+    stft = RuntimeError("stft(torch.FloatTensor[64, 16], n_fft=1024, hop_length=256) : expected 0 < n_fft < 16, but got n_fft=1024")
+    assert input_repairs(stft, "float", (2, 16), sizes, 16)[0] == ("float", (2, 4096))
     # frames of clips folded into the batch axis (TSM's ``x.view(nt // n_segment, n_segment, c, h, w)``)
     clips = RuntimeError("shape '[0, 3, 16, 16, 16]' is invalid for input of size 8192")
     assert input_repairs(clips, "float", (2, 16, 16, 16), sizes, 16)[0] == ("float", (6, 16, 16, 16))

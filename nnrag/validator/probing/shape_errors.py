@@ -23,6 +23,9 @@ TOO_SHORT = re.compile(r"can't be greater than actual input size|Output size is 
                        r"|expected 0 < \w+ < \d+|(?:requires|needs) at least \d+|shorter than", re.I)
 
 
+# the length a signal's last axis needs: a reflection pad of n_fft // 2 ("padding (512, 512) at
+# dimension 2 of input [1, 2, 16]"), an STFT's window ("expected 0 < n_fft < 16, but got n_fft=1024")
+_NEEDS_LENGTH = re.compile(r"padding \((\d+), (\d+)\) at dimension \d+ of input|but got n_fft=(\d+)")
 _CHANNELS_WANTED = re.compile(r"to have (\d+) channels|\b(?:have|has|with|expects?|supports?) (\d+) channels?\b(?! instead)"
                               r"|channel\w*(?: dimensions?)? ?(>) ?1\b")
 _CHANNELS_GOT = re.compile(r"but got (\d+) channels")
@@ -180,6 +183,12 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     if m := _MODEL_SIDE.search(text):
         side = int(m.group(1) or m.group(2))
         out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
+    if (m := _NEEDS_LENGTH.search(text)) and shape:
+        # a reflection pad or an STFT longer than the signal: a signal several frames long
+        need = 4 * max(int(g) for g in m.groups() if g)
+        length = 1 << (need - 1).bit_length()
+        if length > shape[-1]:
+            out.append((kind, shape[:-1] + (length,)))
     if TOO_SHORT.search(text):
         # pooled away by a deep stack: the sizes the architecture was designed for
         if len(shape) == 3:  # a signal or a sequence: as long as the 1-D stacks are designed for
