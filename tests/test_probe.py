@@ -1783,6 +1783,9 @@ _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
      lambda c: [type(x).__name__ for x in c.get("flows", [])] == ["Passthrough"]),
     ("layer instance", "self.layers = nn.ModuleList(attn_layers)",
      "attn_layers", {"attn_layers": [16, 16]}, lambda c: [type(x).__name__ for x in c.get("attn_layers", [])] == ["Passthrough"] * 2),
+    # a flag off by default that an assertion asks to be on (GroundingDINO's decoders)
+    ("asserted relation", "assert return_intermediate, 'support return_intermediate only'", "dim, return_intermediate=False",
+     {"dim": 16}, lambda c: c == {"return_intermediate": True}),
     # the length an assertion counts of a guessed sequence (``assert len(input_shape) == 3``)
     ("asserted relation", "assert len(input_shape) == 3, 'only 3d'\nself.n = sum(input_shape)", "input_shape",
      {"input_shape": (16, 16)}, lambda c: c == {"input_shape": (16, 16, 16)}),

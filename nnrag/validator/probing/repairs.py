@@ -100,6 +100,25 @@ class RepairRule:
 def _asserted(f: Failure) -> Iterator[dict[str, Any]]:
     if asserted := asserted_arguments(f.cls, f.kwargs, f.error):  # ``assert depth > 1``
         yield asserted
+    if flags := _asserted_flags(f):  # ``assert return_intermediate, "support return_intermediate only"``
+        yield flags
+
+
+def _asserted_flags(f: Failure) -> dict[str, Any]:
+    """Flags off that a failed condition asks to be on: a parameter named bare in it (``assert
+    flag``, ``assert self.flag and ...``), whose default or guess is ``False``."""
+    found = failed_condition(f.error)
+    if found is None:
+        return {}
+    test = found[0]
+    clauses = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    try:
+        defaults = {p.name: p.default for p in inspect.signature(f.cls).parameters.values()}
+    except (TypeError, ValueError):
+        return {}
+    names = {c.id if isinstance(c, ast.Name) else c.attr for c in clauses
+             if isinstance(c, ast.Name) or isinstance(c, ast.Attribute) and isinstance(c.value, ast.Name) and c.value.id == "self"}
+    return {n: True for n in names if n in defaults and f.kwargs.get(n, defaults[n]) is False}
 
 
 def _required_instance(f: Failure) -> Iterator[dict[str, Any]]:
