@@ -990,9 +990,10 @@ class LevelHead(nn.Module):
 def test_a_second_input_handed_to_a_linear_map_or_an_embedding_table_gets_what_that_layer_takes() -> None:
     """A style vector a modulated convolution maps to per-channel scales (StyleGAN2's
     ``ModulatedConv2d(x, style)``) and class labels an embedding table looks up, beside a flag
-    tested for truth (DiT's ``LabelEmbedder(labels, train)``). Before: each got a tensor like the
-    image, and failed at ``.view``, at the lookup (float indices) or at ``if train`` (a tensor's
-    truth is ambiguous)."""
+    tested for truth (DiT's ``LabelEmbedder(labels, train)``), and RAFT's motion encoder, which
+    builds its correlation branch first but takes the flow first. Before: each got a tensor like
+    the image (or the flow the correlation's channels), and failed at ``.view``, at the lookup
+    (float indices), at ``if train`` (a tensor's truth is ambiguous) or at the flow's convolution."""
     code = '''
 import torch
 from torch import nn
@@ -1024,8 +1025,21 @@ class Labelled(nn.Module):
         if train and self.dropout_prob > 0:
             y = torch.where(torch.rand(y.shape[0]) < self.dropout_prob, self.num_classes, y)
         return self.proj(x) + self.table(y)[:, None, :]
+
+
+class MotionEncoder(nn.Module):
+    def __init__(self, corr_planes):
+        super().__init__()
+        self.convc1 = nn.Conv2d(corr_planes, 32, 1)
+        self.convf1 = nn.Conv2d(2, 32, 7, padding=3)
+        self.conv = nn.Conv2d(64, 30, 3, padding=1)
+
+    def forward(self, flow, corr):
+        cor = torch.relu(self.convc1(corr))
+        flo = torch.relu(self.convf1(flow))
+        return torch.cat([self.conv(torch.cat([cor, flo], dim=1)), flow], dim=1)
 '''
-    for name in ("Modulated", "Labelled"):
+    for name in ("Modulated", "Labelled", "MotionEncoder"):
         record = nnrag.validate(code=code, class_name=name)
         assert record.ok, (name, record.code, record.message)
 

@@ -56,6 +56,13 @@ def is_loss(module: nn.Module) -> bool:
 
 
 def _first_layer(module: nn.Module) -> tuple[str, nn.Module] | None:
+    """The layer the main input meets first: the one ``forward`` hands it to, where that says what
+    it takes (RAFT's motion encoder builds its correlation branch first and takes the flow
+    first); else the first layer the block holds."""
+    main = _main_argument(module)
+    given = _layer_taking(module, main, depth=3) if main is not None else None
+    if given is not None and given is not module and (found := _first_in(given)) is not None and found[0] != "weight":
+        return found
     for m in module.modules():  # the module itself first: an Embedding is its own first layer
         kind = layer_kind(m)
         if kind is not None:
@@ -684,27 +691,47 @@ def _keyed(f: Filling, p: inspect.Parameter, n: str) -> Any:
 
 def _for_its_layer(f: Filling, p: inspect.Parameter, n: str) -> Any:
     """An argument ``forward`` hands straight to a layer of the block (``self.modulation(style)``,
-    ``self.y_embedder(y)``, or on to a part that does: ``self.modulated_conv(x, style)``) gets
-    what that layer's first weight takes: a row of its input width per sample for a linear map (a
-    style or condition vector), a class index per sample for an embedding table. A layer of
-    another kind, or an argument transformed first, gets neither."""
+    ``self.y_embedder(y)``, ``self.convc1(corr)``, or on to a part that does:
+    ``self.modulated_conv(x, style)``) gets what that layer takes: class indices per sample for
+    an embedding table; for a convolution, maps of its input channels the size of the main
+    input's; for a linear map, rows of its input width, one per sample beside an image (a style or
+    condition vector), per token beside tokens. A layer of another kind gets none of these."""
     layer = _layer_taking(f.module, p.name, depth=3)
-    first = next((m for m in layer.modules() if isinstance(m, (nn.Linear, nn.Embedding))
-                  or isinstance(getattr(m, "weight", None), nn.Parameter) and m.weight.dim() == 2), None) if layer else None
+    found = _first_in(layer) if layer is not None else None
     batch = f.main.shape[0] if f.main.dim() else 1
-    if isinstance(first, nn.Embedding):
+    if found is None:
+        return _NOT_MINE
+    kind, first = found
+    if kind == "embedding":
         return torch.randint(0, first.num_embeddings, (batch,))
-    if isinstance(first, nn.Linear):
-        return torch.randn(batch, first.in_features)
-    if first is not None:  # its own 2-D weight: (out, in)
-        return torch.randn(batch, first.weight.shape[1])
-    return _NOT_MINE
+    if kind == "conv":
+        rank = len(first.kernel_size)
+        spatial = tuple(f.main.shape[2:]) if f.main.dim() == rank + 2 else (16,) * rank
+        return torch.randn(batch, first.in_channels, *spatial)
+    width = first.in_features if kind == "linear" else first.weight.shape[1]
+    return torch.randn(*f.main.shape[:2], width) if f.main.dim() == 3 else torch.randn(batch, width)
+
+
+def _first_in(layer: nn.Module) -> tuple[str, nn.Module] | None:
+    """The first layer in ``layer`` (itself first) that says what it takes: a convolution, a linear
+    map, an embedding table (``layer_kind``), or one with a 2-D weight of its own (StyleGAN's
+    ``EqualLinear``), as ``("weight", it)``."""
+    for m in layer.modules():
+        kind = layer_kind(m)
+        if kind in ("conv", "linear", "embedding"):
+            return kind, m
+        if kind is None and isinstance(getattr(m, "weight", None), nn.Parameter) and m.weight.dim() == 2:
+            return "weight", m
+        if kind is not None:
+            return None
+    return None
 
 
 def _layer_taking(module: nn.Module, name: str, depth: int) -> nn.Module | None:
     """The layer whose input ``forward``'s argument ``name`` is: the submodule ``self.<attr>`` that
-    ``forward`` first calls with it as the first argument, or, handed on in another position, the
-    layer that part's own ``forward`` gives that parameter to (``depth`` parts down)."""
+    ``forward`` first calls with it, and where that is a part of its own, the layer that part's
+    ``forward`` gives that parameter to (``depth`` parts down; the part itself for its first
+    parameter where it hands it to none)."""
     tree = source_tree(type(module).forward)
     if tree is None:
         return None
@@ -717,14 +744,15 @@ def _layer_taking(module: nn.Module, name: str, depth: int) -> nn.Module | None:
         layer = getattr(module, func.attr, None)
         if not isinstance(layer, nn.Module):
             return None
-        if position == 0:
-            return layer
+        if layer_kind(layer) is not None:
+            return layer if position == 0 else None
         try:
             params = [q.name for q in inspect.signature(layer.forward).parameters.values()
                       if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
         except (TypeError, ValueError):
-            return None
-        return _layer_taking(layer, params[position], depth - 1) if depth > 1 and position < len(params) else None
+            return layer if position == 0 else None
+        deeper = _layer_taking(layer, params[position], depth - 1) if depth > 1 and position < len(params) else None
+        return deeper if deeper is not None or position else layer
     return None
 
 
