@@ -189,6 +189,32 @@ CLOSURE_CASES: dict[str, tuple[dict[str, str], str, list[str], set[str]]] = {
             def forward(self, x):
                 return self.model(x)
         """}, "Precond", ["SongUNet", "Precond"], {"import torch.nn as nn"}),
+    # a class imported into the module and evaluated by the name a config of another module gives
+    # (BiRefNet's ``eval(self.config.dec_blk)``, RT-DETR's ``eval(block_type)``)
+    "evaluated_by_a_configured_name": ({"blocks.py": """
+        import torch.nn as nn
+        class BasicDecBlk(nn.Module):
+            def forward(self, x):
+                return x
+        class ResBlk(nn.Module):
+            def forward(self, x):
+                return x
+        """, "config.py": """
+        class Config:
+            def __init__(self):
+                self.dec_blk = ['BasicDecBlk', 'ResBlk'][0]
+        """, "m.py": """
+        import torch.nn as nn
+        from .blocks import BasicDecBlk, ResBlk
+        from .config import Config
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.config = Config()
+                self.block = eval(self.config.dec_blk)()
+            def forward(self, x):
+                return self.block(x)
+        """}, "Decoder", ["Config", "Decoder", "BasicDecBlk", "ResBlk"], {"import torch.nn as nn"}),
     "shadowed": ({"m.py": """
         import torch.nn as nn
         scale = 2.0

@@ -476,6 +476,7 @@ class ClosureWalk:
         self.free: list[tuple[UnitKey, ClosureIssue]] = []  # names bound nowhere that only run-time code uses
         self.patches = Patches()
         self.strings: set[str] = set(registered)  # class-like string constants of the statements copied
+        self.evaluating: set[str] = set()  # modules whose copied statements look names up at run time
         self.named: list[UnitKey] = []  # definitions of the classes copied strings name: needed, never fillers
         self.statements: set[UnitKey] = set()  # registering statements copied for a string
         self.own: frozenset[UnitKey] = frozenset()  # the statements defining the block itself
@@ -509,8 +510,18 @@ class ClosureWalk:
         """Classes a registry builds from a copied string (``dict(type='DropPath')``, or
         ``'mmdet.CrossEntropyLoss'`` with the registry's scope), registered by a decorator or a
         statement in a package the copied code comes from (not in every source that happens
-        to define the name). True when that adds statements to copy."""
+        to define the name); and those a module that evaluates names binds under such a string.
+        True when that adds statements to copy."""
         ex = self.ex
+        # a module whose copied code looks a name up at run time (``globals()[model_type]``,
+        # ``eval(self.config.dec_blk)``): what it binds under a name a copied string spells
+        for module in sorted(self.evaluating):
+            mu = ex.units_of(module)
+            for text in sorted(t for t in self.strings if t.isidentifier() and t in mu.binders):
+                t = ex.bind(mu, text)
+                if isinstance(t, DefTarget) and t not in self.targets:
+                    self.want(t)
+                    self.named.extend(ex.units_for(t))
         for text in sorted(self.strings):
             name = text.rsplit(".", 1)[-1]
             # the name a decorator gives, then a registering statement, then a class's own name
@@ -565,19 +576,9 @@ class ClosureWalk:
         self.tops.add(key[0].split(".")[0])
         if ex.inline:
             self.strings.update(names.strings)
-            if "globals()" in plan.text:
-                self.looked_up(mu, names)
+            if "globals()" in plan.text or "eval(" in plan.text:
+                self.evaluating.add(mu.module)
         self.nested_imports(mu, plan, names)
-
-    def looked_up(self, mu: ModuleUnits, names: UnitNames) -> None:
-        """A statement that looks a name up in its module's ``globals()`` (``globals()[model_type]``,
-        ``model_type='SongUNet'`` its default): the module's own definitions its strings spell."""
-        for text in sorted(names.strings):
-            if any(not mu.stmts[k].is_import and not mu.stmts[k].type_checking for k in mu.binders.get(text, [])):
-                t = DefTarget(mu.module, text)
-                if t not in self.targets:
-                    self.want(t)
-                    self.named.extend(self.ex.units_for(t))
 
     def issue(self, mu: ModuleUnits, plan: UnitPlan, names: UnitNames, name: str, missing: Missing) -> None:
         line = mu.stmts[plan.key[1]].start + first_use(plan.text, name) - 1
