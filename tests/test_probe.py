@@ -1795,6 +1795,12 @@ _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
     # an entry of a stand-in config passed on as keywords (effdet's ``partial(norm, **config.norm_kwargs)``)
     ("mapping", "self.norm = dict(**cfg.norm_kwargs)", "cfg", {"cfg": AutoConfig(Sizes()).with_value("norm_kwargs", 16)},
      lambda c: isinstance(c["cfg"], AutoConfig) and c["cfg"].norm_kwargs == {}),
+    # a number guessed where the code iterates a mapping (mmflow's per-level ``in_channels.keys()``)
+    ("mapping", "self.levels = list(in_channels.keys())\nself.c = in_channels['level6'] + in_channels.get('level5')",
+     "in_channels", {"in_channels": 16}, lambda c: c == {"in_channels": {"level6": 16, "level5": 16}}),
+    # a key the code then asks of such a mapping
+    ("mapping", "self.c = layer_weights['conv1'] * 2", "layer_weights", {"layer_weights": {"0": 1.0}},
+     lambda c: c == {"layer_weights": {"0": 1.0, "conv1": 1.0}}),
     # a list guessed where the code reads named parts (compressai's ``latent_codec["y"]``)
     ("mapping", "self.y = codec['y']\nself.h = codec['hyper']", "codec", {"codec": [nn.ReLU()]},
      lambda c: sorted(c["codec"]) == ["hyper", "y"] and isinstance(c["codec"]["y"], nn.ReLU)),

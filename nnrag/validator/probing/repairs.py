@@ -880,8 +880,9 @@ def _layer_lists(cls: type, kwargs: dict[str, Any], error: BaseException) -> Ite
 
 def _mappings(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """``argument after ** must be a mapping``: the argument is a config of keywords; an empty one
-    leaves every keyword at its default (``Layer(**layer_cfg)``). A list or a layer indexed by a
-    string, or handed to ``nn.ModuleDict``: a mapping of named parts."""
+    leaves every keyword at its default (``Layer(**layer_cfg)``). A number whose keys or items the
+    code reads: a mapping of numbers. A list or a layer indexed by a string, or handed to
+    ``nn.ModuleDict``: a mapping of named parts."""
     if "must be a mapping" in str(error):
         frames = candidate_frames(cls, error)
         for k in named_in_line(frames, kwargs):
@@ -892,6 +893,18 @@ def _mappings(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterat
                     yield {k: functools.reduce(lambda c, e: c.with_value(e, {}), entries, config)}
             elif not isinstance(config, dict):
                 yield {k: {}}
+    elif (m := _DICT_METHOD.search(str(error))) or isinstance(error, KeyError) and error.args and isinstance(error.args[0], str):
+        # a number guessed where the code reads a mapping (``in_channels.keys()``, ``p.items()``, ``.get``):
+        # that number under each key the class reads off it, or under one name; a key the code
+        # then asks of such a mapping, added
+        frames = candidate_frames(cls, error)
+        for k in named_in_line(frames, kwargs):
+            value = kwargs[k]
+            if m and isinstance(value, (int, float)) and not isinstance(value, bool):
+                yield {k: {key: value for key in _keys_read_off(cls, k) or ["0"]}}
+            elif not m and isinstance(value, dict) and value and error.args[0] not in value \
+                    and all(isinstance(v, (int, float)) for v in value.values()):
+                yield {k: {**value, error.args[0]: next(iter(value.values()))}}
     elif _KEYED.search(str(error)):
         # a mapping of named parts (``nn.ModuleDict(target_models)``, ``latent_codec["y"]``) given a
         # layer or a list: the guess under each key the class reads off it, or under one name
@@ -905,18 +918,24 @@ def _mappings(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterat
             yield {k: {key: part for key in _keys_read_off(cls, k) or ["0"]}}
 
 
+_DICT_METHOD = re.compile(r"'(?:int|float)' object has no attribute '(?:keys|items|values|get)'")
 # a list or a layer where the code wants a mapping of named parts
 _KEYED = re.compile(r"(?:list|tuple) indices must be integers or slices, not str|ModuleDict\.?update (?:sequence element|should be called)")
 
 
 def _keys_read_off(cls: type, name: str) -> list[str]:
-    """The string keys the class's methods read off argument ``name`` (``latent_codec["hyper"]``)."""
+    """The string keys the class's methods read off argument ``name`` (``latent_codec["hyper"]``,
+    ``in_channels.get("level6")``)."""
     found: list[str] = []
     for tree in _method_trees(cls):
         for node in ast.walk(tree):
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name \
                     and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
                 found.append(node.slice.value)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == name and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                found.append(node.args[0].value)  # ``in_channels.get("level6")``
     return list(dict.fromkeys(found))[:8]
 
 
