@@ -2326,3 +2326,25 @@ def test_the_guessing_budget_is_spent_by_work_not_by_waiting() -> None:
     while budget.left() and time.perf_counter() < deadline:
         sum(range(10_000))  # working
     assert not budget.left()
+
+
+def test_a_plan_of_many_stage_widths_is_no_pyramid_of_maps() -> None:
+    """nnU-Net's encoders keep a width per stage (``output_channels``); 32 of them read as pyramid
+    levels asked for maps 2**32 pixels a side (the gate's own failure). A pyramid has a few levels."""
+    import inspect
+    from typing import List
+
+    from nnrag.validator.probing.inputs import feature_levels
+
+    class Decoder(nn.Module):
+        def __init__(self, output_channels: List[int]) -> None:
+            super().__init__()
+            self.output_channels = output_channels
+
+        def forward(self, skips: List[torch.Tensor]) -> torch.Tensor:
+            return skips[0]
+
+    param = inspect.signature(Decoder.forward).parameters["skips"]
+    assert feature_levels(Decoder([16] * 32), param, torch.rand(2, 16, 16, 16), {}) is None
+    levels = feature_levels(Decoder([8, 16, 32]), param, torch.rand(2, 16, 16, 16), {})
+    assert [tuple(m.shape) for m in levels] == [(2, 8, 16, 16), (2, 16, 8, 8), (2, 32, 4, 4)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import math
 import re
 import typing
 from dataclasses import dataclass
@@ -515,6 +516,10 @@ def level_channels(module: nn.Module, init: dict[str, Any]) -> list[int] | None:
     return None
 
 
+_MOST_LEVELS = 8
+_MOST_LEVEL_ELEMENTS = 1 << 24  # as the probe's largest input
+
+
 def feature_levels(module: nn.Module, param: inspect.Parameter, main: torch.Tensor, init: dict[str, Any]) -> Any:
     """One map per level, each half the size of the one before, for a forward argument that takes
     a list, tuple or dict of feature maps (FPN necks, detection heads); None for any other."""
@@ -524,7 +529,13 @@ def feature_levels(module: nn.Module, param: inspect.Parameter, main: torch.Tens
     if main.dim() != 4 or takes_shape(param) or not (typed or param.name.lower() in _LEVEL_NAMES or (channels and param.name == "x")):
         return None
     channels = channels or [main.shape[1]] * FEATURE_LEVELS
+    # as many levels as a pyramid has: a longer list of widths (a per-stage plan of 32 convolutions)
+    # would ask for maps of 2**32 pixels a side
+    if len(channels) > _MOST_LEVELS or math.prod(channels) == 0:
+        return None
     side = max(main.shape[-1], 2 ** len(channels))
+    if sum(main.shape[0] * c * (side >> i) ** 2 for i, c in enumerate(channels)) > _MOST_LEVEL_ELEMENTS:
+        return None
     maps = [torch.randn(main.shape[0], c, max(side >> i, 1), max(side >> i, 1)) for i, c in enumerate(channels)]
     if any(t in annotation for t in _MAPPING_TYPES):
         return dict((str(i), m) for i, m in enumerate(maps))
