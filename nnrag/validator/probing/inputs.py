@@ -739,14 +739,23 @@ def _first_in(layer: nn.Module) -> tuple[str, nn.Module] | None:
 
 
 def _layer_taking(module: nn.Module, name: str, depth: int) -> nn.Module | None:
-    """The layer whose input ``forward``'s argument ``name`` is: the submodule ``self.<attr>`` that
-    ``forward`` first calls with it, and where that is a part of its own, the layer that part's
-    ``forward`` gives that parameter to (``depth`` parts down; the part itself for its first
-    parameter where it hands it to none)."""
+    """The layer whose input ``forward``'s argument ``name`` is: the layer (or ``nn.Sequential``)
+    ``self.<attr>`` that ``forward`` first calls with it, and where that is a part of its own, the
+    layer that part's ``forward`` hands that parameter to (``depth`` parts down); None where
+    none takes it as it is."""
     tree = source_tree(type(module).forward)
     if tree is None:
         return None
+    # where the argument is made into something else first (``feats = rearrange(feats, ...)``),
+    # a layer called with that name after takes what it became; a method of the block that keeps
+    # its kind (``labels = self.token_drop(labels)``) is no such change
+    reshaped = min((node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+                    and not (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
+                             and isinstance(node.value.func.value, ast.Name) and node.value.func.value.id == "self")),
+                   default=None)
     calls = [(node, i) for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and (reshaped is None or node.lineno <= reshaped)
              for i, arg in enumerate(node.args) if isinstance(arg, ast.Name) and arg.id == name]
     for call, position in sorted(calls, key=lambda c: (c[0].lineno, c[0].col_offset)):
         func = call.func
@@ -754,16 +763,20 @@ def _layer_taking(module: nn.Module, name: str, depth: int) -> nn.Module | None:
             continue
         layer = getattr(module, func.attr, None)
         if not isinstance(layer, nn.Module):
-            return None
-        if layer_kind(layer) is not None:
+            continue  # a method of the block (``self.token_drop(labels)``): a layer may take it after
+        if layer_kind(layer) is not None or isinstance(layer, nn.Sequential):
             return layer if position == 0 else None
         try:
             params = [q.name for q in inspect.signature(layer.forward).parameters.values()
                       if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
         except (TypeError, ValueError):
-            return layer if position == 0 else None
+            return None
+        # a part of its own: the layer its forward hands that parameter to, none where it
+        # transforms it first (a point-cloud part rearranging its features before its convolution);
+        # a part that is a layer by its own 2-D weight (StyleGAN2's ``EqualLinear``) takes it itself
         deeper = _layer_taking(layer, params[position], depth - 1) if depth > 1 and position < len(params) else None
-        return deeper if deeper is not None or position else layer
+        own = isinstance(getattr(layer, "weight", None), nn.Parameter) and layer.weight.dim() == 2
+        return layer if deeper is None and position == 0 and own else deeper
     return None
 
 
