@@ -23,7 +23,7 @@ from torch import nn
 from .arguments import CHANNEL_NAMES, FEATURE_LEVELS, Sizes, name_words
 from .designed import shown_input
 from .documented import bind, documented_inputs, shape_of
-from .source import source_tree
+from .source import keys_off, source_tree
 
 _LAYER_KINDS = {
     "_ConvNd": "conv", "Embedding": "embedding", "EmbeddingBag": "embedding", "Linear": "linear",
@@ -294,7 +294,7 @@ def keys_read(module: nn.Module, name: str) -> list[str]:
     """The string keys ``forward`` reads off its argument ``name`` (``outputs["pred_logits"]``,
     ``x.get("encoder_cont")``), in source order: an argument read so is a dict of tensors."""
     tree = source_tree(type(module).forward)
-    return _keys_off(tree, {name}) if tree is not None else []
+    return keys_off(tree, {name}) if tree is not None else []
 
 
 def element_keys_read(module: nn.Module, name: str) -> list[str]:
@@ -305,22 +305,7 @@ def element_keys_read(module: nn.Module, name: str) -> list[str]:
         return []
     elements = {node.target.id for node in ast.walk(tree) if isinstance(node, (ast.For, ast.comprehension))
                 and isinstance(node.iter, ast.Name) and node.iter.id == name and isinstance(node.target, ast.Name)}
-    return _keys_off(tree, elements) if elements else []
-
-
-def _keys_off(tree: ast.AST, names: set[str]) -> list[str]:
-    found: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names:
-            key = node.slice
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-              and isinstance(node.func.value, ast.Name) and node.func.value.id in names and node.args):
-            key = node.args[0]
-        else:
-            continue
-        if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
-            found.append(key.value)
-    return list(dict.fromkeys(found))[:8]
+    return keys_off(tree, elements) if elements else []
 
 
 _LABEL_KEY = re.compile(r"label|class|cls|categor|(?:^|_)ids?$", re.IGNORECASE)

@@ -26,7 +26,7 @@ from torch import nn
 
 from .arguments import (CHANNEL_NAMES, AutoConfig, Passthrough, Sizes, name_words, guess_value, init_hints, instance_of,
                         is_depth, passed_through)
-from .source import failing_statement, source_tree as _tree, static_value
+from .source import failing_statement, keys_off, source_tree as _tree, static_value
 from .asserts import asserted_arguments, failed_condition
 from .frames import IDENTIFIER, called_in_line, callee_at, candidate_frames, held_under, innermost_line, named_in_line, passed_as
 from ...indexing.attributes import read_off
@@ -926,17 +926,7 @@ _KEYED = re.compile(r"(?:list|tuple) indices must be integers or slices, not str
 def _keys_read_off(cls: type, name: str) -> list[str]:
     """The string keys the class's methods read off argument ``name`` (``latent_codec["hyper"]``,
     ``in_channels.get("level6")``)."""
-    found: list[str] = []
-    for tree in _method_trees(cls):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name \
-                    and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-                found.append(node.slice.value)
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == name and node.args \
-                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                found.append(node.args[0].value)  # ``in_channels.get("level6")``
-    return list(dict.fromkeys(found))[:8]
+    return list(dict.fromkeys(k for tree in _method_trees(cls) for k in keys_off(tree, {name})))[:8]
 
 
 def _made_callable(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:

@@ -73,3 +73,20 @@ def static_value(node: ast.expr, scope: dict[str, Any]) -> Any:
         except Exception:  # noqa: BLE001 - the candidate's own property failing: nothing known
             return None
     return None
+
+
+def keys_off(tree: ast.AST, names: set[str]) -> list[str]:
+    """The string keys ``tree`` reads off the names ``names`` (``outputs["pred_logits"]``,
+    ``x.get("encoder_cont")``), in source order, at most eight."""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in names:
+            key = node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and isinstance(node.func.value, ast.Name) and node.func.value.id in names and node.args):
+            key = node.args[0]
+        else:
+            continue
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
+            found.append(key.value)
+    return list(dict.fromkeys(found))[:8]
