@@ -405,6 +405,44 @@ def test_a_process_start_is_refused_and_a_library_that_handles_it_passes() -> No
     assert "nvidia-smi" in needing.message and "refused" in needing.message
 
 
+RAMP_LIBRARY = '''
+import numba
+
+
+@numba.njit(cache=True)
+def ramp(n):
+    out = 0.0
+    for i in range(n):
+        out += i
+    return out
+'''
+
+CACHES_COMPILED_CODE = '''
+import torch.nn as nn
+from ramplib import ramp
+
+
+class CompiledRamp(nn.Module):
+    def forward(self, x):
+        return x * ramp(4)
+'''
+
+
+def test_a_library_that_caches_compiled_code_beside_its_source_caches_it_in_the_candidates_folder(tmp_path: Path) -> None:
+    """numba's ``cache=True`` writes beside the module that defines the function: for a library
+    (librosa's filters) that is site-packages, outside the candidate's folder. The worker points
+    the cache at the folder."""
+    from nnrag.validator.gate import Gate
+
+    library = tmp_path / "lib"
+    (library / "ramplib").mkdir(parents=True)
+    (library / "ramplib" / "__init__.py").write_text(RAMP_LIBRARY)
+    with Gate(1) as gate:
+        result = gate.check_code(CACHES_COMPILED_CODE, "CompiledRamp", paths=[str(library)])
+    assert result.ok, result.message
+    assert not list(library.rglob("*.nbi"))  # nothing was written beside the library
+
+
 PRETRAINED = '''
 import torch.nn as nn
 from torch.hub import load_state_dict_from_url

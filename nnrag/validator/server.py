@@ -117,7 +117,10 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
         os.environ.update(kept, HOME=str(folder), TMPDIR=str(folder),
                           HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TORCH_HOME=str(folder / ".torch"),
                           XDG_CACHE_HOME=str(folder / ".cache"), TORCHINDUCTOR_CACHE_DIR=str(folder / ".inductor"),
-                          TRITON_CACHE_DIR=str(folder / ".triton"))
+                          TRITON_CACHE_DIR=str(folder / ".triton"),
+                          # numba caches what it compiles beside the module that defines it, which
+                          # for a library is site-packages: a write outside the folder
+                          NUMBA_CACHE_DIR=str(folder / ".numba"))
         import tempfile as _tempfile
 
         _tempfile.tempdir = str(folder)  # the worker cached its own; torch caches go here, not /tmp
