@@ -1156,8 +1156,33 @@ def test_a_required_mask_is_tried_as_none_then_as_all_kept() -> None:
     assert calls[0][0][2] is None
     args, _ = calls[-1]
     assert args[2].dtype == torch.bool and bool(args[2].all()) and MaskedUpdate()(*args).shape == main.shape
-    tokens = torch.randn(2, 4, 8)  # a mask over tokens covers (batch, tokens)
-    assert list(forward_calls(MaskedUpdate(), tokens))[-1][0][2].shape == (2, 4)
+    tokens = torch.randn(2, 4, 8)  # a mask over tokens covers (batch, tokens), or a map's every pixel
+    assert [a[2].shape for a, _ in forward_calls(MaskedUpdate(), tokens) if a[2] is not None] == [(2, 4), (2, 4, 8)]
+
+
+def test_a_loss_gets_a_mask_of_valid_pixels_where_it_needs_one(tmp_path: Path) -> None:
+    """Depth losses weigh only valid pixels: a required mask over a (batch, height, width) map, and
+    one that defaults to None yet is indexed; each is given with every pixel valid."""
+    source = """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class ScaleInvariantLoss(nn.Module):
+            def forward(self, prediction, target, mask):
+                prediction, target, mask = prediction.squeeze(), target.squeeze(), mask.squeeze()
+                scale = (prediction * target * mask).sum((1, 2)) / (prediction * prediction * mask).sum((1, 2)).clamp(min=1e-6)
+                return F.l1_loss((scale.view(-1, 1, 1) * prediction)[mask], target[mask])
+
+        class EdgeMatchingLoss(nn.Module):
+            def forward(self, input, target, mask=None):
+                valid = mask[..., 1:, 1:] & mask[..., :-1, :-1]
+                grad = lambda t: t[..., 1:, 1:] - t[..., :-1, :-1]
+                return F.l1_loss(grad(input)[valid], grad(target)[valid])
+    """
+    for name in ("ScaleInvariantLoss", "EdgeMatchingLoss"):
+        result = _probed(tmp_path, source, name)
+        assert result.get("backward") is True, (name, result)
 
 
 def test_a_model_output_read_by_field_is_given_as_an_object_with_that_field(tmp_path: Path) -> None:

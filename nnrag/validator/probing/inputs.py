@@ -879,6 +879,12 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             yield [main], {}
         return
     yield args, kwargs
+    # a loss whose mask of valid elements defaults to None yet is used (``mask[..., 1:, 1:]``): all
+    # valid, next, as the calls an input gets are few
+    unmasked = [(True, p.name) for p in params if p.default is None and _MASK_KEY.search(p.name)
+                and p.name not in kwargs and p.name not in optional and p.name not in {q.name for q in params[:len(args)]}]
+    if unmasked and is_loss(module):
+        yield _placed(args, {**kwargs, **optional}, unmasked, torch.ones(main.shape, dtype=torch.bool))
     if per_position is not None:  # vision attention blocks (MLCD's) add the batch axis to the angles themselves
         yield _placed(args, kwargs, rotary, per_position)
     if documented := _with_documented(module, main, main_name, args, kwargs, where):
@@ -895,6 +901,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     if masks:  # a required mask the forward uses (``torch.where(mask, ...)``): everything kept
         kept = torch.ones(main.shape[:2] if main.dim() == 3 else main.shape, dtype=torch.bool)  # tokens: (B, T)
         yield _placed(args, {**kwargs, **optional, **filled}, masks, kept)
+        if main.dim() == 3:  # or a dense map's (B, H, W): the valid pixels of a depth loss
+            yield _placed(args, {**kwargs, **optional, **filled}, masks, torch.ones(main.shape, dtype=torch.bool))
     for target in _target_variants(main) if targets else []:
         yield _placed(args, kwargs, targets, target)
     # a loss whose targets default to None yet are required (metric-learning losses' ``labels=None``)
