@@ -2373,3 +2373,50 @@ def test_a_plan_of_many_stage_widths_is_no_pyramid_of_maps() -> None:
     assert feature_levels(Decoder([16] * 32), param, torch.rand(2, 16, 16, 16), {}) is None
     levels = feature_levels(Decoder([8, 16, 32]), param, torch.rand(2, 16, 16, 16), {})
     assert [tuple(m.shape) for m in levels] == [(2, 8, 16, 16), (2, 16, 8, 8), (2, 32, 4, 4)]
+
+
+def test_a_block_that_inverts_a_fourier_transform_gets_a_spectrogram_of_its_bins(tmp_path: Path) -> None:
+    """An inverse STFT takes complex values over ``n_fft // 2 + 1`` bins, or every bin with real
+    and imaginary parts on a last axis; a complex norm takes those parts. The block's error says a
+    spectrogram was wanted, its ``n_fft`` how many bins."""
+    source = """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class InverseSpectrogram(nn.Module):
+            def __init__(self, n_fft=64, hop_length=16):
+                super().__init__()
+                self.n_fft, self.hop_length = n_fft, hop_length
+                self.gain = nn.Parameter(torch.ones(1))
+                self.register_buffer("window", torch.hann_window(n_fft))
+
+            def forward(self, spec):
+                return self.gain * torch.istft(spec, n_fft=self.n_fft, hop_length=self.hop_length, window=self.window)
+
+        class TwoSidedSynthesis(nn.Module):
+            def __init__(self, n_fft=32):
+                super().__init__()
+                self.n_fft = n_fft
+                self.kernel = nn.Parameter(torch.randn(1, 1, n_fft, 1))
+
+            def forward(self, X):
+                assert X.dim() == 4, "make sure the tensor is in the shape of (batch, freq_bins, timesteps, 2)"
+                return F.conv2d(X[..., 0].unsqueeze(1), self.kernel).flatten(1)
+
+        class PartsMagnitude(nn.Module):
+            def __init__(self, power=1.0):
+                super().__init__()
+                self.power = nn.Parameter(torch.tensor(power))
+
+            def forward(self, spec):
+                return torch.abs(torch.view_as_complex(spec)) ** self.power
+    """
+    for name, bins in (("InverseSpectrogram", 33), ("TwoSidedSynthesis", 32), ("PartsMagnitude", None)):
+        result = _probed(tmp_path, source, name)
+        assert result.get("backward") is True, (name, result)
+        if bins:
+            assert result["input_shapes"][0][1] == bins, result["input_shapes"]  # type: ignore[index]
+    # the complex spectrogram is recorded as one: the harvest and synthesis rebuild the call from it
+    result = _probed(tmp_path, source, "InverseSpectrogram")
+    assert result["recipe"]["call"]["args"][0]["dtype"] == "complex64"  # type: ignore[index]

@@ -24,6 +24,7 @@ from .arguments import CHANNEL_NAMES, FEATURE_LEVELS, Sizes, name_words
 from .designed import shown_input
 from .documented import bind, documented_inputs, shape_of
 from .source import keys_off, source_tree
+from .spectra import COMPLEX
 
 _LAYER_KINDS = {
     "_ConvNd": "conv", "Embedding": "embedding", "EmbeddingBag": "embedding", "Linear": "linear",
@@ -364,6 +365,8 @@ def make_tensor(kind: str, shape: tuple[int, ...]) -> Any:
         return SimpleNamespace(**{name: _field_value(name, shape, True) for name in kind.removeprefix(FIELDS).split(",")})
     if kind.startswith(KEYS):  # "keys:pred_logits,pred_boxes": one value per key, boxes valid ones
         return {name: _field_value(name, shape, False) for name in kind.removeprefix(KEYS).split(",")}
+    if kind == COMPLEX:  # a spectrogram's complex values
+        return torch.randn(shape, dtype=torch.cfloat)
     if kind == "uint8":  # an image as stored: bytes
         return torch.randint(0, 256, shape, dtype=torch.uint8)
     if kind == "numpy":  # an image as loaded, values in [0, 1]

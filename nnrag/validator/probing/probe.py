@@ -29,6 +29,7 @@ from .designed import built_recording
 from .repairs import forward_repairs, repairs
 from .inputs import FIELDS, KEYS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
+from .spectra import spectrogram_inputs
 from ..usage.recipes import RecipeResolver, Unrecordable, call_args, dump
 from ..sandbox import SandboxViolation
 
@@ -445,7 +446,7 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
             if not repaired and args and _is_main(args[0], main):  # the plain call's error, not a per-level one's
                 # or, when that one's error says nothing of the main input (a companion's assert),
                 # the next call's: the first that suggests a shape
-                suggested = input_repairs(e, kind, shape, sizes, channels)
+                suggested = spectrogram_inputs(model, e, shape) + input_repairs(e, kind, shape, sizes, channels)
                 repaired = bool(suggested)
                 queue.extendleft(reversed(suggested))
             if (keyed := _with_key(args, e)) is not None:

@@ -56,7 +56,8 @@ def dump(value: Any, instances: dict[int, dict[str, Any]], depth: int = 0) -> An
         info: dict[str, Any] = {"tensor": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
         if value.numel():
             v = value.detach()
-            info["lo"], info["hi"] = float(v.min()), float(v.max())
+            parts = torch.view_as_real(v) if v.is_complex() else v  # a complex one's range: of its parts
+            info["lo"], info["hi"] = float(parts.min()), float(parts.max())
             if not v.is_floating_point() and not v.is_complex() and v.dtype != torch.bool and v.numel() <= _MAX_VALUES:
                 # sizes and offsets (a detector's level shapes and start indices) must be these values
                 info["values"] = v.flatten().tolist()
