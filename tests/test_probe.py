@@ -2420,3 +2420,33 @@ def test_a_block_that_inverts_a_fourier_transform_gets_a_spectrogram_of_its_bins
     # the complex spectrogram is recorded as one: the harvest and synthesis rebuild the call from it
     result = _probed(tmp_path, source, "InverseSpectrogram")
     assert result["recipe"]["call"]["args"][0]["dtype"] == "complex64"  # type: ignore[index]
+
+
+def test_a_map_whose_flattened_tokens_meet_a_fixed_table_is_refolded_to_its_size(tmp_path: Path) -> None:
+    """A mixing matrix over 196 tokens (a 14 x 14 map), built for one resolution: the map the
+    input flattens into must have as many tokens, in an einsum or an elementwise product."""
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class TokenMixing(nn.Module):
+            def __init__(self, num_tokens=196):
+                super().__init__()
+                self.mixing = nn.Parameter(torch.softmax(torch.rand(num_tokens, num_tokens), dim=-1))
+
+            def forward(self, x):
+                B, H, W, C = x.shape
+                return torch.einsum("mn, bnc -> bmc", self.mixing, x.reshape(B, H * W, C)).reshape(B, H, W, C)
+
+        class TokenBias(nn.Module):
+            def __init__(self, num_tokens=196, dim=8):
+                super().__init__()
+                self.bias = nn.Parameter(torch.zeros(num_tokens, dim))
+
+            def forward(self, x):
+                B, C, H, W = x.shape
+                return x.flatten(2).transpose(1, 2) + self.bias[:, :C]
+    """
+    for name in ("TokenMixing", "TokenBias"):
+        result = _probed(tmp_path, source, name)
+        assert result.get("backward") is True, (name, result)

@@ -76,6 +76,7 @@ def _spec_shape(spec: str, ch: int, s: int) -> tuple[int, ...] | None:
 
 
 _IMAGE_LIST = re.compile(r"list of (?:\w+ )?tensors", re.IGNORECASE)
+_EINSUM_SIZES = re.compile(r"subscript \w has size (\d+) for operand \d+ which does not broadcast with previously seen size (\d+)")
 _SIZE_MATCH = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
 _VIEW = re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)")
 
@@ -88,6 +89,22 @@ def _resized(shape: tuple[int, ...], old: int, new: int) -> list[tuple[int, ...]
     out = [shape[:i] + (new,) + shape[i + 1:] for i in where]
     if len(where) > 1:
         out.append(tuple(new if i in where else d for i, d in enumerate(shape)))
+    return out
+
+
+def _refolded(shape: tuple[int, ...], old: int, new: int) -> list[tuple[int, ...]]:
+    """The shape with a run of equal axes past the batch whose product is ``old`` (the tokens a
+    map of 16 x 16 flattens into) set to sides whose product is ``new``: a table over a fixed
+    number of tokens (a mixing matrix over 196) that the flattened map must match."""
+    out = []
+    for span in (2, 3):
+        side = round(new ** (1 / span))
+        if side ** span != new:
+            continue
+        for i in range(1, len(shape) - span + 1):
+            run = shape[i:i + span]
+            if len(set(run)) == 1 and math.prod(run) == old:
+                out.append(shape[:i] + (side,) * span + shape[i + span:])
     return out
 
 
@@ -206,6 +223,10 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         # changing the input moves both
         if abs(a - b) > 2 and 2 * min(a, b) != max(a, b):
             out += [(kind, r) for r in _resized(shape, a, b) + _resized(shape, b, a)][:4]
+            out += [(kind, r) for r in _refolded(shape, a, b) + _refolded(shape, b, a)][:2]
+    if m := _EINSUM_SIZES.search(text):  # the input's flattened tokens against a table's
+        a, b = int(m.group(1)), int(m.group(2))
+        out += [(kind, r) for r in _resized(shape, a, b) + _refolded(shape, a, b)][:3]
     if (m := _VIEW.search(text)) and int(m.group(2)) == math.prod(shape):
         dims = [int(d) for d in m.group(1).split(",")]
         if len(dims) >= 2 and dims[0] == 0 < dims[1] and shape:
