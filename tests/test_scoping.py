@@ -1395,3 +1395,31 @@ def test_a_top_level_extension_a_setup_script_of_the_source_builds_is_native_not
     assert "det/ops/setup.py" in needs.issues[0].message
     plain = nnrag.extract("det.ops.func.Plain", home=home)
     assert plain.ok and "MultiScaleDeformableAttention" not in plain.code
+
+
+def test_a_guarded_import_of_an_extension_the_source_builds_stands_in_until_called(tmp_path: Path) -> None:
+    """``try: import MultiScaleDeformableAttention as MSDA`` / ``except ModuleNotFoundError: raise
+    ModuleNotFoundError("Please compile ...")``: the import re-raises, so the block never imported
+    (and pip was asked for the name). The import becomes a stand-in that raises where it is
+    called: the layer whose forward falls back to PyTorch on the CPU passes; one that needs the op
+    fails there as native-extension."""
+    home = _indexed(tmp_path, {
+        "det/__init__.py": "",
+        "det/ops/setup.py": "from torch.utils.cpp_extension import CUDAExtension\nfrom setuptools import setup\n\n"
+                            "setup(name='msda', ext_modules=[CUDAExtension('MultiScaleDeformableAttention', ['src/a.cu'])])\n",
+        "det/ops/func.py": "import torch\nimport torch.nn as nn\n\ntry:\n    import MultiScaleDeformableAttention as MSDA\n"
+                           "except ModuleNotFoundError as e:\n    raise ModuleNotFoundError('Please compile the op: sh make.sh')\n\n\n"
+                           "class Sampled(nn.Module):\n    def __init__(self, dim=8):\n        super().__init__()\n"
+                           "        self.proj = nn.Linear(dim, dim)\n\n    def forward(self, x):\n        try:\n"
+                           "            out = MSDA.ms_deform_attn_forward(x)\n        except Exception:\n"
+                           "            out = torch.tanh(x)  # on the CPU\n        return self.proj(out)\n\n\n"
+                           "class OpOnly(nn.Module):\n    def __init__(self, dim=8):\n        super().__init__()\n"
+                           "        self.proj = nn.Linear(dim, dim)\n\n    def forward(self, x):\n"
+                           "        return self.proj(MSDA.ms_deform_attn_forward(x))\n"})
+    sampled = nnrag.extract("det.ops.func.Sampled", home=home)
+    assert sampled.ok, sampled.issues
+    assert "import MultiScaleDeformableAttention" not in sampled.code
+    assert not any("MultiScaleDeformableAttention" in r for r in sampled.requirements), sampled.requirements
+    assert nnrag.validate(code=sampled.code, class_name="Sampled").ok
+    only = nnrag.validate(code=nnrag.extract("det.ops.func.OpOnly", home=home).code, class_name="OpOnly")
+    assert (only.ok, only.code) == (False, "native-extension"), only.message

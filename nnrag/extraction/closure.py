@@ -173,6 +173,13 @@ class Extractor(RegistryNames):
                                                  "beside it, which could not be built here")
         return Missing(UNRESOLVED_NAME, f"{missing} is not a Python module of source {self.source}", absent=True)
 
+    def _builds(self, module: str) -> bool:
+        """Whether a ``setup.py`` of the source builds the top-level module of ``module``: an import
+        of it inside a statement (``try: import MultiScaleDeformableAttention as MSDA``, which
+        re-raises with build instructions) is rewritten to a stand-in like an in-source one."""
+        root = self.roots.get(self.source_id)
+        return root is not None and module.split(".")[0] in declared_extensions(root)
+
     def _built_here(self, top: str) -> Missing | None:
         """``import MultiScaleDeformableAttention as MSDA``: a top-level extension module that a
         ``setup.py`` of the source builds, not a distribution of any index (pip was asked for it
@@ -431,11 +438,12 @@ class Extractor(RegistryNames):
                     continue
                 module = self._absolute(mu, node)
                 inside = node.level > 0 or module in self.infos or self._inside(module) is not None
-                inside = inside or any(m.startswith(module + ".") for m in self.infos)
+                inside = inside or any(m.startswith(module + ".") for m in self.infos) or self._builds(module)
                 locals_ = [a.asname or a.name for a in node.names if a.name != "*"]
             else:
                 names = [self.infos[mu.module].canonical(a.name) for a in node.names]
-                inside = any(n in self.infos or self._inside(n) or n.split(".")[0] in self.infos for n in names)
+                inside = any(n in self.infos or self._inside(n) or n.split(".")[0] in self.infos or self._builds(n)
+                             for n in names)
                 locals_ = [a.asname or a.name.split(".")[0] for a in node.names]
             if not inside:
                 continue
