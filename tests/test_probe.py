@@ -2450,3 +2450,86 @@ def test_a_map_whose_flattened_tokens_meet_a_fixed_table_is_refolded_to_its_size
     for name in ("TokenMixing", "TokenBias"):
         result = _probed(tmp_path, source, name)
         assert result.get("backward") is True, (name, result)
+
+
+MULTISCALE = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def sample_levels(value, shapes, locations, weights):
+        # Deformable DETR's attention on the CPU: bilinear samples of each level, weighted
+        B, _, heads, dim = value.shape
+        _, Lq, _, levels, points, _ = locations.shape
+        per_level = value.split([int(h) * int(w) for h, w in shapes], dim=1)
+        grids = 2 * locations - 1
+        samples = []
+        for lvl, (h, w) in enumerate(shapes):
+            v = per_level[lvl].flatten(2).transpose(1, 2).reshape(B * heads, dim, int(h), int(w))
+            g = grids[:, :, :, lvl].transpose(1, 2).flatten(0, 1)
+            samples.append(F.grid_sample(v, g, align_corners=False))
+        weights = weights.transpose(1, 2).reshape(B * heads, 1, Lq, levels * points)
+        out = (torch.stack(samples, dim=-2).flatten(-2) * weights).sum(-1)
+        return out.view(B, heads * dim, Lq).transpose(1, 2)
+
+
+    class DeformAttn(nn.Module):
+        def __init__(self, d_model=32, n_levels=3, n_heads=2, n_points=2):
+            super().__init__()
+            self.n_levels, self.n_heads, self.n_points = n_levels, n_heads, n_points
+            self.offsets = nn.Linear(d_model, n_heads * n_levels * n_points * 2)
+            self.weights = nn.Linear(d_model, n_heads * n_levels * n_points)
+            self.value_proj = nn.Linear(d_model, d_model)
+            self.output_proj = nn.Linear(d_model, d_model)
+
+        def forward(self, query, reference_points, input_flatten, input_spatial_shapes, input_level_start_index,
+                    input_padding_mask=None):
+            B, Lq, _ = query.shape
+            _, Len_in, _ = input_flatten.shape
+            assert (input_spatial_shapes[:, 0] * input_spatial_shapes[:, 1]).sum() == Len_in
+            value = self.value_proj(input_flatten)
+            if input_padding_mask is not None:
+                value = value.masked_fill(input_padding_mask[..., None], 0.0)
+            value = value.view(B, Len_in, self.n_heads, -1)
+            offsets = self.offsets(query).view(B, Lq, self.n_heads, self.n_levels, self.n_points, 2)
+            weights = self.weights(query).view(B, Lq, self.n_heads, self.n_levels * self.n_points).softmax(-1)
+            normalizer = torch.stack([input_spatial_shapes[..., 1], input_spatial_shapes[..., 0]], -1)
+            locations = reference_points[:, :, None, :, None, :] + offsets / normalizer[None, None, None, :, None, :]
+            return self.output_proj(sample_levels(value, input_spatial_shapes, locations, weights))
+
+
+    class EncoderLayer(nn.Module):
+        def __init__(self, d_model=32, n_levels=3):
+            super().__init__()
+            self.self_attn = DeformAttn(d_model, n_levels)
+            self.norm = nn.LayerNorm(d_model)
+
+        def forward(self, src, pos, reference_points, spatial_shapes, level_start_index, padding_mask=None):
+            src2 = self.self_attn(src + pos, reference_points, src, spatial_shapes, level_start_index, padding_mask)
+            return self.norm(src + src2)
+
+
+    class DecoderLayer(nn.Module):
+        def __init__(self, d_model=32, n_levels=3):
+            super().__init__()
+            self.cross_attn = DeformAttn(d_model, n_levels)
+            self.norm = nn.LayerNorm(d_model)
+
+        def forward(self, tgt, tgt_query_pos=None, tgt_reference_points=None, memory=None, memory_key_padding_mask=None,
+                    memory_level_start_index=None, memory_spatial_shapes=None):
+            # sequences first, as torch's attention takes them: tgt (queries, batch, width)
+            tgt2 = self.cross_attn((tgt + tgt_query_pos).transpose(0, 1), tgt_reference_points.transpose(0, 1),
+                                   memory.transpose(0, 1), memory_spatial_shapes, memory_level_start_index,
+                                   memory_key_padding_mask)
+            return self.norm(tgt + tgt2.transpose(0, 1))
+"""
+
+
+def test_multi_scale_deformable_attention_gets_levels_whose_sides_starts_and_points_agree(tmp_path: Path) -> None:
+    """Flattened levels with their sides (``spatial_shapes``) and starts, reference points per
+    query and level, a padding mask: the attention, an encoder layer (batch first) and a decoder
+    layer (sequences first, points queries first) of Deformable DETR's family."""
+    for name in ("DeformAttn", "EncoderLayer", "DecoderLayer"):
+        result = _probed(tmp_path, MULTISCALE, name)
+        assert result.get("backward") is True, (name, result.get("error"), result.get("message"))

@@ -24,6 +24,7 @@ from .arguments import CHANNEL_NAMES, FEATURE_LEVELS, Sizes, name_words
 from .designed import shown_input
 from .documented import bind, documented_inputs, shape_of
 from .source import keys_off, source_tree
+from .multiscale import multiscale_calls, takes_levels
 from .spectra import COMPLEX
 
 _LAYER_KINDS = {
@@ -817,6 +818,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     except (TypeError, ValueError):
         yield [main], {}
         return
+    if main.dim() == 3 and takes_levels(params):  # flattened levels, with their sides and starts
+        yield from multiscale_calls(module, params, main.shape[0])
     first = next((p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)), None)
     levels = feature_levels(module, first, main, init or {}) if first is not None else None
     if levels is not None:
