@@ -2533,3 +2533,47 @@ def test_multi_scale_deformable_attention_gets_levels_whose_sides_starts_and_poi
     for name in ("DeformAttn", "EncoderLayer", "DecoderLayer"):
         result = _probed(tmp_path, MULTISCALE, name)
         assert result.get("backward") is True, (name, result.get("error"), result.get("message"))
+
+
+VIDEO = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class ClipConv(nn.Module):
+        # frames (B, T, C, H, W) as a 3-D convolution takes them: channels before frames
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv3d(3, 8, (1, 3, 3), padding=(0, 1, 1))
+
+        def forward(self, x):
+            return self.conv(x.permute(0, 2, 1, 3, 4))
+
+    class FrameFlow(nn.Module):
+        # each frame of a clip through a 2-D stack that halves it three times
+        def __init__(self):
+            super().__init__()
+            self.encode = nn.Sequential(*[nn.Conv2d(3 if i == 0 else 8, 8, 3, stride=2, padding=1) for i in range(3)])
+
+        def forward(self, x):
+            b, t, c, h, w = x.size()
+            y = self.encode(x.view(-1, 3, h, w))
+            return F.interpolate(y, size=(h // 8, w // 4)).view(b, t, 8, h // 8, w // 4)
+"""
+
+
+def test_a_clip_of_frames_gets_its_channels_where_the_block_reads_them(tmp_path: Path) -> None:
+    """A video block takes frames (B, T, C, H, W): a 3-D convolution sees them permuted, so the
+    axis that became its channels is set, not ours at 1; a view of frames to ``(-1, 3, h, w)``
+    fixes the channels among our trailing axes; a stack that halves each frame several times gets
+    larger frames, not a new clip."""
+    sizes = Sizes()
+    permuted = RuntimeError("Given groups=1, weight of size [64, 3, 1, 3, 3], expected input[2, 16, 7, 16, 16] "
+                            "to have 3 channels, but got 16 channels instead")
+    assert input_repairs(permuted, "float", (2, 7, 16, 16, 16), sizes, 16)[0] == ("float", (2, 7, 3, 16, 16))
+    viewed = RuntimeError("shape '[-1, 3, 8, 8]' is invalid for input of size 8192")
+    assert input_repairs(viewed, "float", (2, 8, 8, 8, 8), sizes, 16)[0] == ("float", (2, 8, 3, 8, 8))
+    for name in ("ClipConv", "FrameFlow"):
+        result = _probed(tmp_path, VIDEO, name)
+        assert result.get("backward") is True, (name, result.get("message"))
+        assert len(result["input_shapes"][0]) == 5 and result["input_shapes"][0][2] == 3, result["input_shapes"]  # type: ignore[index]

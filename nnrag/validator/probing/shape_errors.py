@@ -20,6 +20,7 @@ from .inputs import FIELDS, GRAPH_NODES, KEYS
 # pooling or a window that leaves no output), and a library's for the same: the input, or the
 # lengths the block was built for (``repairs``), longer
 TOO_SHORT = re.compile(r"can't be greater than actual input size|Output size is too small|negative dimension"
+                       r"|sizes should be greater than 0"
                        r"|expected 0 < \w+ < \d+|(?:requires|needs) at least \d+|shorter than", re.I)
 
 
@@ -139,6 +140,7 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         out.append(("images", (2, 3, 4 * s, 4 * s)))
     if m := _CHANNELS_WANTED.search(text):
         n = 1 if m.group(3) else int(m.group(1) or m.group(2))
+        plain = len(out)
         out.append((kind, (shape[0], n) + shape[2:] if len(shape) >= 3 else (2, n, s, s)))
         got, seen = _CHANNELS_GOT.search(text), _LAYER_INPUT.search(text)
         have = int(got.group(1)) if got else 0
@@ -149,6 +151,15 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             # the layer sees the input joined with others (``cat([moving, fixed])``): each one's
             # share of the channels it wants
             out.append((kind, (shape[0], shape[1] * n // have) + shape[2:]))
+        if (len(layer_input) == len(shape) >= 3 and layer_input != shape and sorted(layer_input) == sorted(shape)
+                and layer_input[0] == shape[0]):
+            # the layer sees our axes in another order (frames and channels of a video swapped,
+            # ``x.permute(0, 2, 1, 3, 4)``; a sequence transposed for a 1-D convolution): the axis
+            # of ours that became its channels, each one of that size in turn
+            permuted = [(kind, shape[:i] + (n,) + shape[i + 1:]) for i in range(2, len(shape)) if shape[i] == layer_input[1]]
+            # before ours set at axis 1, unless that axis could be the one it sees
+            at = plain if shape[1] != layer_input[1] else len(out)
+            out[at:at] = permuted
     if m := _NORMALIZED.search(text):
         ns = tuple(int(x) for x in m.group(1).split(",") if x.strip())
         out += [("float", (2, t) + ns), ("float", (2, s, s) + ns)]
@@ -213,8 +224,8 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             out += [(kind, shape[:2] + (256,)), (kind, shape[:2] + (1024,))]
         elif len(shape) == 4:
             out.append((kind, shape[:2] + (224, 224)))
-        elif len(shape) == 5:
-            out += [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
+        elif len(shape) == 5:  # a clip: larger frames, then more of them at the sizes video models take
+            out += [(kind, shape[:3] + (64, 64)), (kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
     if "divisible" in text and len(shape) == 4:
         out += [("float", shape[:2] + (64, 64)), ("float", shape[:2] + (224, 224))]
     if m := _SIZE_MATCH.search(text):
@@ -236,6 +247,14 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         elif -1 not in dims:
             out += [(kind, r) for r in _rescaled(shape, math.prod(dims))]
         elif (fixed := -math.prod(dims)) > 1 and shape:  # ``x.view(-1, 17)``: the last axis holds the fixed part
+            tail = dims[1:]
+            ours = shape[len(shape) - len(tail):] if dims[0] == -1 and len(tail) < len(shape) else ()
+            differ = [i for i, (a, b) in enumerate(zip(tail, ours)) if a != b]
+            if ours and len(differ) == 1:
+                # ``x.view(-1, c, h, w)`` of frames (B, T, C, H, W): our trailing axes, one of them
+                # set to what the view fixes
+                at = len(shape) - len(tail) + differ[0]
+                out.append((kind, shape[:at] + (tail[differ[0]],) + shape[at + 1:]))
             out.append((kind, shape[:-1] + (fixed,)))
     if _GRAPH_ATTRIBUTE.search(text):  # the forward reads a graph batch: node features of the current width
         out.append(("graph", (GRAPH_NODES, shape[-1] if len(shape) == 2 else ch)))
