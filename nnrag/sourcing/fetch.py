@@ -42,7 +42,10 @@ GIT_TIMEOUT_S = 600
 # Python files and license texts, and what the usage harvest reads beside them: the README's code
 # blocks, model descriptions in YAML (``target:``/``params:``), the requirement files
 _SPARSE_PATTERNS = ("/**/*.py", "/*.py", "/LICENSE*", "/LICENCE*", "/COPYING*", "/NOTICE*", "/README*", "/readme*",
-                    "/**/*.yaml", "/**/*.yml", "/requirements*.txt", "/requirements/*.txt", "/setup.cfg", "/pyproject.toml")
+                    "/**/*.yaml", "/**/*.yml", "/requirements*.txt", "/requirements/*.txt", "/setup.cfg", "/pyproject.toml",
+                    # the C, C++ and CUDA sources an extension module is compiled from: beside the
+                    # Python that imports it (``from . import deform_conv_ext``), they say it is one
+                    "/**/*.c", "/**/*.cc", "/**/*.cpp", "/**/*.cxx", "/**/*.cu")
 _LICENSE_NAMES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING", "LICENSE.rst")
 _LICENSE_HINTS = (
     ("Apache License", "Apache-2.0"),
