@@ -2577,3 +2577,22 @@ def test_a_clip_of_frames_gets_its_channels_where_the_block_reads_them(tmp_path:
         result = _probed(tmp_path, VIDEO, name)
         assert result.get("backward") is True, (name, result.get("message"))
         assert len(result["input_shapes"][0]) == 5 and result["input_shapes"][0][2] == 3, result["input_shapes"]  # type: ignore[index]
+
+
+def test_an_embedding_of_one_number_per_sample_gets_a_vector(tmp_path: Path) -> None:
+    """``x.ger(freqs)`` (``torch.outer``) embeds one number per sample, a noise level or a timestep:
+    torch's "Expected 1-D argument" asks for a vector, whatever the first guess was."""
+    result = _probed(tmp_path, """
+        import torch
+        import torch.nn as nn
+
+        class NoiseLevelEmbedding(nn.Module):
+            def __init__(self, num_channels=16, scale=16):
+                super().__init__()
+                self.freqs = nn.Parameter(torch.randn(num_channels // 2) * scale)
+
+            def forward(self, x):
+                x = x.ger((2 * torch.pi * self.freqs).to(x.dtype))
+                return torch.cat([x.cos(), x.sin()], dim=1)
+    """, "NoiseLevelEmbedding")
+    assert result.get("backward") is True and result["input_shapes"][0] == [2], result  # type: ignore[index]

@@ -39,6 +39,9 @@ _RANK = re.compile(r"Expected (\d)D \(unbatched\) or (\d)D \(batched\) input")
 _CDIST = re.compile(r"X1 and X2 must have the same number of columns\. X1: (\d+) X2: (\d+)")  # torch.cdist
 _EMBED = re.compile(r"expecting embedding dimension of (\d+)")  # torch's multi-head attention
 _ONE_SAMPLE = re.compile(r"\b(?:1|one) batch size|batch size (?:of |must be |should be )?(?:1|one)\b", re.IGNORECASE)
+# torch's words for an operation on vectors only (``x.ger(freqs)``, ``torch.outer``, ``torch.dot``): a
+# vector per sample, as noise levels and timesteps are
+_VECTOR = re.compile(r"Expected 1-D argument|1D tensors expected")
 _PARTS_AXIS = re.compile(r"must have a last dimension of size 2")  # real and imaginary parts, for view_as_complex
 _NUMPY = re.compile(r"\b(?:numpy|np)\.ndarray\b")  # a forward that takes arrays, not tensors
 _GRAPH_ATTRIBUTE = re.compile(r"'Tensor' object has no attribute '(?:x|edge_index|edge_attr|batch|num_nodes|num_graphs)'")
@@ -263,6 +266,8 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         fields = kind.removeprefix(FIELDS).split(",") if kind.startswith(FIELDS) else []
         if m.group(1) not in fields and len(fields) < 4:
             out.append((FIELDS + ",".join([*fields, m.group(1)]), shape))
+    if _VECTOR.search(text) and len(shape) > 1:
+        out.append((kind, shape[:1]))
     if _PARTS_AXIS.search(text) and shape and shape[-1] != 2:  # ``torch.view_as_complex``: parts on a last axis
         out.append((kind, shape + (2,)))
     if "uint8" in text and kind != "uint8":  # "image must have dtype torch.uint8"
