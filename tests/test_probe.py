@@ -2596,3 +2596,12 @@ def test_an_embedding_of_one_number_per_sample_gets_a_vector(tmp_path: Path) -> 
                 return torch.cat([x.cos(), x.sin()], dim=1)
     """, "NoiseLevelEmbedding")
     assert result.get("backward") is True and result["input_shapes"][0] == [2], result  # type: ignore[index]
+
+
+def test_a_rank_einops_states_is_read_off_its_error() -> None:
+    """einops says how many axes a pattern takes ("Wrong shape: expected 3 dims. Received 4-dim
+    tensor"): points as (batch, channels, points), not an image."""
+    error = RuntimeError('Error while processing rearrange-reduction pattern "b (c g) n -> b c n g". Input tensor shape: '
+                         "torch.Size([2, 1, 16, 16]). Additional info: {'g': 16}. Wrong shape: expected 3 dims. "
+                         "Received 4-dim tensor.")
+    assert input_repairs(error, "float", (2, 1, 16, 16), Sizes(), 16) == [("float", (2, 1, 16))]

@@ -56,14 +56,14 @@ _SHAPE_SPECS = (re.compile(r"[Ee]xpected shape: \[([^\]]*)\]"), re.compile(r"sha
 
 # ranks a block's own checks state: "Expecting 3-d, 4-d or 5-d pred", "should be 4D, got 2", "a 5D
 # tensor", "pred with 3 spatial dimensions"
-_STATED_RANK = re.compile(r"\b([2-6])-?[dD]\b(?! ?\()")
+_STATED_RANK = re.compile(r"\b([2-6])-?[dD]\b(?! ?\()|expected ([2-6]) dims")  # the latter einops's
 _SPATIAL_RANK = re.compile(r"\b([1-3]) spatial dim")
 _SPATIAL_AXES = re.compile(r"number of spatial dimensions,? ([1-3])\b")
 
 
 def _stated_ranks(text: str) -> list[int]:
     """Tensor ranks an error message asks for, in the order stated."""
-    ranks = [int(r) + 2 for r in _SPATIAL_RANK.findall(text)] + [int(r) for r in _STATED_RANK.findall(text)]
+    ranks = [int(r) + 2 for r in _SPATIAL_RANK.findall(text)] + [int(a or b) for a, b in _STATED_RANK.findall(text)]
     return list(dict.fromkeys(ranks))
 
 
