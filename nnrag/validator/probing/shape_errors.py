@@ -24,6 +24,8 @@ TOO_SHORT = re.compile(r"can't be greater than actual input size|Output size is 
                        r"|expected 0 < \w+ < \d+|(?:requires|needs) at least \d+|shorter than", re.I)
 
 
+# a 2-D layer's sizes in a message of an input too small: a frame's height and width
+_PLANE = re.compile(r"\(H: \d+, W: \d+\)|per channel: \(\d+ x \d+\)|Given input size: \(\d+x\d+x\d+\)")
 # the length a signal's last axis needs: a reflection pad of n_fft // 2 ("padding (512, 512) at
 # dimension 2 of input [1, 2, 16]"), an STFT's window ("expected 0 < n_fft < 16, but got n_fft=1024")
 _NEEDS_LENGTH = re.compile(r"padding \((\d+), (\d+)\) at dimension \d+ of input|but got n_fft=(\d+)")
@@ -227,8 +229,12 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             out += [(kind, shape[:2] + (256,)), (kind, shape[:2] + (1024,))]
         elif len(shape) == 4:
             out.append((kind, shape[:2] + (224, 224)))
-        elif len(shape) == 5:  # a clip: larger frames, then more of them at the sizes video models take
-            out += [(kind, shape[:3] + (64, 64)), (kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
+        elif len(shape) == 5:
+            # the sizes video models take; where a 2-D layer met frames too small (frames first,
+            # ``(B, T, C, H, W)``), larger frames first
+            clips = [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
+            frames = [(kind, shape[:3] + (64, 64))]
+            out += frames + clips if _PLANE.search(text) else clips + frames
     if "divisible" in text and len(shape) == 4:
         out += [("float", shape[:2] + (64, 64)), ("float", shape[:2] + (224, 224))]
     if m := _SIZE_MATCH.search(text):
@@ -251,7 +257,7 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             out += [(kind, r) for r in _rescaled(shape, math.prod(dims))]
         elif (fixed := -math.prod(dims)) > 1 and shape:  # ``x.view(-1, 17)``: the last axis holds the fixed part
             tail = dims[1:]
-            ours = shape[len(shape) - len(tail):] if dims[0] == -1 and len(tail) < len(shape) else ()
+            ours = shape[len(shape) - len(tail):] if dims[0] == -1 and 1 < len(tail) < len(shape) else ()
             differ = [i for i, (a, b) in enumerate(zip(tail, ours)) if a != b]
             if ours and len(differ) == 1:
                 # ``x.view(-1, c, h, w)`` of frames (B, T, C, H, W): our trailing axes, one of them
