@@ -885,10 +885,10 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             yield [main], {}
         return
     yield args, kwargs
+    bound = {p.name for p in params[:len(args)]} | set(kwargs) | set(optional)
     # a loss whose mask of valid elements defaults to None yet is used (``mask[..., 1:, 1:]``): all
     # valid, next, as the calls an input gets are few
-    unmasked = [(True, p.name) for p in params if p.default is None and _MASK_KEY.search(p.name)
-                and p.name not in kwargs and p.name not in optional and p.name not in {q.name for q in params[:len(args)]}]
+    unmasked = [(True, p.name) for p in params if p.default is None and _MASK_KEY.search(p.name) and p.name not in bound]
     if unmasked and is_loss(module):
         yield _placed(args, {**kwargs, **optional}, unmasked, torch.ones(main.shape, dtype=torch.bool))
     if per_position is not None:  # vision attention blocks (MLCD's) add the batch axis to the angles themselves
@@ -897,7 +897,6 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
         yield documented
     if optional:  # a detector that post-processes fails without them; a model that stacks labels, with
         yield args, {**kwargs, **optional}
-    bound = {p.name for p in params[:len(args)]} | set(kwargs) | set(optional)
     filled = _none_filled(module, params, main, bound)
     if filled:
         yield args, {**kwargs, **optional, **filled}
