@@ -114,7 +114,9 @@ def test_a_build_over_hostile_blocks_among_good_ones_validates_the_good_and_clas
         "import torch.nn as nn\n\n\nclass Good(nn.Module):\n    def __init__(self, dim: int = 8):\n        super().__init__()\n"
         "        self.fc = nn.Linear(dim, dim)\n\n    def forward(self, x):\n        return self.fc(x)\n")
     home = tmp_path / "home"
-    report = nnrag.build([str(repo)], home=home, limits=Limits(timeout_s=15.0, memory_mb=500), search=False)
+    # the clock generous enough for what each payload does before its limit: the 64 MB the flood
+    # sends took 5 s in a fresh worker alone here and 21 s beside other candidates
+    report = nnrag.build([str(repo)], home=home, limits=Limits(timeout_s=45.0, memory_mb=500), search=False)
     verdicts = {str(e["id"]).rsplit(".", 1)[-1]: (e["status"], e["code"]) for e in nnrag.library_entries(home=home)}
     assert verdicts == {
         "Good": ("validated", None),
