@@ -177,8 +177,7 @@ class Extractor(RegistryNames):
         """Whether a ``setup.py`` of the source builds the top-level module of ``module``: an import
         of it inside a statement (``try: import MultiScaleDeformableAttention as MSDA``, which
         re-raises with build instructions) is rewritten to a stand-in like an in-source one."""
-        root = self.roots.get(self.source_id)
-        return root is not None and module.split(".")[0] in declared_extensions(root)
+        return self._built_here(module.split(".")[0]) is not None
 
     def _built_here(self, top: str) -> Missing | None:
         """``import MultiScaleDeformableAttention as MSDA``: a top-level extension module that a

@@ -102,6 +102,18 @@ def _results_at(code: CodeType, lasti: int, lineno: int) -> int:
     return 1
 
 
+def held_int(module: nn.Module, names: tuple[str, ...], low: int = 1, high: int | None = None) -> int | None:
+    """The first size in ``[low, high]`` the built block or a layer of it keeps under one of
+    ``names`` (``n_fft``, ``n_levels``, ``head_dim``): read off instance attributes only, so no
+    property of the candidate runs."""
+    for m in module.modules():
+        for name in names:
+            value = vars(m).get(name)
+            if type(value) is int and low <= value and (high is None or value <= high):
+                return value
+    return None
+
+
 def name_words(name: str) -> list[str]:
     return _WORDS.findall(name.lower())
 

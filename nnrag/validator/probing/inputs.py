@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .arguments import CHANNEL_NAMES, FEATURE_LEVELS, Sizes, name_words
+from .arguments import CHANNEL_NAMES, FEATURE_LEVELS, Sizes, held_int, name_words
 from .designed import shown_input
 from .documented import bind, documented_inputs, shape_of
 from .source import keys_off, source_tree
@@ -400,8 +400,7 @@ def _rotary_pair(module: nn.Module, main: torch.Tensor, param: inspect.Parameter
     block or its parts keep; None where the parameter is no such pair."""
     if "position" not in param.name.lower() or main.dim() != 3 or not _TENSOR_PAIR.search(annotation_text(param)):
         return None
-    width = next((v for m in module.modules() for name in _ROTARY_WIDTHS
-                  if type(v := vars(m).get(name)) is int and v > 0), None)
+    width = held_int(module, _ROTARY_WIDTHS)
     if width is None:
         return None
     angles = torch.rand(main.shape[0], main.shape[1], width)

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import inspect
 import re
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
 from torch import nn
+
+from .arguments import held_int
 
 _SHAPES = re.compile(r"spatial_shapes$")
 _STARTS = re.compile(r"level_start_index$")
@@ -36,13 +39,30 @@ _WIDTHS = ("d_model", "embed_dims", "embed_dim", "hidden_dim")
 _QUERIES = 8
 
 
-def _first_int(module: nn.Module, names: tuple[str, ...]) -> int | None:
-    for m in module.modules():
-        for name in names:
-            value = getattr(m, name, None)
-            if type(value) is int and value > 0:
-                return value
-    return None
+@dataclass(frozen=True)
+class _Layout:
+    """Levels flattened into one sequence, and the queries that attend to them: what every
+    argument of one call is made from."""
+
+    batch: int
+    levels: int
+    width: int
+    decoder: bool  # queries of their own (``tgt``, ``query``), else the tokens attend to each other
+
+    @property
+    def shapes(self) -> torch.Tensor:  # 16, 8, 4, 2 pixels a side for four levels
+        return torch.tensor([[2 ** (self.levels - i)] * 2 for i in range(self.levels)], dtype=torch.long)
+
+    @property
+    def length(self) -> int:
+        return int(self.shapes.prod(1).sum())
+
+    @property
+    def queries(self) -> int:
+        return _QUERIES if self.decoder else self.length
+
+    def tokens(self, length: int, sequence_first: bool) -> torch.Tensor:
+        return torch.randn(length, self.batch, self.width) if sequence_first else torch.randn(self.batch, length, self.width)
 
 
 def takes_levels(params: list[inspect.Parameter]) -> bool:
@@ -54,36 +74,27 @@ def multiscale_calls(module: nn.Module, params: list[inspect.Parameter], batch: 
     """Calls whose every argument the family names agrees with the others: batch first, then
     with sequences first (``(length, batch, width)``, as torch's attention and older layers take
     them) and the reference points batch first or queries first; points per level, then boxes,
-    then one per query."""
-    levels = _first_int(module, _LEVELS) or 4
-    width = _first_int(module, _WIDTHS) or next((m.in_features for m in module.modules() if isinstance(m, nn.Linear)), 16)
-    sides = [2 ** (levels - i) for i in range(levels)]  # 16, 8, 4, 2 for four levels
-    shapes = torch.tensor([[s, s] for s in sides], dtype=torch.long)
-    starts = torch.cat([shapes.new_zeros(1), (shapes[:, 0] * shapes[:, 1]).cumsum(0)[:-1]])
-    length = int((shapes[:, 0] * shapes[:, 1]).sum())
-    names = [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    decoder = any(_QUERY_SIDE.search(n.lower()) for n in names)
-    queries = _QUERIES if decoder else length
-    per_level, boxes, centres = (batch, queries, levels, 2), (batch, queries, 4), (batch, queries, 2)
+    then one per query. Six calls: as many as an input gets."""
+    levels = held_int(module, _LEVELS) or 4
+    width = held_int(module, _WIDTHS) or next((m.in_features for m in module.modules() if isinstance(m, nn.Linear)), 16)
+    named = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    layout = _Layout(batch, levels, width, decoder=any(_QUERY_SIDE.search(p.name.lower()) for p in named))
+    per_level, boxes, centres = (levels, 2), (4,), (2,)
     # (sequences first, points queries first, points): the family's conventions, commonest first
-    variants = ((False, False, per_level), (True, False, per_level), (True, True, per_level), (False, False, boxes),
-                (True, True, boxes), (False, False, centres), (True, False, boxes))
-    for sequence_first, points_first, points in variants:
+    for sequence_first, points_first, points in ((False, False, per_level), (True, False, per_level), (True, True, per_level),
+                                                 (False, False, boxes), (True, True, boxes), (False, False, centres)):
         values: dict[str, Any] = {}
-        for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
+        for p in named:
             n = p.name.lower()
-            value = _value(n, shapes, starts, points, batch, queries, length, levels, width, sequence_first,
-                           points_first)
+            value = _value(n, layout, points, sequence_first, points_first)
             if value is None and p.default is p.empty:
-                value = _tokens(batch, queries if _QUERY_SIDE.search(n) else length, width, sequence_first)
+                value = layout.tokens(layout.queries if _QUERY_SIDE.search(n) else layout.length, sequence_first)
             if value is not None:
                 values[p.name] = value
-        yield _placed(params, values)
+        yield _as_call(params, values)
 
 
-def _placed(params: list[inspect.Parameter], values: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+def _as_call(params: list[inspect.Parameter], values: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     """Positional while every positional parameter before has a value, by keyword after."""
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
@@ -99,26 +110,22 @@ def _placed(params: list[inspect.Parameter], values: dict[str, Any]) -> tuple[li
     return args, kwargs
 
 
-def _tokens(batch: int, length: int, width: int, sequence_first: bool) -> torch.Tensor:
-    return torch.randn(length, batch, width) if sequence_first else torch.randn(batch, length, width)
-
-
-def _value(n: str, shapes: torch.Tensor, starts: torch.Tensor, points: tuple[int, ...], batch: int,
-           queries: int, length: int, levels: int, width: int, sequence_first: bool, points_first: bool) -> Any:
+def _value(n: str, layout: _Layout, points: tuple[int, ...], sequence_first: bool, points_first: bool) -> Any:
     """The value the family's argument ``n`` takes, or None where its name is not one of theirs."""
     if _SHAPES.search(n):
-        return shapes.clone()
+        return layout.shapes
     if _STARTS.search(n):
-        return starts.clone()
+        areas = layout.shapes.prod(1)
+        return torch.cat([areas.new_zeros(1), areas.cumsum(0)[:-1]])
     if _RATIOS.search(n):
-        return torch.ones(batch, levels, 2)
+        return torch.ones(layout.batch, layout.levels, 2)
     if _POINTS.search(n):
-        drawn = torch.rand(points) * 0.5 + 0.25
+        drawn = torch.rand(layout.batch, layout.queries, *points) * 0.5 + 0.25
         return drawn.transpose(0, 1).contiguous() if points_first else drawn
     if _PADDING.search(n):
-        return torch.zeros(batch, queries if n.startswith(("tgt", "query")) else length, dtype=torch.bool)
+        return torch.zeros(layout.batch, layout.queries if n.startswith(("tgt", "query")) else layout.length, dtype=torch.bool)
     if _QUERY_SIDE.search(n):
-        return _tokens(batch, queries, width, sequence_first)
+        return layout.tokens(layout.queries, sequence_first)
     if _MEMORY.search(n):
-        return _tokens(batch, length, width, sequence_first)
+        return layout.tokens(layout.length, sequence_first)
     return None

@@ -15,23 +15,15 @@ import re
 
 from torch import nn
 
+from .arguments import held_int
+
 COMPLEX = "complex"  # the kind of a complex-valued input (see ``inputs.make_tensor``)
 
 # what the transform's length is called: torch's and librosa's ``n_fft``, others' spellings
-_FFT_NAMES = ("n_fft", "nfft", "fft_size", "filter_length")
+_FFT_NAMES = ("n_fft", "nfft", "fft_size", "filter_length")  # the points of the transform the block or a layer keeps
 _ASKS = re.compile(r"complex|freq|\bbins?\b|spectr|last dimension of size 2", re.IGNORECASE)
 _FRAMES = 8
 _PARTS = re.compile(r"size 2\b|, ?2\)")  # "a last dimension of size 2", "(batch, freq_bins, timesteps, 2)"
-
-
-def fft_points(model: nn.Module) -> int | None:
-    """The length of the Fourier transform the block, or a layer of it, was built for."""
-    for module in model.modules():
-        for name in _FFT_NAMES:
-            value = getattr(module, name, None)
-            if type(value) is int and 4 <= value <= 1 << 15:
-                return value
-    return None
 
 
 def spectrogram_inputs(model: nn.Module, error: BaseException, shape: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
@@ -40,7 +32,7 @@ def spectrogram_inputs(model: nn.Module, error: BaseException, shape: tuple[int,
     them, else a magnitude; each one-sided, then with every bin, then with a channel axis (a
     stereo separator's)."""
     text = str(error)
-    if not _ASKS.search(text) or (n := fft_points(model)) is None:
+    if not _ASKS.search(text) or (n := held_int(model, _FFT_NAMES, 4, 1 << 15)) is None:
         return []
     batch = shape[0] if shape else 2
     parts, complex_ = _PARTS.search(text) is not None, "complex" in text.lower()
