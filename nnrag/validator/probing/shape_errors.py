@@ -128,6 +128,30 @@ def _rescaled(shape: tuple[int, ...], wanted: int) -> list[tuple[int, ...]]:
     return [shape[:first] + (side,) * axes + shape[last:]] if side > 0 and side ** axes == room else []
 
 
+def _longer(text: str, kind: str, shape: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
+    """The input longer or larger, where the error says the block's layers consume it to nothing."""
+    out: list[tuple[str, tuple[int, ...]]] = []
+    if (m := _NEEDS_LENGTH.search(text)) and shape:
+        # a reflection pad or an STFT longer than the signal: a signal several frames long
+        need = 4 * max(int(g) for g in m.groups() if g)
+        length = 1 << (need - 1).bit_length()
+        if length > shape[-1]:
+            out.append((kind, shape[:-1] + (length,)))
+    if TOO_SHORT.search(text):
+        # pooled away by a deep stack: the sizes the architecture was designed for
+        if len(shape) == 3:  # a signal or a sequence: as long as the 1-D stacks are designed for
+            out += [(kind, shape[:2] + (256,)), (kind, shape[:2] + (1024,))]
+        elif len(shape) == 4:
+            out.append((kind, shape[:2] + (224, 224)))
+        elif len(shape) == 5:
+            # the sizes video models take; where a 2-D layer met frames too small (frames first,
+            # ``(B, T, C, H, W)``), larger frames first
+            clips = [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
+            frames = [(kind, shape[:3] + (64, 64))]
+            out += frames + clips if _PLANE.search(text) else clips + frames
+    return out
+
+
 def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes: Sizes, c: int) -> list[tuple[str, tuple[int, ...]]]:
     """New input candidates read off a failed forward's error message.
 
@@ -217,24 +241,7 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
     if m := _MODEL_SIDE.search(text):
         side = int(m.group(1) or m.group(2))
         out += [("float", (2, ch, side, side)), ("float", (2, 3, side, side))]
-    if (m := _NEEDS_LENGTH.search(text)) and shape:
-        # a reflection pad or an STFT longer than the signal: a signal several frames long
-        need = 4 * max(int(g) for g in m.groups() if g)
-        length = 1 << (need - 1).bit_length()
-        if length > shape[-1]:
-            out.append((kind, shape[:-1] + (length,)))
-    if TOO_SHORT.search(text):
-        # pooled away by a deep stack: the sizes the architecture was designed for
-        if len(shape) == 3:  # a signal or a sequence: as long as the 1-D stacks are designed for
-            out += [(kind, shape[:2] + (256,)), (kind, shape[:2] + (1024,))]
-        elif len(shape) == 4:
-            out.append((kind, shape[:2] + (224, 224)))
-        elif len(shape) == 5:
-            # the sizes video models take; where a 2-D layer met frames too small (frames first,
-            # ``(B, T, C, H, W)``), larger frames first
-            clips = [(kind, shape[:2] + (16, 112, 112)), (kind, shape[:2] + (16, 224, 224))]
-            frames = [(kind, shape[:3] + (64, 64))]
-            out += frames + clips if _PLANE.search(text) else clips + frames
+    out += _longer(text, kind, shape)
     if "divisible" in text and len(shape) == 4:
         out += [("float", shape[:2] + (64, 64)), ("float", shape[:2] + (224, 224))]
     if m := _SIZE_MATCH.search(text):
