@@ -2452,6 +2452,27 @@ def test_a_map_whose_flattened_tokens_meet_a_fixed_table_is_refolded_to_its_size
         assert result.get("backward") is True, (name, result)
 
 
+def test_an_input_seen_first_in_an_einsum_gets_the_weights_sizes_of_heads_and_width(tmp_path: Path) -> None:
+    """Per-head weights (heads x width x width) met by an input ``[B, L, H, E]``: einsum names one
+    subscript at a time whose size the weights fix and the input, seen first, does not have."""
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class HeadMixing(nn.Module):
+            def __init__(self, channels, heads=8):
+                super().__init__()
+                self.weights = nn.Parameter(torch.rand(heads, channels // heads, channels // heads))
+
+            def forward(self, q):
+                B, L, H, E = q.shape
+                return torch.einsum("blhe,heo->blho", q, self.weights)
+    """
+    result = _probed(tmp_path, source, "HeadMixing")
+    assert result.get("backward") is True, result
+    assert result["input_shapes"][0][2:] == [8, 2], result["input_shapes"]  # type: ignore[index]
+
+
 MULTISCALE = """
     import torch
     import torch.nn as nn

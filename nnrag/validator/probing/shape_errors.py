@@ -251,9 +251,12 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         if abs(a - b) > 2 and 2 * min(a, b) != max(a, b):
             out += [(kind, r) for r in _resized(shape, a, b) + _resized(shape, b, a)][:4]
             out += [(kind, r) for r in _refolded(shape, a, b) + _refolded(shape, b, a)][:2]
-    if m := _EINSUM_SIZES.search(text):  # the input's flattened tokens against a table's
+    if m := _EINSUM_SIZES.search(text):
+        # the input's flattened tokens against a table's seen first; then the input seen first,
+        # against a weight's (heads of ``einsum("bhi,hio->bho", x, weights)``)
         a, b = int(m.group(1)), int(m.group(2))
-        out += [(kind, r) for r in _resized(shape, a, b) + _refolded(shape, a, b)][:3]
+        out += [(kind, r) for r in _resized(shape, a, b) + _refolded(shape, a, b)][:3] + \
+            [(kind, r) for r in _resized(shape, b, a)][:2]
     if (m := _VIEW.search(text)) and int(m.group(2)) == math.prod(shape):
         dims = [int(d) for d in m.group(1).split(",")]
         if len(dims) >= 2 and dims[0] == 0 < dims[1] and shape:
