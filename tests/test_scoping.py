@@ -1423,3 +1423,25 @@ def test_a_guarded_import_of_an_extension_the_source_builds_stands_in_until_call
     assert nnrag.validate(code=sampled.code, class_name="Sampled").ok
     only = nnrag.validate(code=nnrag.extract("det.ops.func.OpOnly", home=home).code, class_name="OpOnly")
     assert (only.ok, only.code) == (False, "native-extension"), only.message
+
+
+def test_a_folder_named_like_a_distribution_and_an_alias_a_function_binds_again(tmp_path: Path) -> None:
+    """Filters written again for torch live in ``activations/torch/`` (``activations/`` no package):
+    their ``import torch`` is the distribution, not the folder, as where the repository's folder is
+    appended to ``sys.path`` after it. And the class imported as ``TorchAct`` is called ``Act``,
+    a name a method binds locally (``Act = TorchAct``): the copy names it otherwise there."""
+    home = _indexed(tmp_path, {
+        "activations/torch/__init__.py": "from .act import *\n",
+        "activations/torch/act.py": "import torch\nimport torch.nn as nn\n\n\n"
+                                    "class Act(nn.Module):\n    def forward(self, x):\n"
+                                    "        return x + torch.sin(x) ** 2\n",
+        "model.py": "import torch.nn as nn\nfrom activations.torch.act import Act as TorchAct\n\n\n"
+                    "class Block(nn.Module):\n    def __init__(self, dim=4, fused=False):\n        super().__init__()\n"
+                    "        if fused:\n            Act = nn.Identity\n        else:\n            Act = TorchAct\n"
+                    "        self.act = Act()\n        self.proj = nn.Linear(dim, dim)\n\n"
+                    "    def forward(self, x):\n        return self.proj(self.act(x))\n"})
+    for name in ("activations.torch.act.Act", "model.Block"):
+        result = nnrag.extract(name, home=home)
+        assert result.ok, result.issues
+        validated = nnrag.validate(code=result.code, class_name=result.class_name)
+        assert validated.ok, (name, validated.message)

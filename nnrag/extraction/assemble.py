@@ -16,6 +16,7 @@ from ..errors import NATIVE_EXTENSION
 from .plan import NAMESPACE_IMPORT, Closure, DefTarget, ExtImport, Missing, ModTarget, Namespace, Target, UnitKey, UnitPlan
 from .requirements import Requirement, is_stdlib, modules_in, requirements_of
 from .registry_scopes import keep_scopes, self_scoped
+from .scope import shadowing
 from .unavailable import defer, guard_imports, helper
 
 
@@ -164,6 +165,14 @@ def render(units: Mapping[UnitKey, UnitPlan], order: Sequence[UnitKey], future: 
         if isinstance(t, ExtImport):
             return out_ext[t]
         return None
+
+    # a name a reference is renamed to that a function reading it binds locally takes another name
+    for key in order:
+        for name, t in units[key].refs.items():
+            new = out_name(t)
+            if new is not None and new != name and new in shadowing(units[key].text, name):
+                names = out_def if isinstance(t, DefTarget) else out_ext
+                names[t] = ns.claim(f"{new}_{_module_hint(t.module)}", t, "")  # type: ignore[union-attr,index]
 
     # modules used as values: one binding each, after every statement (their uses run later), or
     # just before the first statement that reads one as it runs

@@ -203,3 +203,27 @@ def analyze(text: str, future_annotations: bool = False) -> UnitNames:
         strings=strings,
         soft_chains=frozenset(soft_chains),
     )
+
+
+def shadowing(text: str, name: str) -> frozenset[str]:
+    """Names bound locally in the functions of ``text`` that read the module-level ``name``: a
+    definition ``name`` is renamed to one of them would be shadowed there (a method that binds
+    ``Activation1d = TorchActivation1d``, where the class imported as ``TorchActivation1d`` is
+    called ``Activation1d``)."""
+    try:
+        stack = [symtable.symtable(text, "<unit>", "exec")]
+    except SyntaxError:
+        return frozenset()
+    out: set[str] = set()
+    while stack:
+        table = stack.pop()
+        stack += table.get_children()
+        if table.get_type() == "module":
+            continue
+        try:
+            read = table.lookup(name)
+        except KeyError:
+            continue
+        if read.is_referenced() and (read.is_global() or read.is_free()):
+            out |= {s.get_name() for s in table.get_symbols() if s.is_local()}
+    return frozenset(out)

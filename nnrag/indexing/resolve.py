@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import importlib.metadata
 import json
 import os
 import sqlite3
@@ -107,14 +108,23 @@ def absolute_module(current: str, is_package: bool, level: int, module: str | No
     return base
 
 
+@functools.lru_cache(maxsize=1)
+def _distributed_tops() -> frozenset[str]:
+    """Top-level modules the installed distributions provide, read from their metadata."""
+    return frozenset(importlib.metadata.packages_distributions())
+
+
 class PathAliases:
     """The names a module also has where a folder above it is on ``sys.path``. Research
     repositories run with a folder of theirs on the path (``_init_paths.py`` inserting ``lib``,
     ``sys.path.append(os.path.dirname(__file__))``) and their code imports ``from config import
     config`` for ``lib/config``, while other code of theirs names the same module ``lib.config``.
     Only a folder that is not a package can be such an entry, and only for code inside it: an
-    absolute import that names no module of the index, nor the standard library, means the
-    module of the importer's own source under the nearest such folder above the importer."""
+    absolute import that names no module of the index, nor the standard library, nor a top-level
+    module an installed distribution provides, means the module of the importer's own source
+    under the nearest such folder above the importer. A folder appended to the path comes after
+    the installed distributions, and a folder of the repository named as one (``torch/`` of
+    filters written again for torch) imports the distribution by that name."""
 
     def __init__(self, modules: Iterable[ModuleInfo]) -> None:
         modules = list(modules)
@@ -130,7 +140,8 @@ class PathAliases:
 
     def canonical(self, name: str, importer: ModuleInfo) -> str:
         """The module an absolute import of ``name`` in ``importer`` means."""
-        if not name or name in self._known or name.split(".")[0] in sys.stdlib_module_names:
+        top = name.split(".")[0]
+        if not name or name in self._known or top in sys.stdlib_module_names or top in _distributed_tops():
             return name
         above = [(folder, module) for folder, module in self._found.get((importer.source_id, name), ())
                  if importer.module.startswith(folder + ".")]
