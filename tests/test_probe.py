@@ -2626,3 +2626,57 @@ def test_a_rank_einops_states_is_read_off_its_error() -> None:
                          "torch.Size([2, 1, 16, 16]). Additional info: {'g': 16}. Wrong shape: expected 3 dims. "
                          "Received 4-dim tensor.")
     assert input_repairs(error, "float", (2, 1, 16, 16), Sizes(), 16) == [("float", (2, 1, 16))]
+
+
+def test_a_string_the_class_compares_an_argument_with_is_tried_where_its_else_raises(tmp_path: Path) -> None:
+    """A chain of comparisons with strings whose ``else`` raises: in the constructor with a
+    RuntimeError, for a parameter left at ``None`` (no guess reaches it), and in forward, where the
+    message names the guessed value the block refuses."""
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Upsample(nn.Module):
+            def __init__(self, layer_type, dim_in):
+                super().__init__()
+                if layer_type == 'none':
+                    self.conv = nn.Identity()
+                elif layer_type == 'half':
+                    self.conv = nn.ConvTranspose2d(dim_in, dim_in, 3, stride=2, padding=1, output_padding=1)
+                else:
+                    raise RuntimeError('Got unexpected upsample type %s' % layer_type)
+
+            def forward(self, x):
+                return self.conv(x)
+
+        class Periodic(nn.Module):
+            def __init__(self, channels, activation=None):
+                super().__init__()
+                self.proj = nn.Conv1d(channels, channels, 1)
+                if activation == "snake":
+                    self.alpha = nn.Parameter(torch.ones(1, channels, 1))
+                elif activation == "snakebeta":
+                    self.alpha = nn.Parameter(torch.zeros(1, channels, 1))
+                else:
+                    raise NotImplementedError("activation incorrectly specified")
+
+            def forward(self, x):
+                return self.proj(x + torch.sin(self.alpha * x) ** 2)
+
+        class RowDrop(nn.Module):
+            def __init__(self, p, mode):
+                super().__init__()
+                self.p, self.mode = p, mode
+
+            def forward(self, x):
+                if self.mode == 'row':
+                    keep = (torch.rand(x.shape[0], 1) > self.p).float()
+                elif self.mode == 'batch':
+                    keep = (torch.rand(1, 1) > self.p).float()
+                else:
+                    raise ValueError(f"mode has to be either 'batch' or 'row', but got {self.mode}")
+                return x * keep.view(-1, *([1] * (x.dim() - 1)))
+    """
+    for name in ("Upsample", "Periodic", "RowDrop"):
+        result = _probed(tmp_path, source, name)
+        assert result.get("backward") is True, (name, result.get("message"))

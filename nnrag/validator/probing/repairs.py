@@ -388,9 +388,16 @@ def _lengths_too_short(f: Failure) -> Iterator[dict[str, Any]]:
             yield {k: type(v)(v * factor) for k, v in lengths.items()}
 
 
+def _refuses_a_choice(error: BaseException) -> bool:
+    """An error the ``else`` of a chain of string comparisons raises: each raises its own kind
+    (``raise RuntimeError('Got unexpected upsampletype ...')``, ``raise NotImplementedError``)."""
+    return isinstance(error, (KeyError, ValueError, AssertionError, NotImplementedError, RuntimeError)) \
+        or type(error) is Exception
+
+
 def _compared_choices(f: Failure) -> Iterator[dict[str, Any]]:
     m = _NO_ATTRIBUTE.search(f.text) if f.raised(AttributeError) else None
-    if f.raised(KeyError, ValueError, AssertionError, NotImplementedError) or (m and m.group(2) in _STR_METHODS):
+    if _refuses_a_choice(f.error) or (m and m.group(2) in _STR_METHODS):
         yield from _choices(f.cls, f.kwargs, f.error)
 
 
@@ -638,8 +645,10 @@ def _holding(pending: set[str], kwargs: dict[str, Any], value: Any, local: str, 
 
 def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """A string the code compares a guessed argument with: in the functions the error passed through
-    (a parameter by the same name or holding the same value) and in the class's own methods."""
-    pending = {k for k, v in kwargs.items() if not isinstance(v, str)}
+    (a parameter by the same name or holding the same value) and in the class's own methods. A
+    parameter left at ``None`` is one too (``activation=None``, then ``if activation == "snake"``
+    ... ``else: raise``)."""
+    pending = set(kwargs) | _left_none(cls, kwargs)  # a guessed string too: "relu" where "snake" is asked
     for frame in candidate_frames(cls, error):
         tree = _tree(frame.f_code)
         if tree is None:
@@ -659,13 +668,22 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
             continue
         scope = {**module, **vars(sys.modules.get(klass.__module__, sys))}
         for k in sorted(pending, key=lambda k: k not in str(error)):
-            if values := _compared(tree, k, scope):
+            if values := [v for v in _compared(tree, k, scope) if v != kwargs.get(k)]:
                 yield {k: values[0]}
         # a stand-in config's attribute the code compares (``config.hidden_act == "gelu"``)
         for k, config in configs.items():
             for name, value in config.asked().items():  # a guessed name too ("relu" for an activation)
                 if values := [v for v in _compared(tree, name, scope, owners=None) if v != value]:
                     yield {k: config.with_value(name, values[0])}
+
+
+def _left_none(cls: type, kwargs: dict[str, Any]) -> set[str]:
+    """Parameters of the constructor not given, whose default is ``None``."""
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in params if p.default is None and p.name not in kwargs}
 
 
 # --- the attribute the code reads off a guessed value ---------------------------------------
@@ -972,6 +990,11 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
     yield from _shaped_like_input(kwargs, error)
     if _NO_GPU.search(str(error)) and (off := _gpu_off(cls)):  # ``use_gpu=True`` by default, and forward moves its input there
         yield off
+    if _refuses_a_choice(error):
+        # a guessed value forward refuses by name (``mode has to be 'batch' or 'row', but got 16``):
+        # a string the class compares that argument with
+        said = {k for k, v in kwargs.items() if re.search(rf"\b{re.escape(str(v))}\b", str(error))}
+        yield from (c for c in _choices(cls, kwargs, error) if set(c) <= said)
     if isinstance(error, NameError) and not isinstance(error, UnboundLocalError) and (flipped := _flag_flipped(cls, kwargs)):
         # a path of the block's own code that names what it never defines (``einsum`` not
         # imported where ``use_flash=False`` goes): the other path a flag selects
