@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -427,6 +428,61 @@ def test_a_class_that_takes_one_config_is_built_with_the_repositorys_default_con
     with connect(Workspace.resolve(home)) as store:
         (message,) = store.conn.execute("SELECT message FROM harvests WHERE factory='dpkg.config:<defaults>'").fetchone()
     assert "query should be" in message  # built; the harvest's image inputs do not fit an attention over tokens
+
+
+def test_classes_that_read_a_settings_file_are_built_with_the_repositorys_own(tmp_path: Path) -> None:
+    """``Generator(h)`` reads its strides, kernels and widths off ``h``, which the training script
+    loads from ``config_v1.json``; ``ResBlock(h, channels)`` is built inside it. No guess is a
+    settings object whose lists agree; the repository's file is. The harvest builds the class
+    that takes only ``h`` with it, and both blocks pass with what it recorded."""
+    repo = tmp_path / "settings_repo"
+    shutil.copytree(FIXTURES / "settings_repo", repo)
+    guessed = nnrag.build([str(repo)], home=tmp_path / "guess", limits=LIMITS, harvest=False, search=False)
+    assert guessed.passed == 0 and guessed.failures == {"constructor-args": 2}, guessed.failures
+    home = tmp_path / "home"
+    report = nnrag.build([str(repo)], home=home, limits=LIMITS, search=False)
+    assert report.passed == 2 and report.harvest["rescued"] == 2, report.harvest
+    entries = _entries(home)
+    assert {entries[n]["record"]["arguments"] for n in ("Generator", "ResBlock")} == {"recorded"}  # type: ignore[index]
+    assert entries["Generator"]["record"]["input_shapes"][0][1] == 20  # type: ignore[index]  # num_mels of the file
+
+
+def test_settings_are_read_from_files_and_parsers_that_hold_what_the_classes_read(tmp_path: Path) -> None:
+    """Settings objects: a JSON file and its nested sections, a YAML file, a parser's declared
+    defaults (a flag's off, a computed default left out); chosen by the keys the constructors read."""
+    from nnrag.validator.usage.settings import choose_settings, keys_read, parser_defaults
+
+    (tmp_path / "model.json").write_text('{"model": {"dim": 8, "depth": 2, "heads": 2}, "lr": 0.1, "epochs": 3, "seed": 0}')
+    (tmp_path / "data.yaml").write_text("root: /data\nsplit: train\nworkers: 4\n")
+    (tmp_path / "package.json").write_text('{"name": "x", "version": "1", "license": "MIT"}')
+    script = textwrap.dedent("""
+        import argparse, os
+        if __name__ == "__main__":
+            p = argparse.ArgumentParser()
+            p.add_argument("--seq-len", type=int, default=96)
+            p.add_argument("--task_name", default="forecast")
+            p.add_argument("--use_amp", action="store_true")
+            p.add_argument("--out", default=os.getcwd())
+    """)
+    assert parser_defaults(script) == {"seq_len": 96, "task_name": "forecast", "use_amp": False}
+    models = textwrap.dedent("""
+        class Mixer:
+            def __init__(self, cfg, width=3):
+                self.layers = [cfg.dim] * cfg["depth"]
+                self.heads = cfg.heads
+        class Forecaster:
+            def __init__(self, configs):
+                self.n = configs.seq_len
+                self.task = configs.task_name
+        class Unrelated:
+            def __init__(self, opt):
+                self.x = opt.other
+    """)
+    wanted = keys_read(models, {"Mixer", "Forecaster"})
+    assert wanted == {"dim", "depth", "heads", "seq_len", "task_name"}
+    chosen = choose_settings(tmp_path, [script], wanted, 4)
+    assert chosen == [{"dim": 8, "depth": 2, "heads": 2}, {"seq_len": 96, "task_name": "forecast", "use_amp": False}]
+    assert choose_settings(tmp_path, [script], {"root", "nothing"}, 4) == []  # one shared key is no settings
 
 
 def test_default_configs_are_the_settings_objects_a_module_holds_or_returns() -> None:

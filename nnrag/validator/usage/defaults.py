@@ -13,12 +13,16 @@ found in the source text, so planning costs no import.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import inspect
 import re
+import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ...indexing.attributes import read_off
+from ..probing.source import keys_off
 from . import covering_files, files_under
 
 DEFAULTS_UNIT = "<defaults>"
@@ -105,13 +109,35 @@ def _merged(config: Any, path: str) -> Any:
 
 
 def _takes_config(fn: Any) -> bool:
-    """Whether the one required parameter of ``fn`` (a class's constructor or a function) is a config."""
+    """Whether the one required parameter of ``fn`` (a class's constructor or a function) is a
+    config: named as one, or read by attribute or key where it is taken (``h.upsample_rates``)."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return False
     required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    return len(required) == 1 and required[0].name.lower() in CONFIG_PARAMETERS
+    if len(required) != 1:
+        return False
+    name = required[0].name
+    if name.lower() in CONFIG_PARAMETERS:
+        return True
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn.__init__ if inspect.isclass(fn) else fn)))
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return False
+    return bool(read_off([tree], {name}) or keys_off(tree, {name}))
+
+
+def settings_object(settings: Any) -> Any:
+    """Settings read from a file or a parser as the code reads them: keys as attributes too, in
+    every section (an ``AttrDict``, a parsed ``Namespace``)."""
+    from .recipes import AttributeDict  # the harvest's side: torch is imported there
+
+    if isinstance(settings, dict):
+        return AttributeDict((k, settings_object(v)) for k, v in settings.items())
+    if isinstance(settings, list):
+        return [settings_object(v) for v in settings]
+    return settings
 
 
 def _builders(module: Any) -> list[Callable[..., Any]]:
@@ -122,15 +148,18 @@ def _builders(module: Any) -> list[Callable[..., Any]]:
 
 
 def run_defaults(module_name: str, modules: list[str], names: list[str], wrap: Callable[[], None],
-                 exercise: Callable[[Any], str | None], overrides: Sequence[str] = ()) -> str | None:
+                 exercise: Callable[[Any], str | None], overrides: Sequence[str] = (),
+                 settings: Sequence[dict[str, Any]] = ()) -> str | None:
     """Build the classes named ``names`` of ``modules`` (the failing blocks) that take one config,
     and the builder functions of those modules, with the first default config of ``module_name``
-    that builds each (then those defaults with each yacs override file of ``overrides`` merged),
-    and run what they make once; the first error, or None when each ran."""
+    that builds each (then those defaults with each yacs override file of ``overrides`` merged,
+    then the repository's ``settings``, see settings.py), and run what they make once; the first
+    error, or None when each ran."""
     configs = default_configs(importlib.import_module(module_name))
+    configs += [merged for path in overrides for config in configs if (merged := _merged(config, path)) is not None]
+    configs += [settings_object(s) for s in settings]
     if not configs:
         return "no default configs"
-    configs += [merged for path in overrides for config in configs if (merged := _merged(config, path)) is not None]
     todo: list[Callable[..., Any]] = []
     first: str | None = None
     for module_path in modules:

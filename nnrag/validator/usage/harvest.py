@@ -519,7 +519,7 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
             elif function == DEFAULTS_UNIT and given:
                 wanted = json.loads(given[0])
                 error = run_defaults(module_name, wanted["modules"], wanted["names"], recorder.wrap_loaded, _exercise,
-                                     wanted.get("overrides", []))
+                                     wanted.get("overrides", []), wanted.get("settings", []))
             elif function == TABLE_UNIT:
                 module = importlib.import_module(module_name)
                 recorder.wrap_loaded()

@@ -24,6 +24,7 @@ from .defaults import DEFAULTS_UNIT, choose_overrides, defines_defaults
 from .examples import EXAMPLE_SUFFIX, documented_classes
 from .factories import factory_functions
 from .readme import README_UNIT, blocks_using, code_blocks, readme_files
+from .settings import choose_settings, keys_read
 from .tables import TABLE_UNIT, table_names
 from ...db import Database
 from ...extraction.lending import imported_lenders
@@ -40,6 +41,7 @@ _README_BLOCKS = 60  # README code blocks run per source, those naming still fai
 _CONFIGS = 100  # registry configs run per source: enough to name every model type in most packages
 _DEFAULT_MODULES = 3  # modules of default configs run per source (a repository keeps them in one or two)
 _OVERRIDES = 4  # yacs override files merged into them: the experiments naming the most different settings
+_SETTINGS = 4  # settings files and parsers the failing classes are built with (see settings.py)
 _JOB_TIMEOUT_S = 900.0
 
 
@@ -149,10 +151,13 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
             if done.get(unit.key) != unit.stamp:
                 first.append(unit)
     defaults: list[tuple[str, str]] = []  # modules that make default configs
+    parsers: list[str] = []  # texts of modules that declare command-line options
     for module, sha1 in files:
         text = store.file_text(sha1) if sha1 else ""
         if defines_defaults(text):
             defaults.append((module, sha1))
+        if "add_argument(" in text:
+            parsers.append(text)
         if "def " not in text:
             continue
         names = factory_functions(text)[: per_focus_module if module in focus else 1]
@@ -162,11 +167,18 @@ def plan(store: Database, source: str, focus: set[str], requirements: tuple[str,
             names.append(TABLE_UNIT)
         chosen = [Factory(source, module, n, stamp(sha1)) for n in names]
         (first if module in focus else rest).extend(f for f in chosen if done.get(f.key) != f.stamp)
-    if focus and classes and defaults:  # each failing class that takes a config, built with the source's defaults
+    settings: list[dict[str, Any]] = []
+    if focus and classes:  # the repository's settings files and parsers that hold what failing classes read
+        read = set().union(*(keys_read(store.file_text(sha1s[m]), set(classes)) for m in sorted(focus) if sha1s.get(m)))
+        settings = choose_settings(Path(row["root"]) if row["root"] else None, parsers, read, _SETTINGS)
+    if focus and classes and (defaults or settings):  # each failing class that takes a config, built with the source's defaults
         overrides = [str(Path(row["root"], rel)) for rel in choose_overrides(Path(row["root"]), _OVERRIDES)] if row["root"] else []
-        wanted = json.dumps({"modules": sorted(focus), "names": sorted(classes), "overrides": overrides})
-        digest = hashlib.sha1(wanted.encode()).hexdigest()
-        for module, sha1 in defaults[:_DEFAULT_MODULES]:
+        # the settings once, with the first module of defaults or, where there is none, a module of the failing classes
+        makers = defaults[:_DEFAULT_MODULES] or [(m, sha1s[m]) for m in sorted(focus) if sha1s.get(m)][:1]
+        for i, (module, sha1) in enumerate(makers):
+            wanted = json.dumps({"modules": sorted(focus), "names": sorted(classes), "overrides": overrides,
+                                 "settings": settings if i == 0 else []})
+            digest = hashlib.sha1(wanted.encode()).hexdigest()
             unit = Factory(source, module, DEFAULTS_UNIT, stamp(hashlib.sha1((sha1 + digest).encode()).hexdigest()), wanted)
             if done.get(unit.key) != unit.stamp:
                 first.append(unit)
