@@ -655,7 +655,7 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
             continue
         scope = {**frame.f_globals, **frame.f_locals}
         for local, value in frame.f_locals.items():
-            owners = [k for k in pending if k == local] or _holding(pending, kwargs, value, local, str(error))
+            owners = [k for k in pending if k == local] or _holding(pending & set(kwargs), kwargs, value, local, str(error))
             if owners and (values := [v for v in _compared(tree, local, scope) if v != value]):
                 yield {owners[0]: values[0]}
     module = vars(sys.modules.get(cls.__module__, sys))
