@@ -2680,3 +2680,41 @@ def test_a_string_the_class_compares_an_argument_with_is_tried_where_its_else_ra
     for name in ("Upsample", "Periodic", "RowDrop"):
         result = _probed(tmp_path, source, name)
         assert result.get("backward") is True, (name, result.get("message"))
+
+
+def test_a_forward_parameter_left_at_none_that_the_code_uses_is_filled_as_a_required_one(tmp_path: Path) -> None:
+    """``timesteps=None`` read for its device in a helper the forward calls; ``index=None`` embedded:
+    each is filled as a required parameter of its name would be, once the error shows it used."""
+    source = """
+        import math
+        import torch
+        import torch.nn as nn
+
+        def timestep_embedding(timesteps, dim):
+            freqs = torch.exp(-math.log(10000) * torch.arange(dim // 2) / (dim // 2)).to(device=timesteps.device)
+            args = timesteps[:, None].float() * freqs[None]
+            return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+        class TinyUNet(nn.Module):
+            def __init__(self, channels=4, model_channels=8):
+                super().__init__()
+                self.model_channels = model_channels
+                self.time = nn.Linear(model_channels, channels)
+                self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+            def forward(self, x, timesteps=None, context=None):
+                t = self.time(timestep_embedding(timesteps, self.model_channels))
+                return self.conv(x + t[:, :, None, None])
+
+        class IndexEncoder(nn.Module):
+            def __init__(self, n_ts=10, d_model=8):
+                super().__init__()
+                self.proj = nn.Linear(d_model, d_model)
+                self.embedding = nn.Embedding(n_ts, d_model)
+
+            def forward(self, x, index=None):
+                return self.proj(x) + self.embedding(index.to(torch.long)).unsqueeze(1)
+    """
+    for name in ("TinyUNet", "IndexEncoder"):
+        result = _probed(tmp_path, source, name)
+        assert result.get("backward") is True, (name, result.get("message"))

@@ -917,6 +917,34 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             yield _placed(args, {**kwargs, **optional}, late, target)
 
 
+_NONE_USED = re.compile(r"'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable))"
+                        r"|unsupported operand type\(s\) for .*'NoneType'")
+
+
+def given_for_none(module: nn.Module, args: list[Any], kwargs: dict[str, Any], error: BaseException,
+                   lines: str) -> tuple[list[Any], dict[str, Any]] | None:
+    """The call again with the ``forward`` parameters left at their default ``None`` that the
+    failing ``lines`` (of the block's frames, outermost to innermost) use as values, filled as
+    required ones are: a diffusion UNet's ``timesteps=None`` read for its device, the index
+    tensor an encoder's ``idxs=None`` embeds. None when the error is not of a None so used."""
+    if not _NONE_USED.search(str(error)) or not args or not isinstance(args[0], torch.Tensor):
+        return None
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    words = set(re.findall(r"\w+", lines))
+    bound = {p.name for p in params[:len(args)]} | set(kwargs)
+    filling = Filling(module, args[0], given=len(args))
+    added: dict[str, Any] = {}
+    for p in params:
+        if p.default is None and p.name not in bound and p.name in words and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            _, value = fill(filling, p, p.name.lower())
+            if value is not None:
+                added[p.name] = value
+    return (args, {**kwargs, **added}) if added else None
+
+
 def _placed(args: list[Any], kwargs: dict[str, Any], where: list[tuple[bool, int | str]], value: Any) -> tuple[list[Any], dict[str, Any]]:
     """Copies of the arguments with ``value`` at each (is keyword, position or name) of ``where``."""
     a, kw = list(args), dict(kwargs)

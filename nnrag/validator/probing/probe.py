@@ -27,7 +27,8 @@ from .asserts import asserted_arguments_of_call
 from .companions import companion_recipes, offer
 from .designed import built_recording
 from .repairs import forward_repairs, repairs
-from .inputs import FIELDS, KEYS, forward_calls, input_shapes, make_tensor, shapes, short_repr, tensors
+from .frames import candidate_frames
+from .inputs import FIELDS, KEYS, forward_calls, given_for_none, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
 from .spectra import spectrogram_inputs
 from ..usage.recipes import RecipeResolver, Unrecordable, call_args, dump
@@ -459,7 +460,15 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                 pending.append((alike, kw))
             if _sized_as_its_parent_would(model, args, e):
                 pending.append((args, kw))
+            if (given := given_for_none(model, args, kw, e, _frame_lines(model, e))) is not None:
+                pending.append(given)
     return None, first
+
+
+def _frame_lines(model: nn.Module, error: BaseException) -> str:
+    """The lines of the block's own frames the error passed through, one per line."""
+    return "\n".join(traceback.FrameSummary(f.f_code.co_filename, f.f_lineno, f.f_code.co_name).line or ""
+                     for f in candidate_frames(type(model), error))
 
 
 _NONE_OPERAND = re.compile(r"unsupported operand type\(s\) for .*'NoneType'|'NoneType' object cannot be interpreted as an integer")
