@@ -2718,3 +2718,53 @@ def test_a_forward_parameter_left_at_none_that_the_code_uses_is_filled_as_a_requ
     for name in ("TinyUNet", "IndexEncoder"):
         result = _probed(tmp_path, source, name)
         assert result.get("backward") is True, (name, result.get("message"))
+
+
+def test_a_style_vector_reaches_its_linear_layer_through_methods_and_loops_over_layers(tmp_path: Path) -> None:
+    """StyleTTS's adaptive instance norms: ``x`` of channels by steps, ``s`` one style vector per
+    sample that a linear layer maps to scales. It reaches that layer directly, through a method of
+    the block (``self._residual(x, s)``) and through a loop over the block's layers
+    (``for norm, conv in zip(self.norms, self.convs)``)."""
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class AdaIN1d(nn.Module):
+            def __init__(self, style_dim, num_features):
+                super().__init__()
+                self.norm = nn.InstanceNorm1d(num_features, affine=False)
+                self.fc = nn.Linear(style_dim, num_features * 2)
+
+            def forward(self, x, s):
+                h = self.fc(s)
+                h = h.view(h.size(0), h.size(1), 1)
+                gamma, beta = torch.chunk(h, chunks=2, dim=1)
+                return (1 + gamma) * self.norm(x) + beta
+
+        class ResBlock(nn.Module):
+            def __init__(self, dim, style_dim=64):
+                super().__init__()
+                self.norm = AdaIN1d(style_dim, dim)
+                self.conv = nn.Conv1d(dim, dim, 3, padding=1)
+
+            def _residual(self, x, s):
+                return self.conv(torch.relu(self.norm(x, s)))
+
+            def forward(self, x, s):
+                return x + self._residual(x, s)
+
+        class Stack(nn.Module):
+            def __init__(self, dim, style_dim=64, depth=2):
+                super().__init__()
+                self.norms = nn.ModuleList(AdaIN1d(style_dim, dim) for _ in range(depth))
+                self.convs = nn.ModuleList(nn.Conv1d(dim, dim, 3, padding=1) for _ in range(depth))
+
+            def forward(self, x, s):
+                for norm, conv in zip(self.norms, self.convs):
+                    x = x + conv(norm(x, s))
+                return x
+    """
+    for name in ("AdaIN1d", "ResBlock", "Stack"):
+        result = _probed(tmp_path, source, name)
+        assert result.get("backward") is True, (name, result.get("message"))
+        assert len(result["input_shapes"][0]) == 3 and len(result["input_shapes"][1]) == 2, result["input_shapes"]  # type: ignore[index]

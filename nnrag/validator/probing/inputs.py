@@ -726,12 +726,13 @@ def _first_in(layer: nn.Module) -> tuple[str, nn.Module] | None:
     return None
 
 
-def _layer_taking(module: nn.Module, name: str, depth: int) -> nn.Module | None:
+def _layer_taking(module: nn.Module, name: str, depth: int, method: Any = None) -> nn.Module | None:
     """The layer whose input ``forward``'s argument ``name`` is: the layer (or ``nn.Sequential``)
     ``self.<attr>`` that ``forward`` first calls with it, and where that is a part of its own, the
-    layer that part's ``forward`` hands that parameter to (``depth`` parts down); None where
-    none takes it as it is."""
-    tree = source_tree(type(module).forward)
+    layer that part's ``forward`` hands that parameter to (``depth`` parts down), or a method of
+    the block's own it is handed to first (``self._residual(x, s)``, ``method``); None where none
+    takes it as it is."""
+    tree = source_tree(method or type(module).forward)
     if tree is None:
         return None
     # where the argument is made into something else first (``feats = rearrange(feats, ...)``),
@@ -745,11 +746,21 @@ def _layer_taking(module: nn.Module, name: str, depth: int) -> nn.Module | None:
     calls = [(node, i) for node in ast.walk(tree) if isinstance(node, ast.Call)
              and (reshaped is None or node.lineno <= reshaped)
              for i, arg in enumerate(node.args) if isinstance(arg, ast.Name) and arg.id == name]
+    looped = _loop_layers(tree)
     for call, position in sorted(calls, key=lambda c: (c[0].lineno, c[0].col_offset)):
         func = call.func
-        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+        if isinstance(func, ast.Name) and func.id in looped:  # ``for n1, c1 in zip(self.norms, self.convs): n1(x, s)``
+            layers = getattr(module, looped[func.id], None)
+            layer = layers[0] if isinstance(layers, (nn.ModuleList, nn.Sequential)) and len(layers) else None
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            layer = getattr(module, func.attr, None)
+            defined = getattr(type(module), func.attr, None)
+            if inspect.isfunction(defined) and depth > 1:  # a method of the block: the layer it hands the argument to
+                names = list(inspect.signature(defined).parameters)[1:]
+                if position < len(names) and (found := _layer_taking(module, names[position], depth - 1, defined)) is not None:
+                    return found
+        else:
             continue
-        layer = getattr(module, func.attr, None)
         if not isinstance(layer, nn.Module):
             continue  # a method of the block (``self.token_drop(labels)``): a layer may take it after
         if layer_kind(layer) is not None or isinstance(layer, nn.Sequential):
@@ -766,6 +777,33 @@ def _layer_taking(module: nn.Module, name: str, depth: int) -> nn.Module | None:
         own = isinstance(getattr(layer, "weight", None), nn.Parameter) and layer.weight.dim() == 2
         return layer if deeper is None and position == 0 and own else deeper
     return None
+
+
+def _loop_layers(tree: ast.AST) -> dict[str, str]:
+    """Loop variables that run over a list of the block's layers, with the attribute that holds
+    them: ``for layer in self.layers``, ``for i, layer in enumerate(self.layers)``, ``for c1, n1 in
+    zip(self.convs, self.norms)``."""
+    found: dict[str, str] = {}
+
+    def attribute(node: ast.expr) -> str | None:
+        ok = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+        return node.attr if ok else None  # type: ignore[union-attr]
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.For):
+            continue
+        target, it = node.target, node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and it.args \
+                and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            target, it = target.elts[1], it.args[0]
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip" and isinstance(target, ast.Tuple):
+            pairs = list(zip(target.elts, it.args))
+        else:
+            pairs = [(target, it)]
+        for name, source in pairs:
+            if isinstance(name, ast.Name) and (attr := attribute(source)) is not None:
+                found[name.id] = attr
+    return found
 
 
 def _like_main(f: Filling, p: inspect.Parameter, n: str) -> Any:
@@ -838,6 +876,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
     rotary: list[tuple[bool, int | str]] = []  # where rotary (cos, sin) pairs go, as ``targets``
     per_position: tuple[torch.Tensor, torch.Tensor] | None = None  # one image's angles, (T, width)
     main_name: str | None = None  # the argument the main input is given as
+    # rows for a linear layer given one per token beside a 3-D input, and one per sample instead
+    per_token: list[tuple[tuple[bool, int | str], torch.Tensor]] = []
     filling = Filling(module, main)
     for i, p in enumerate(params):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -869,6 +909,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             rotary.append(at)
         elif rule.role == "target":
             targets.append(at)
+        elif rule.fill is _for_its_layer and main.dim() == 3 and isinstance(value, torch.Tensor) and value.dim() == 3:
+            per_token.append((at, value[:, 0].clone()))
         where[p.name] = at
         if p.kind == p.KEYWORD_ONLY:
             kwargs[p.name] = value
@@ -884,6 +926,11 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             yield [main], {}
         return
     yield args, kwargs
+    if per_token:  # a 3-D input of channels by steps (an AdaIN's ``x``) beside one style vector per sample
+        vectors = (list(args), dict(kwargs))
+        for at, vector in per_token:
+            vectors = _placed(*vectors, [at], vector)
+        yield vectors
     bound = {p.name for p in params[:len(args)]} | set(kwargs) | set(optional)
     # a loss whose mask of valid elements defaults to None yet is used (``mask[..., 1:, 1:]``): all
     # valid, next, as the calls an input gets are few
