@@ -2768,3 +2768,38 @@ def test_a_style_vector_reaches_its_linear_layer_through_methods_and_loops_over_
         result = _probed(tmp_path, source, name)
         assert result.get("backward") is True, (name, result.get("message"))
         assert len(result["input_shapes"][0]) == 3 and len(result["input_shapes"][1]) == 2, result["input_shapes"]  # type: ignore[index]
+
+
+def test_a_tensor_a_part_reads_by_a_key_it_keeps_is_given_as_a_dict(tmp_path: Path) -> None:
+    """k-diffusion's conditioned layers: a sequence hands ``cond`` to each conditioned part, which
+    reads ``cond[self.cond_key]``; the block itself never names the key. The failing line, seen in
+    its frame, does: the argument becomes a dict holding the tensor under it."""
+    source = """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Conditioned(nn.Module):
+            pass
+
+        class AdaNorm(Conditioned):
+            def __init__(self, feats_in, channels, cond_key="cond"):
+                super().__init__()
+                self.cond_key = cond_key
+                self.mapper = nn.Linear(feats_in, channels * 2)
+
+            def forward(self, x, cond):
+                weight, bias = self.mapper(cond[self.cond_key]).chunk(2, dim=-1)
+                return F.group_norm(x, 1) * (weight[..., None, None] + 1) + bias[..., None, None]
+
+        class Block(nn.Sequential, Conditioned):
+            def __init__(self, feats_in, channels):
+                super().__init__(AdaNorm(feats_in, channels), nn.GELU(), nn.Conv2d(channels, channels, 3, padding=1))
+
+            def forward(self, x, cond):
+                for part in self:
+                    x = part(x, cond) if isinstance(part, Conditioned) else part(x)
+                return x
+    """
+    result = _probed(tmp_path, source, "Block")
+    assert result.get("backward") is True, result.get("message")

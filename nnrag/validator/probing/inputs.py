@@ -294,9 +294,16 @@ KEYS = "keys:"  # the kind of an input read by key, as a detector's outputs dict
 
 def keys_read(module: nn.Module, name: str) -> list[str]:
     """The string keys ``forward`` reads off its argument ``name`` (``outputs["pred_logits"]``,
-    ``x.get("encoder_cont")``), in source order: an argument read so is a dict of tensors."""
+    ``x.get("encoder_cont")``, ``cond[self.cond_key]`` where the block keeps the key), in source
+    order: an argument read so is a dict of tensors."""
     tree = source_tree(type(module).forward)
-    return keys_off(tree, {name}) if tree is not None else []
+    if tree is None:
+        return []
+    kept = [key for node in ast.walk(tree) if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+            and node.value.id == name and isinstance(node.slice, ast.Attribute) and isinstance(node.slice.value, ast.Name)
+            and node.slice.value.id == "self" and isinstance(key := getattr(module, node.slice.attr, None), str)
+            and key.isidentifier()]
+    return list(dict.fromkeys(keys_off(tree, {name}) + kept))
 
 
 def element_keys_read(module: nn.Module, name: str) -> list[str]:

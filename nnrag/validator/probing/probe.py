@@ -28,6 +28,7 @@ from .companions import companion_recipes, offer
 from .designed import built_recording
 from .repairs import forward_repairs, repairs
 from .frames import candidate_frames
+from .source import failing_statement, static_value
 from .inputs import FIELDS, KEYS, forward_calls, given_for_none, input_shapes, make_tensor, shapes, short_repr, tensors
 from .shape_errors import input_repairs
 from .spectra import spectrogram_inputs
@@ -462,6 +463,8 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                 pending.append((args, kw))
             if (given := given_for_none(model, args, kw, e, _frame_lines(model, e))) is not None:
                 pending.append(given)
+            if (keyed_call := _keyed_in_line(model, args, kw, e)) is not None:
+                pending.append(keyed_call)
     return None, first
 
 
@@ -545,6 +548,31 @@ def _with_key(args: list[Any], error: BaseException) -> list[Any] | None:
         return None
     value = next(iter(given.values()))
     return [{**given, key: value.clone() if isinstance(value, torch.Tensor) else value}, *args[1:]]
+
+
+_INDEXED_BY_NAME = re.compile(r"too many indices for tensor|only integers, slices|invalid data type 'str'")
+
+
+def _keyed_in_line(model: nn.Module, args: list[Any], kw: dict[str, Any], error: BaseException) -> tuple[list[Any], dict[str, Any]] | None:
+    """A tensor argument a part of the block reads by a string key (``cond[self.cond_key]`` of a
+    conditioned layer deep in a sequence, the key kept on the part): the call again with that
+    argument a dict holding it under the key, read off the failing line as its frame sees it."""
+    if not (isinstance(error, (IndexError, TypeError)) and _INDEXED_BY_NAME.search(str(error))):
+        return None
+    frames = candidate_frames(type(model), error)
+    statement = failing_statement(frames[0]) if frames else None
+    if statement is None:
+        return None
+    scope = {**frames[0].f_globals, **frames[0].f_locals}
+    for node in ast.walk(statement):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+            continue
+        held, key = scope.get(node.value.id), static_value(node.slice, scope)
+        if not (isinstance(held, torch.Tensor) and isinstance(key, str)):
+            continue
+        if any(a is held for a in args) or any(v is held for v in kw.values()):
+            return [{key: a} if a is held else a for a in args], {k: {key: v} if v is held else v for k, v in kw.items()}
+    return None
 
 
 # torch refusing a tensor where it takes a number: ``arange(i, j)`` of a bias over ``i`` queries and
