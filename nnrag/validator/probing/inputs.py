@@ -733,12 +733,12 @@ def _first_in(layer: nn.Module) -> tuple[str, nn.Module] | None:
     return None
 
 
-def _layer_taking(module: nn.Module, name: str, depth: int, method: Any = None) -> nn.Module | None:
+def _layer_taking(module: nn.Module, name: str, depth: int, method: Any = None, hops: int = 2) -> nn.Module | None:
     """The layer whose input ``forward``'s argument ``name`` is: the layer (or ``nn.Sequential``)
     ``self.<attr>`` that ``forward`` first calls with it, and where that is a part of its own, the
     layer that part's ``forward`` hands that parameter to (``depth`` parts down), or a method of
-    the block's own it is handed to first (``self._residual(x, s)``, ``method``); None where none
-    takes it as it is."""
+    the block's own it is handed to first (``self._residual(x, s)``, ``method``; ``hops`` such
+    methods deep, which are no parts); None where none takes it as it is."""
     tree = source_tree(method or type(module).forward)
     if tree is None:
         return None
@@ -762,9 +762,9 @@ def _layer_taking(module: nn.Module, name: str, depth: int, method: Any = None) 
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             layer = getattr(module, func.attr, None)
             defined = getattr(type(module), func.attr, None)
-            if inspect.isfunction(defined) and depth > 1:  # a method of the block: the layer it hands the argument to
+            if inspect.isfunction(defined) and hops > 0:  # a method of the block: the layer it hands the argument to
                 names = list(inspect.signature(defined).parameters)[1:]
-                if position < len(names) and (found := _layer_taking(module, names[position], depth - 1, defined)) is not None:
+                if position < len(names) and (found := _layer_taking(module, names[position], depth, defined, hops - 1)) is not None:
                     return found
         else:
             continue
