@@ -1445,3 +1445,27 @@ def test_a_folder_named_like_a_distribution_and_an_alias_a_function_binds_again(
         assert result.ok, result.issues
         validated = nnrag.validate(code=result.code, class_name=result.class_name)
         assert validated.ok, (name, validated.message)
+
+
+def test_a_guarded_import_of_a_module_resting_on_an_unbuilt_extension_takes_the_fallback(tmp_path: Path) -> None:
+    """S4's kernels: ``try: from extensions.kernels.vandermonde import log_vandermonde_cuda`` /
+    ``except: has_cuda_extension = False``, and that module imports ``structured_kernels``, which
+    its ``setup.py`` compiles. The copy raises the ImportError inside the ``try`` (no stand-in that
+    would set the flag), and the block runs its pure PyTorch path."""
+    home = _indexed(tmp_path, {
+        "extensions/kernels/setup.py": "from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n\n"
+                                       "setup(name='k', ext_modules=[CUDAExtension('structured_kernels', ['v.cpp'])])\n",
+        "extensions/kernels/vandermonde.py": "from structured_kernels import vand_fwd\n\n\n"
+                                             "def log_vandermonde_cuda(v, x):\n    return vand_fwd(v, x)\n",
+        "kernels.py": "import torch\nimport torch.nn as nn\n\ntry:\n"
+                      "    from extensions.kernels.vandermonde import log_vandermonde_cuda\n    has_cuda_extension = True\n"
+                      "except ImportError:\n    has_cuda_extension = False\n\n\n"
+                      "class Kernel(nn.Module):\n    def __init__(self, dim=4):\n        super().__init__()\n"
+                      "        self.v = nn.Parameter(torch.randn(dim))\n\n    def forward(self, x):\n"
+                      "        if has_cuda_extension:\n            return log_vandermonde_cuda(self.v, x)\n"
+                      "        return x * torch.exp(self.v)\n"})
+    result = nnrag.extract("kernels.Kernel", home=home)
+    assert result.ok, result.issues
+    assert "raise ImportError(" in result.code and "_Unavailable" not in result.code
+    validated = nnrag.validate(code=result.code, class_name=result.class_name)
+    assert validated.ok, validated.message

@@ -290,7 +290,8 @@ def _namespace_value(t: Namespace, out_name) -> str:  # type: ignore[no-untyped-
 def _unbuilt(plan: UnitPlan) -> bool:
     """Whether a statement imports, inside it, an extension module its source compiles (see
     :func:`_apply_rewrites`)."""
-    return any(isinstance(t, Missing) and t.code == NATIVE_EXTENSION for *_, pairs in plan.rewrites for _, t in pairs)
+    return any(isinstance(t, Missing) and t.code == NATIVE_EXTENSION and not t.fails_import
+               for *_, pairs in plan.rewrites for _, t in pairs)
 
 
 def _apply_rewrites(text: str, rewrites: list, out_name, stand_in: str | None = None) -> str:  # type: ignore[no-untyped-def]
@@ -310,7 +311,7 @@ def _apply_rewrites(text: str, rewrites: list, out_name, stand_in: str | None = 
                     stmts.append(f"{local} = {new}")
             elif isinstance(t, Namespace):  # the module's attributes this statement reads, copied
                 stmts.append(f"{local} = {_namespace_value(t, out_name)}  # {t.module}")
-            elif stand_in is not None and t.code == NATIVE_EXTENSION:  # type: ignore[union-attr]
+            elif stand_in is not None and t.code == NATIVE_EXTENSION and not t.fails_import:  # type: ignore[union-attr]
                 stmts.append(f"{local} = {stand_in}(ImportError({t.message!r}))")  # type: ignore[union-attr]
             else:  # not Python source here: fail the way a missing optional module does
                 stmts.append(f"raise ImportError({t.message!r})")  # type: ignore[union-attr]

@@ -190,6 +190,19 @@ class Extractor(RegistryNames):
         return Missing(NATIVE_EXTENSION, f"{top} is an extension module that {script} of source {self.source} "
                                          "compiles from C++/CUDA sources, which could not be built here")
 
+    def _rests_on_extension(self, module: str) -> Missing | None:
+        """What makes ``module``, one of the source's, fail on import where its compiled extension
+        was never built: an import at its top of such an extension, none where it has none."""
+        if module not in self.infos:
+            return None
+        mu = self.units_of(module)
+        for name, ks in sorted(mu.binders.items()):
+            if any(mu.stmts[k].is_import for k in ks):  # statements of the module's top, never guarded
+                target = self.bind(mu, name)
+                if isinstance(target, Missing) and target.code == NATIVE_EXTENSION:
+                    return target
+        return None
+
     # -- names --------------------------------------------------------------------------
     def bind(self, mu: ModuleUnits, name: str) -> Target | None:
         """What ``name`` means at module level of ``mu``; None for builtins."""
@@ -426,6 +439,7 @@ class Extractor(RegistryNames):
         st = mu.stmts[k]
         out: list[tuple[int, int, str, list[tuple[str, Target]], bool]] = []
         has_import = any("import" in line for line in mu.lines[st.start - 1 : st.end])
+        guarded = isinstance(st.node, ast.Try)  # the imports of a module-level ``try`` that catches their failure
         in_functions = {id(n) for f in (ast.walk(st.node) if has_import else ())
                         if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
                         for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
@@ -447,6 +461,12 @@ class Extractor(RegistryNames):
             if not inside:
                 continue
             pairs = [(local, self.keep_import(self.import_target(mu, node, local), local)) for local in locals_]
+            if guarded and isinstance(node, ast.ImportFrom) and (native := self._rests_on_extension(module)) is not None:
+                # ``try: from extensions.kernels.vandermonde import log_vandermonde_cuda`` / ``except:
+                # has_cuda_extension = False``: a module of the source that imports a compiled
+                # extension at its top fails to import in the copy, as it does where it was never built
+                failing = replace(native, message=f"{module} imports a compiled extension: {native.message}", fails_import=True)
+                pairs = [(local, failing) for local in locals_]
             first = node.lineno - st.start
             last = (node.end_lineno or node.lineno) - st.start
             line = mu.lines[node.lineno - 1]

@@ -83,6 +83,10 @@ class Missing:
     # the module binds the name nowhere (``einsum`` used without an import, in a branch the code
     # does not take): Python raises NameError only when that code runs, and so does the copy
     unbound: bool = False
+    # the import itself fails in the copy, as it does where the source was never built (a module
+    # of the source that imports an unbuilt extension at its top): no stand-in for it, an
+    # ImportError for the ``except`` that guards it
+    fails_import: bool = False
 
 
 Target = Union[DefTarget, ExtImport, ModTarget, Namespace, Missing]
