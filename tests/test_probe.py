@@ -2803,3 +2803,48 @@ def test_a_tensor_a_part_reads_by_a_key_it_keeps_is_given_as_a_dict(tmp_path: Pa
     """
     result = _probed(tmp_path, source, "Block")
     assert result.get("backward") is True, result.get("message")
+
+
+def test_a_point_cloud_gets_as_many_points_as_its_neighbourhoods_and_its_channels_beside_the_coordinates(tmp_path: Path) -> None:
+    """An edge convolution over the 20 nearest points, whose features are joined with the three
+    coordinates before a convolution built for both: ``topk`` of 20 among 16 points says the cloud
+    is too small, and the convolution's channel count, less the three coordinates the join adds,
+    is the input's. Per-scale lists of layer widths (``for c in mlp_list[i]``) are lists of lists."""
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class EdgeConv(nn.Module):
+            def __init__(self, in_channels=6, out_channels=16, k=20):
+                super().__init__()
+                self.k = k
+                self.conv = nn.Conv2d(in_channels + 3, out_channels, 1)
+
+            def forward(self, x):
+                xyz = x[:, :3]
+                d = torch.cdist(xyz.transpose(1, 2), xyz.transpose(1, 2))
+                idx = d.topk(self.k, dim=-1, largest=False).indices
+                n = x.shape[2]
+                neighbours = torch.gather(x.unsqueeze(2).expand(-1, -1, n, -1), 3, idx.unsqueeze(1).expand(-1, x.shape[1], -1, -1))
+                feat = torch.cat([neighbours - x.unsqueeze(-1), xyz.unsqueeze(-1).expand(-1, -1, -1, self.k)], 1)
+                return self.conv(feat).max(-1)[0]
+
+        class MultiScale(nn.Module):
+            def __init__(self, in_channel, mlp_list):
+                super().__init__()
+                self.blocks = nn.ModuleList()
+                for i in range(len(mlp_list)):
+                    last, layers = in_channel, []
+                    for out_channel in mlp_list[i]:
+                        layers.append(nn.Conv1d(last, out_channel, 1))
+                        last = out_channel
+                    self.blocks.append(nn.Sequential(*layers))
+
+            def forward(self, x):
+                return torch.cat([block(x) for block in self.blocks], 1)
+    """
+    result = _probed(tmp_path, source, "EdgeConv")
+    assert result.get("backward") is True, result.get("message")
+    assert result["input_shapes"][0][1] == 6 and result["input_shapes"][0][2] >= 20, result["input_shapes"]  # type: ignore[index]
+    result = _probed(tmp_path, source, "MultiScale")
+    assert result.get("backward") is True, result.get("message")

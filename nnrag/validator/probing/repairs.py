@@ -850,10 +850,14 @@ def _sequences(cls: type, kwargs: dict[str, Any], error: BaseException) -> Itera
 
 def _items_used_as_sequences(stmt: ast.stmt) -> set[str]:
     """Names (``x`` or ``self.x``) the statement iterates unpacking or indexing each item (``for a,
-    b in x``, ``[nn.Embedding(n, d) for n, d in x]``, ``[loc[:3] for loc in x]``)."""
+    b in x``, ``[nn.Embedding(n, d) for n, d in x]``, ``[loc[:3] for loc in x]``), or whose item it
+    iterates (``for c in mlp_list[i]``)."""
     found: set[str] = set()
     for node in ast.walk(stmt):
         if not isinstance(node, (ast.For, ast.comprehension)):
+            continue
+        if isinstance(node.iter, ast.Subscript) and isinstance(node.iter.value, ast.Name):
+            found.add(node.iter.value.id)  # an item iterated: ``for out_channel in mlp_list[i]``
             continue
         target = node.target
         # each item unpacked, or indexed (``[loc[:3] for loc in channel_locations]``)

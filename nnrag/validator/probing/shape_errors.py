@@ -21,7 +21,10 @@ from .inputs import FIELDS, GRAPH_NODES, KEYS
 # lengths the block was built for (``repairs``), longer
 TOO_SHORT = re.compile(r"can't be greater than actual input size|Output size is too small|negative dimension"
                        r"|sizes should be greater than 0"
-                       r"|expected 0 < \w+ < \d+|(?:requires|needs) at least \d+|shorter than", re.I)
+                       r"|expected 0 < \w+ < \d+|(?:requires|needs) at least \d+|shorter than"
+                       # fewer points than a fixed count of neighbours or samples: ``topk`` of more than
+                       # there are, a ball query's ``group_idx[mask]`` over its samples per centroid
+                       r"|selected index k out of range|shape of the mask \[[\d, ]+\] at index \d+ does not match", re.I)
 
 
 # a 2-D layer's sizes in a message of an input too small: a frame's height and width
@@ -180,6 +183,10 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
             # the layer sees the input joined with others (``cat([moving, fixed])``): each one's
             # share of the channels it wants
             out.append((kind, (shape[0], shape[1] * n // have) + shape[2:]))
+        if len(shape) >= 3 and shape[1] < have < shape[1] + n and layer_input[:1] == shape[:1]:
+            # joined with a fixed number of channels of its own (a point cloud's three coordinates
+            # beside its features, ``cat([xyz, points])``): ours, less what the join adds
+            out.append((kind, (shape[0], n - (have - shape[1])) + shape[2:]))
         if (len(layer_input) == len(shape) >= 3 and layer_input != shape and sorted(layer_input) == sorted(shape)
                 and layer_input[0] == shape[0]):
             # the layer sees our axes in another order (frames and channels of a video swapped,
