@@ -2848,3 +2848,29 @@ def test_a_point_cloud_gets_as_many_points_as_its_neighbourhoods_and_its_channel
     assert result["input_shapes"][0][1] == 6 and result["input_shapes"][0][2] >= 20, result["input_shapes"]  # type: ignore[index]
     result = _probed(tmp_path, source, "MultiScale")
     assert result.get("backward") is True, result.get("message")
+
+
+def test_a_setting_of_a_stand_in_config_the_forward_refuses_is_one_it_compares_with(tmp_path: Path) -> None:
+    """Time-series models built from ``configs`` keep ``configs.task_name`` and their forward
+    compares it with the tasks they implement, else raises; the message names no value. The
+    block's own ``raise`` in its forward is enough to try the strings that function compares,
+    before those of its constructor (``classification`` there builds another head)."""
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, configs):
+                super().__init__()
+                self.task_name = configs.task_name
+                if self.task_name == 'classification':
+                    self.head = nn.Linear(configs.d_model, configs.num_class)
+                self.proj = nn.Linear(configs.d_model, configs.d_model)
+
+            def forward(self, x):
+                if self.task_name == 'long_term_forecast' or self.task_name == 'short_term_forecast':
+                    return self.proj(x)
+                raise ValueError('Only forecast tasks implemented yet')
+    """
+    result = _probed(tmp_path, source, "Model")
+    assert result.get("backward") is True, result.get("message")

@@ -649,6 +649,7 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
     parameter left at ``None`` is one too (``activation=None``, then ``if activation == "snake"``
     ... ``else: raise``)."""
     pending = set(kwargs) | _left_none(cls, kwargs)  # a guessed string too: "relu" where "snake" is asked
+    configs = {k: v for k, v in kwargs.items() if isinstance(v, AutoConfig)}
     for frame in candidate_frames(cls, error):
         tree = _tree(frame.f_code)
         if tree is None:
@@ -658,8 +659,13 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
             owners = [k for k in pending if k == local] or _holding(pending & set(kwargs), kwargs, value, local, str(error))
             if owners and (values := [v for v in _compared(tree, local, scope) if v != value]):
                 yield {owners[0]: values[0]}
+        # a stand-in config's attribute this function compares (``self.task_name == "long_term_forecast"``
+        # in the forward that raised), before what other methods compare it with
+        for k, config in configs.items():
+            for name, value in config.asked().items():
+                if values := [v for v in _compared(tree, name, scope, owners=None) if v != value]:
+                    yield {k: config.with_value(name, values[0])}
     module = vars(sys.modules.get(cls.__module__, sys))
-    configs = {k: v for k, v in kwargs.items() if isinstance(v, AutoConfig)}
     for klass in cls.__mro__:
         if klass in (nn.Module, object):
             break
@@ -675,6 +681,17 @@ def _choices(cls: type, kwargs: dict[str, Any], error: BaseException) -> Iterato
             for name, value in config.asked().items():  # a guessed name too ("relu" for an activation)
                 if values := [v for v in _compared(tree, name, scope, owners=None) if v != value]:
                     yield {k: config.with_value(name, values[0])}
+
+
+def _raised_here(cls: type, error: BaseException) -> bool:
+    """Whether the block's own code raised ``error`` (a ``raise`` statement of its file, the
+    innermost frame of the traceback), not a library it called."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    frames = candidate_frames(cls, error)
+    return bool(tb is not None and frames and frames[0] is tb.tb_frame
+                and isinstance(failing_statement(frames[0]), ast.Raise))
 
 
 def _left_none(cls: type, kwargs: dict[str, Any]) -> set[str]:
@@ -995,10 +1012,12 @@ def forward_repairs(cls: type, kwargs: dict[str, Any], error: BaseException) -> 
     if _NO_GPU.search(str(error)) and (off := _gpu_off(cls)):  # ``use_gpu=True`` by default, and forward moves its input there
         yield off
     if _refuses_a_choice(error):
-        # a guessed value forward refuses by name (``mode has to be 'batch' or 'row', but got 16``):
-        # a string the class compares that argument with
+        # a guessed value forward refuses by name (``mode has to be 'batch' or 'row', but got 16``),
+        # or any the block's own ``raise`` refuses (``else: raise ValueError('Only forecast tasks
+        # implemented yet')`` after comparing ``configs.task_name``): a string the class compares it with
         said = {k for k, v in kwargs.items() if re.search(rf"\b{re.escape(str(v))}\b", str(error))}
-        yield from (c for c in _choices(cls, kwargs, error) if set(c) <= said)
+        own = _raised_here(cls, error)
+        yield from (c for c in _choices(cls, kwargs, error) if own or set(c) <= said)
     if isinstance(error, NameError) and not isinstance(error, UnboundLocalError) and (flipped := _flag_flipped(cls, kwargs)):
         # a path of the block's own code that names what it never defines (``einsum`` not
         # imported where ``use_flash=False`` goes): the other path a flag selects
