@@ -1469,3 +1469,22 @@ def test_a_guarded_import_of_a_module_resting_on_an_unbuilt_extension_takes_the_
     assert "raise ImportError(" in result.code and "_Unavailable" not in result.code
     validated = nnrag.validate(code=result.code, class_name=result.class_name)
     assert validated.ok, validated.message
+
+
+def test_a_dotted_import_through_a_folder_without_init_reaches_the_module(tmp_path: Path) -> None:
+    """S4's ``import src.utils.train`` then ``src.utils.train.get_logger(__name__)``, ``src/``
+    having no ``__init__.py``: the head names no module of the index, the dotted name does; the
+    copy holds the function, and ``src`` is no distribution to install."""
+    home = _indexed(tmp_path, {
+        "src/utils/__init__.py": "",
+        "src/utils/train.py": "import logging\n\n\ndef get_logger(name):\n    return logging.getLogger(name)\n",
+        "src/models/__init__.py": "",
+        "src/models/kernel.py": "import torch.nn as nn\n\nimport src.utils.train\nlog = src.utils.train.get_logger(__name__)\n\n\n"
+                                "class Kernel(nn.Module):\n    def __init__(self, dim=4):\n        super().__init__()\n"
+                                "        self.proj = nn.Linear(dim, dim)\n\n    def forward(self, x):\n"
+                                "        log.debug('kernel')\n        return self.proj(x)\n"})
+    result = nnrag.extract("src.models.kernel.Kernel", home=home)
+    assert result.ok, result.issues
+    assert "def get_logger" in result.code and "src" not in {r.split("=")[0] for r in result.requirements}
+    validated = nnrag.validate(code=result.code, class_name=result.class_name)
+    assert validated.ok, validated.message

@@ -288,7 +288,11 @@ class Resolver:
             if ref.kind == "module":
                 ref = self.module_attr(ref.target, part, ref.module.source_id if ref.module else mod.source_id, depth)
             elif ref.kind == "external":
-                ref = Ref("external", f"{ref.target}.{part}")
+                # ``import src.utils.train`` where ``src/`` is a folder without ``__init__.py``: the
+                # head names no module of the index, the whole dotted name does
+                longer = f"{ref.target}.{part}"
+                found = self.module(longer, mod.source_id)
+                ref = Ref("module", longer, found) if found is not None else Ref("external", longer)
             elif ref.kind == KIND_CLASS and ref.module is not None and ref.definition is not None:
                 inner = ref.module.defs.get(f"{ref.definition.qualname}.{part}")
                 if inner is None:
