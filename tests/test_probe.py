@@ -2874,3 +2874,56 @@ def test_a_setting_of_a_stand_in_config_the_forward_refuses_is_one_it_compares_w
     """
     result = _probed(tmp_path, source, "Model")
     assert result.get("backward") is True, result.get("message")
+
+
+def test_a_recurrent_blocks_state_is_the_one_it_makes_for_the_batch(tmp_path: Path) -> None:
+    """S4's cells take ``(input, state)`` and make the state with ``default_state(*batch_shape)``
+    (a bare ``h`` of a plain cell too, no map's height); a language model's ``init_hidden(bsz)``
+    makes an LSTM's pair."""
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Cell(nn.Module):
+            def __init__(self, d_input, d_model):
+                super().__init__()
+                self.d_model = d_model
+                self.W_hx = nn.Linear(d_input, d_model)
+                self.W_hh = nn.Linear(d_model, d_model)
+
+            def default_state(self, *batch_shape, device=None):
+                return torch.zeros(*batch_shape, self.d_model, device=device)
+
+            def forward(self, input, h):
+                hidden = torch.tanh(self.W_hx(input) + self.W_hh(h))
+                return hidden, hidden
+
+        class MemoryCell(Cell):
+            def default_state(self, *batch_shape, device=None):
+                h = torch.zeros(*batch_shape, self.d_model, device=device)
+                return h, h.clone(), 0
+
+            def forward(self, input, state):
+                h, m, step = state
+                h = torch.tanh(self.W_hx(input) + self.W_hh(h) + m)
+                return h, (h, m, step + 1)
+
+        class LanguageModel(nn.Module):
+            def __init__(self, ntoken, ninp=8, nhid=8):
+                super().__init__()
+                self.nhid = nhid
+                self.encoder = nn.Embedding(ntoken, ninp)
+                self.rnn = nn.LSTM(ninp, nhid)
+                self.decoder = nn.Linear(nhid, ntoken)
+
+            def init_hidden(self, bsz):
+                weight = next(self.parameters())
+                return weight.new_zeros(1, bsz, self.nhid), weight.new_zeros(1, bsz, self.nhid)
+
+            def forward(self, input, hidden):
+                output, hidden = self.rnn(self.encoder(input), hidden)
+                return self.decoder(output), hidden
+    """
+    for name in ("Cell", "MemoryCell", "LanguageModel"):
+        result = _probed(tmp_path, source, name)
+        assert result.get("backward") is True, (name, result.get("message"))

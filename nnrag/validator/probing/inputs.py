@@ -678,6 +678,31 @@ def _rotary(f: Filling, p: inspect.Parameter, n: str) -> Any:
     return _NOT_MINE if pair is None else pair
 
 
+_STATE_NAME = re.compile(r"(?:^|_)(?:state|states|hidden|hx|h0|hc|memory|mems)$")
+# what recurrent blocks call the method that makes their state for a batch (S4's cells'
+# ``default_state(*batch_shape)``, the ``init_hidden(batch_size)`` of language models)
+_STATE_MAKERS = ("default_state", "init_hidden", "init_state", "initial_state", "zero_state", "get_initial_state",
+                 "init_hidden_state", "initial_hidden")
+
+
+def _own_state(f: Filling, p: inspect.Parameter, n: str) -> Any:
+    """A recurrent block's state (``state``, ``hidden``, or a cell's bare ``h``), made by its own
+    method for the main input's batch."""
+    makers = [m for name in _STATE_MAKERS if callable(m := getattr(f.module, name, None))]
+    if not makers or not (_STATE_NAME.search(n) or n in ("h", "c")):
+        return _NOT_MINE
+    batch = f.main.shape[0] if f.main.dim() else 1
+    for method in makers:
+        try:
+            return method(batch)
+        except Exception:  # noqa: BLE001 - a maker of other arguments (a batch shape and a device by keyword, none)
+            try:
+                return method()
+            except Exception:  # noqa: BLE001
+                continue
+    return _NOT_MINE
+
+
 def _earlier_outputs(f: Filling, p: inspect.Parameter, n: str) -> Any:
     """``prev_layers: list[Tensor]``: earlier outputs like the input."""
     return [f.main.clone(), f.main.clone()] if _TENSOR_LIST.match(annotation_text(p)) else _NOT_MINE
@@ -820,6 +845,7 @@ def _like_main(f: Filling, p: inspect.Parameter, n: str) -> Any:
 # The probe's guesses for a required ``forward`` parameter after the main input, in the order
 # they are tried: the first rule that fills it gives its value.
 INPUT_RULES: tuple[InputRule, ...] = (
+    InputRule("state the block makes", _own_state),  # before a grid's side: a cell's ``h`` is its state
     InputRule("graph edges", _edges),
     InputRule("dense adjacency", _adjacency),
     InputRule("edge weights or attributes", _edge_values),
