@@ -1519,6 +1519,7 @@ def test_a_token_sequence_gets_its_grid_as_the_input_size(tmp_path: Path) -> Non
 # One case per rule of INPUT_RULES: (the forward's signature after ``self``, the main input's
 # shape, the parameter looked at, a check of the value given).
 _RULE_CASES: dict[str, tuple[str, tuple[int, ...], str, Any]] = {
+    "state the block makes": ("input, h", (2, 12), "h", lambda v: v.shape == (2, 8)),
     "graph edges": ("x, edge_index", (8, 16), "edge_index", lambda v: v.shape[0] == 2 and v.dtype == torch.long),
     "dense adjacency": ("x, adj", (8, 16), "adj", lambda v: v.shape == (8, 8) and bool((v.diagonal() == 1).all())),
     "edge weights or attributes": ("x, edge_index, edge_weight", (8, 16), "edge_weight", lambda v: v.shape == (24,)),
@@ -1549,6 +1550,8 @@ _RULE_CASES: dict[str, tuple[str, tuple[int, ...], str, Any]] = {
 _RULE_BODIES = {"dicts of the keys forward reads": "return [(t['labels'], t['boxes']) for t in targets]",
                 "what the layer it is handed to takes": "return x * self.modulation(style).view(2, 8, 1, 1)",
                 "truth value": "return x if train and self.head_dim else None"}
+# Methods a case's module has besides forward, where its rule calls one.
+_RULE_METHODS = {"state the block makes": "    def init_hidden(self, bsz):\n        return self.modulation.weight.new_zeros(bsz, 8)\n\n"}
 
 
 @pytest.mark.parametrize("rule_name", [r.name for r in __import__(
@@ -1565,8 +1568,8 @@ def test_each_input_rule_fills_its_parameter_first(rule_name: str, tmp_path: Pat
     path = tmp_path / f"input_case_{abs(hash(rule_name))}.py"  # a file, so the rules that read source can
     path.write_text("from typing import List, Tuple, Union\n\nfrom torch import Tensor, nn\n\n\nclass Probed(nn.Module):\n"
                     "    def __init__(self):\n        super().__init__()\n        self.head_dim = 4\n"
-                    "        self.modulation = nn.Linear(12, 8)\n\n"
-                    f"    def forward(self, {signature}):\n        {_RULE_BODIES.get(rule_name, 'return None')}\n")
+                    "        self.modulation = nn.Linear(12, 8)\n\n" + _RULE_METHODS.get(rule_name, "")
+                    + f"    def forward(self, {signature}):\n        {_RULE_BODIES.get(rule_name, 'return None')}\n")
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     namespace = importlib.util.module_from_spec(spec)
