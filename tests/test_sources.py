@@ -145,7 +145,8 @@ def test_git_source_clone_update_and_offline(git_repo: Path, home: Path) -> None
 def test_a_git_clone_holds_the_compiled_sources_that_make_an_import_an_extension(tmp_path: Path, home: Path) -> None:
     """``from . import deform_conv_ext`` beside ``src/deform_conv.cu``: an extension module its setup
     compiles. The clone checks out the C++ and CUDA sources (not the data), so the import is a
-    native extension that stands in until called, not a name the source lacks."""
+    native extension that stands in until called, not a name the source lacks; and the JSON
+    settings files models read their sizes from, not other JSON."""
     repo = tmp_path / "origin" / "restore"
     (repo / "restore" / "ops" / "src").mkdir(parents=True)
     (repo / "restore" / "__init__.py").write_text("")
@@ -156,12 +157,18 @@ def test_a_git_clone_holds_the_compiled_sources_that_make_an_import_an_extension
         "class DeformConv(nn.Module):\n    def forward(self, x):\n        return deform_conv_ext.forward(x)\n\n\n"
         "class Shift(nn.Module):\n    def forward(self, x):\n        return torch.roll(x, 1, -1)\n")
     (repo / "sample.png").write_bytes(b"\0" * 64)
+    (repo / "configs").mkdir()
+    (repo / "configs" / "base_22khz.json").write_text('{"num_mels": 80}')  # settings a model reads its sizes from
+    (repo / "config_v1.json").write_text('{"num_mels": 80}')
+    (repo / "annotations.json").write_text("[]")  # data: left out
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "one")
     nnrag.index([f"git+file://{repo}"], home=home)
     clone = Path(nnrag.sources(home=home)[0].root)
     assert (clone / "restore" / "ops" / "src" / "deform_conv_cuda.cu").exists() and not (clone / "sample.png").exists()
+    assert (clone / "configs" / "base_22khz.json").exists() and (clone / "config_v1.json").exists()
+    assert not (clone / "annotations.json").exists()
     deform = nnrag.extract("restore.ops.deform.DeformConv", home=home)
     assert [i.code for i in deform.issues] == ["native-extension"], deform.issues
     assert nnrag.extract("restore.ops.deform.Shift", home=home).ok

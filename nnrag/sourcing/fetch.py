@@ -40,12 +40,16 @@ log = logging.getLogger(__name__)
 
 GIT_TIMEOUT_S = 600
 # Python files and license texts, and what the usage harvest reads beside them: the README's code
-# blocks, model descriptions in YAML (``target:``/``params:``), the requirement files
+# blocks, model descriptions and settings in YAML (``target:``/``params:``) and JSON, the
+# requirement files
 _SPARSE_PATTERNS = ("/**/*.py", "/*.py", "/LICENSE*", "/LICENCE*", "/COPYING*", "/NOTICE*", "/README*", "/readme*",
                     "/**/*.yaml", "/**/*.yml", "/requirements*.txt", "/requirements/*.txt", "/setup.cfg", "/pyproject.toml",
                     # the C, C++ and CUDA sources an extension module is compiled from: beside the
                     # Python that imports it (``from . import deform_conv_ext``), they say it is one
-                    "/**/*.c", "/**/*.cc", "/**/*.cpp", "/**/*.cxx", "/**/*.cu")
+                    "/**/*.c", "/**/*.cc", "/**/*.cpp", "/**/*.cxx", "/**/*.cu",
+                    # settings files a model reads its sizes from (``config_v1.json``, ``configs/*.json``),
+                    # not every JSON file: annotations and vocabularies are data, and large
+                    "/**/*config*.json", "/**/configs/**/*.json", "/**/config/**/*.json")
 _LICENSE_NAMES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING", "LICENSE.rst")
 _LICENSE_HINTS = (
     ("Apache License", "Apache-2.0"),
