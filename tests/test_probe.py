@@ -2930,3 +2930,43 @@ def test_a_recurrent_blocks_state_is_the_one_it_makes_for_the_batch(tmp_path: Pa
     for name in ("Cell", "MemoryCell", "LanguageModel"):
         result = _probed(tmp_path, source, name)
         assert result.get("backward") is True, (name, result.get("message"))
+
+
+def test_a_backward_that_meets_an_optional_input_left_at_none_is_run_again_with_it(tmp_path: Path) -> None:
+    """Latent diffusion's checkpointed attention runs forward without its ``context`` and saves the
+    inputs for a backward pass that detaches each (``None.detach()``): the call is made again with
+    the optional tensors given, and that call is what the record holds."""
+    source = """
+        import torch
+        import torch.nn as nn
+
+        class Checkpoint(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, fn, *inputs):
+                ctx.fn, ctx.inputs = fn, inputs
+                with torch.no_grad():
+                    return fn(*inputs)
+
+            @staticmethod
+            def backward(ctx, grad):
+                inputs = [x.detach().requires_grad_(True) for x in ctx.inputs]
+                with torch.enable_grad():
+                    out = ctx.fn(*inputs)
+                return (None, *torch.autograd.grad(out, inputs, grad, allow_unused=True))
+
+        class CrossBlock(nn.Module):
+            def __init__(self, dim=8):
+                super().__init__()
+                self.q = nn.Linear(dim, dim)
+                self.k = nn.Linear(dim, dim)
+
+            def _forward(self, x, context=None):
+                context = x if context is None else context
+                return x + torch.softmax(self.q(x) @ self.k(context).transpose(1, 2), -1) @ context
+
+            def forward(self, x, context=None):
+                return Checkpoint.apply(self._forward, x, context)
+    """
+    result = _probed(tmp_path, source, "CrossBlock")
+    assert result.get("backward") is True, result.get("message")
+    assert "context" in result["keyword_shapes"], result["keyword_shapes"]  # type: ignore[operator]

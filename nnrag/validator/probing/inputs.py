@@ -997,7 +997,7 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
             yield _placed(args, {**kwargs, **optional}, late, target)
 
 
-_NONE_USED = re.compile(r"'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable))"
+NONE_USED = re.compile(r"'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable))"
                         r"|unsupported operand type\(s\) for .*'NoneType'")
 
 
@@ -1007,7 +1007,7 @@ def given_for_none(module: nn.Module, args: list[Any], kwargs: dict[str, Any], e
     failing ``lines`` (of the block's frames, outermost to innermost) use as values, filled as
     required ones are: a diffusion UNet's ``timesteps=None`` read for its device, the index
     tensor an encoder's ``idxs=None`` embeds. None when the error is not of a None so used."""
-    if not _NONE_USED.search(str(error)) or not args or not isinstance(args[0], torch.Tensor):
+    if not NONE_USED.search(str(error)) or not args or not isinstance(args[0], torch.Tensor):
         return None
     try:
         params = list(inspect.signature(module.forward).parameters.values())
@@ -1023,6 +1023,19 @@ def given_for_none(module: nn.Module, args: list[Any], kwargs: dict[str, Any], e
             if value is not None:
                 added[p.name] = value
     return (args, {**kwargs, **added}) if added else None
+
+
+def optional_tensors(module: nn.Module, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The optional ``forward`` parameters named like tensors of the main input's kind that the
+    call leaves at ``None`` (``context``, ``cond``), filled as :func:`forward_calls` fills them."""
+    if not args or not isinstance(args[0], torch.Tensor):
+        return {}
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    bound = {p.name for p in params[:len(args)]} | {k for k, v in kwargs.items() if v is not None}
+    return _none_filled(module, params, args[0], bound)
 
 
 def _placed(args: list[Any], kwargs: dict[str, Any], where: list[tuple[bool, int | str]], value: Any) -> tuple[list[Any], dict[str, Any]]:

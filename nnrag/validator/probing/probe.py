@@ -29,7 +29,8 @@ from .designed import built_recording
 from .repairs import forward_repairs, repairs
 from .frames import candidate_frames
 from .source import failing_statement, static_value
-from .inputs import FIELDS, KEYS, forward_calls, given_for_none, input_shapes, make_tensor, shapes, short_repr, tensors
+from .inputs import (FIELDS, KEYS, NONE_USED, forward_calls, given_for_none, input_shapes, make_tensor, optional_tensors, shapes,
+                     short_repr, tensors)
 from .shape_errors import input_repairs
 from .spectra import spectrogram_inputs
 from ..usage.recipes import RecipeResolver, Unrecordable, call_args, dump
@@ -372,16 +373,28 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         # counted after forward: lazy modules have no parameter sizes before it
         result["params"] = sum(p.numel() for p in model.parameters())
         result["submodules"] = _inventory(model)
-        result["input_shapes"] = [_shape_or_repr(a) for a in args]
-        result["input_dtypes"] = [_dtype(a) for a in args]
-        result["keyword_shapes"] = {k: _shape_or_repr(v) for k, v in kw.items() if v is not None}
-        result["keyword_dtypes"] = {k: _dtype(v) for k, v in kw.items() if v is not None}
-        result["output_shapes"] = shapes(out)
-        result["recipe"] = _recipe(init, kwargs, args, kw)
+        _record_call(result, init, kwargs, args, kw, out)
         result["weights_not_fetched"] = weights.refused()
         result["stage"] = "backward"
         progress("backward")
-        result["backward"] = _backward(model, args, kw)
+        try:
+            result["backward"] = _backward(model, args, kw)
+        except StageFailure as failure:
+            # a forward that runs without its optional conditioning and whose backward then meets
+            # the None (latent diffusion's checkpointed attention saves ``context=None`` for the
+            # backward pass): once more, with those tensors given
+            filled = optional_tensors(model, args, kw) if failure.error is not None and NONE_USED.search(str(failure.error)) else {}
+            if not filled:
+                raise
+            try:
+                with torch.no_grad():
+                    out = model(*args, **kw, **filled)
+            except BaseException as e:
+                _guard(e)
+                raise failure from None
+            kw = {**kw, **filled}
+            _record_call(result, init, kwargs, args, kw, out)
+            result["backward"] = _backward(model, args, kw)
         return
     stage = result["stage"]
     last = errors.get(stage)
@@ -389,6 +402,16 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         raise StageFailure(stage, R.INPUT_INFERENCE if stage == "forward" else R.CONSTRUCTOR_ARGS, None,
                            "no input shape fits the forward signature" if stage == "forward" else "no constructor arguments fit")
     raise StageFailure(stage, classify(stage, last), last)
+
+
+def _record_call(result: dict[str, Any], init: Any, kwargs: dict[str, Any], args: list[Any], kw: dict[str, Any], out: Any) -> None:
+    """What the record says of the call the block is judged by: its inputs, output and recipe."""
+    result["input_shapes"] = [_shape_or_repr(a) for a in args]
+    result["input_dtypes"] = [_dtype(a) for a in args]
+    result["keyword_shapes"] = {k: _shape_or_repr(v) for k, v in kw.items() if v is not None}
+    result["keyword_dtypes"] = {k: _dtype(v) for k, v in kw.items() if v is not None}
+    result["output_shapes"] = shapes(out)
+    result["recipe"] = _recipe(init, kwargs, args, kw)
 
 
 def _inventory(model: nn.Module) -> dict[str, int]:
