@@ -1488,3 +1488,16 @@ def test_a_dotted_import_through_a_folder_without_init_reaches_the_module(tmp_pa
     assert "def get_logger" in result.code and "src" not in {r.split("=")[0] for r in result.requirements}
     validated = nnrag.validate(code=result.code, class_name=result.class_name)
     assert validated.ok, validated.message
+
+
+def test_a_dotted_name_of_an_installed_distribution_stays_its_own_in_a_corpus_holding_its_modules(tmp_path: Path) -> None:
+    """A corpus holding a copy of an installed distribution's modules (torch's own ``torch/nn``
+    folder as a source): ``packaging.version.parse(...)`` after ``import packaging.version`` is the
+    installed distribution's function, not a copy of the corpus's module of that name."""
+    home = _indexed(tmp_path, {
+        "packaging/version.py": "def parse(text):\n    return text\n",
+        "blocks.py": "import torch.nn as nn\nimport packaging.version\n\n\nclass Versioned(nn.Module):\n"
+                     "    def forward(self, x):\n        return x * (packaging.version.parse('2.0').major or 1)\n"})
+    result = nnrag.extract("blocks.Versioned", home=home)
+    assert result.ok, result.issues
+    assert "packaging.version.parse('2.0')" in result.code and "def parse" not in result.code

@@ -289,9 +289,10 @@ class Resolver:
                 ref = self.module_attr(ref.target, part, ref.module.source_id if ref.module else mod.source_id, depth)
             elif ref.kind == "external":
                 # ``import src.utils.train`` where ``src/`` is a folder without ``__init__.py``: the
-                # head names no module of the index, the whole dotted name does
+                # head names no module of the index, the whole dotted name does. An installed
+                # distribution's name stays its own (``torch.nn.init`` read in torch's own modules)
                 longer = f"{ref.target}.{part}"
-                found = self.module(longer, mod.source_id)
+                found = None if parts[0] in _distributed_tops() else self.module(longer, mod.source_id)
                 ref = Ref("module", longer, found) if found is not None else Ref("external", longer)
             elif ref.kind == KIND_CLASS and ref.module is not None and ref.definition is not None:
                 inner = ref.module.defs.get(f"{ref.definition.qualname}.{part}")
