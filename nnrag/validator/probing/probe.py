@@ -377,24 +377,7 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         result["weights_not_fetched"] = weights.refused()
         result["stage"] = "backward"
         progress("backward")
-        try:
-            result["backward"] = _backward(model, args, kw)
-        except StageFailure as failure:
-            # a forward that runs without its optional conditioning and whose backward then meets
-            # the None (latent diffusion's checkpointed attention saves ``context=None`` for the
-            # backward pass): once more, with those tensors given
-            filled = optional_tensors(model, args, kw) if failure.error is not None and NONE_USED.search(str(failure.error)) else {}
-            if not filled:
-                raise
-            try:
-                with torch.no_grad():
-                    out = model(*args, **kw, **filled)
-            except BaseException as e:
-                _guard(e)
-                raise failure from None
-            kw = {**kw, **filled}
-            _record_call(result, init, kwargs, args, kw, out)
-            result["backward"] = _backward(model, args, kw)
+        result["backward"] = _backward_or_given(result, model, init, kwargs, args, kw)
         return
     stage = result["stage"]
     last = errors.get(stage)
@@ -402,6 +385,28 @@ def run(path: Path, class_name: str | None, result: dict[str, Any], progress: Ca
         raise StageFailure(stage, R.INPUT_INFERENCE if stage == "forward" else R.CONSTRUCTOR_ARGS, None,
                            "no input shape fits the forward signature" if stage == "forward" else "no constructor arguments fit")
     raise StageFailure(stage, classify(stage, last), last)
+
+
+def _backward_or_given(result: dict[str, Any], model: nn.Module, init: Any, kwargs: dict[str, Any], args: list[Any],
+                       kw: dict[str, Any]) -> bool | None:
+    """:func:`_backward`; where it meets an optional input the call left at ``None`` (latent
+    diffusion's checkpointed attention saves ``context=None`` for the backward pass), once more
+    with the optional tensors given, the record then holding that call."""
+    try:
+        return _backward(model, args, kw)
+    except StageFailure as failure:
+        filled = optional_tensors(model, args, kw) if failure.error is not None and NONE_USED.search(str(failure.error)) else {}
+        if not filled:
+            raise
+        try:
+            with torch.no_grad():
+                out = model(*args, **kw, **filled)
+        except BaseException as e:
+            _guard(e)
+            raise failure from None
+        kw = {**kw, **filled}
+        _record_call(result, init, kwargs, args, kw, out)
+        return _backward(model, args, kw)
 
 
 def _record_call(result: dict[str, Any], init: Any, kwargs: dict[str, Any], args: list[Any], kw: dict[str, Any], out: Any) -> None:
