@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -483,6 +484,28 @@ def test_settings_are_read_from_files_and_parsers_that_hold_what_the_classes_rea
     chosen = choose_settings(tmp_path, [script], wanted, 4)
     assert chosen == [{"dim": 8, "depth": 2, "heads": 2}, {"seq_len": 96, "task_name": "forecast", "use_amp": False}]
     assert choose_settings(tmp_path, [script], {"root", "nothing"}, 4) == []  # one shared key is no settings
+
+
+def test_settings_build_the_classes_where_the_module_the_unit_runs_on_does_not_import(tmp_path: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settings' unit runs on a module of the failing classes where the source makes no
+    defaults in code; one that does not import (a missing dependency) leaves the settings to build
+    the classes of the modules that do."""
+    from nnrag.validator.usage.defaults import run_defaults
+
+    pkg = tmp_path / "spkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "broken.py").write_text("import a_module_nowhere\n")
+    (pkg / "models.py").write_text("import torch.nn as nn\n\n\nclass G(nn.Module):\n    def __init__(self, h):\n"
+                                   "        super().__init__()\n        self.proj = nn.Linear(h.width, h.width)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    built: list[Any] = []
+    error = run_defaults("spkg.broken", ["spkg.models"], ["G"], lambda: None, lambda m: built.append(m),
+                         settings=[{"width": 4, "depth": 2, "lr": 0.1}])
+    assert error is None and built[0].proj.in_features == 4
+    with pytest.raises(ModuleNotFoundError):
+        run_defaults("spkg.broken", ["spkg.models"], ["G"], lambda: None, lambda m: None)
 
 
 def test_default_configs_are_the_settings_objects_a_module_holds_or_returns() -> None:

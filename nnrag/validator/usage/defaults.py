@@ -155,7 +155,12 @@ def run_defaults(module_name: str, modules: list[str], names: list[str], wrap: C
     that builds each (then those defaults with each yacs override file of ``overrides`` merged,
     then the repository's ``settings``, see settings.py), and run what they make once; the first
     error, or None when each ran."""
-    configs = default_configs(importlib.import_module(module_name))
+    try:
+        configs = default_configs(importlib.import_module(module_name))
+    except Exception:  # noqa: BLE001 - a module of the failing classes that does not import: the settings still build the others
+        if not settings:
+            raise
+        configs = []
     configs += [merged for path in overrides for config in configs if (merged := _merged(config, path)) is not None]
     configs += [settings_object(s) for s in settings]
     if not configs:
