@@ -297,26 +297,24 @@ def test_with_the_hook_off_no_way_out_gets_through(gate: Gate) -> None:
 # way of writing a record the harness did not write.
 
 def test_files_the_candidate_links_or_blocks_are_never_read_by_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
     secret = Path("/tmp/nnrag-hostile-secret")
     secret.write_text("sk-root-only-secret")
     secret.chmod(0o600)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-environment-secret")
     try:
         with Gate(1, Limits(timeout_s=15.0, memory_mb=500)) as fresh:  # started with the key in its environment
-            started = time.perf_counter()
             record = fresh.check_file(HOSTILE / "links_worker_files.py")
-            took = time.perf_counter() - started
             after = fresh.check_code("import torch.nn as nn\n\nclass Id(nn.Module):\n    def forward(self, x):\n"
                                      "        return x\n", "Id")
     finally:
         secret.unlink()
     text = json.dumps(record.to_dict())
     assert "sk-root-only-secret" not in text and "sk-environment-secret" not in text, text
-    # a FIFO or /dev/zero in its folder neither blocks the worker nor grows it: the verdict comes in time
-    assert took < 15.0 and after.ok, (took, after.message)
+    # a FIFO or /dev/zero in its folder neither blocks the worker nor grows it: the verdict comes
+    # within the gate's clock (a worker held past it says `timeout`; the wall clock of a check
+    # beside other work on 2 CPUs says nothing), and the worker goes on
     assert record.ok and "linked" in record.output, record  # what it printed, read from the worker's own file
+    assert after.ok, after.message
     assert not _left_behind()
 
 
