@@ -13,16 +13,14 @@ found in the source text, so planning costs no import.
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib
 import inspect
 import re
-import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ...indexing.attributes import read_off
-from ..probing.source import keys_off
+from ..probing.source import keys_off, source_tree
 from . import covering_files, files_under
 
 DEFAULTS_UNIT = "<defaults>"
@@ -121,11 +119,8 @@ def _takes_config(fn: Any) -> bool:
     name = required[0].name
     if name.lower() in CONFIG_PARAMETERS:
         return True
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn.__init__ if inspect.isclass(fn) else fn)))
-    except (OSError, TypeError, SyntaxError, ValueError):
-        return False
-    return bool(read_off([tree], {name}) or keys_off(tree, {name}))
+    tree = source_tree(fn.__init__ if inspect.isclass(fn) else fn)
+    return tree is not None and bool(read_off([tree], {name}) or keys_off(tree, {name}))
 
 
 def settings_object(settings: Any) -> Any:

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from ...indexing.attributes import read_off
 from ..probing.source import keys_off
-from . import files_under
+from . import files_under, module_tree
 
 _MAX_FILES = 2000
 _MAX_BYTES = 100_000
@@ -73,11 +73,8 @@ def parser_defaults(text: str) -> dict[str, Any] | None:
     """The options a module's ``argparse`` parsers declare, each with its default (``None`` when it
     has none, ``False`` for ``store_true``), under the name ``parse_args`` gives it; None when
     the module declares fewer than three or does not parse."""
-    if "add_argument(" not in text:
-        return None
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
+    tree = module_tree(text) if "add_argument(" in text else None
+    if tree is None:
         return None
     options: dict[str, Any] = {}
     for node in ast.walk(tree):
@@ -108,9 +105,8 @@ def parser_defaults(text: str) -> dict[str, Any] | None:
 def keys_read(text: str, classes: set[str]) -> set[str]:
     """The attributes and string keys the constructors of ``classes`` in a module's source read off
     their parameters (``h.upsample_rates``, ``config["d_model"]``)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
+    tree = module_tree(text)
+    if tree is None:
         return set()
     found: set[str] = set()
     for node in ast.walk(tree):
