@@ -489,7 +489,8 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                 pending.append((alike, kw))
             if _sized_as_its_parent_would(model, args, e):
                 pending.append((args, kw))
-            if (given := given_for_none(model, args, kw, e, _frame_lines(model, e))) is not None:
+            # the lines are read only for an error of a None used as a value: this runs per failed call
+            if NONE_USED.search(str(e)) and (given := given_for_none(model, args, kw, e, _frame_lines(model, e))) is not None:
                 pending.append(given)
             if (keyed_call := _keyed_in_line(model, args, kw, e)) is not None:
                 pending.append(keyed_call)
