@@ -2970,3 +2970,104 @@ def test_a_backward_that_meets_an_optional_input_left_at_none_is_run_again_with_
     result = _probed(tmp_path, source, "CrossBlock")
     assert result.get("backward") is True, result.get("message")
     assert "context" in result["keyword_shapes"], result["keyword_shapes"]  # type: ignore[operator]
+
+
+class AttendsToImage(nn.Module):
+    """Points attending to an image, documented as papers write shapes, without brackets (SAM's
+    two-way transformer); and its attention, whose ``k`` holds keys, not indices."""
+
+    def __init__(self, embedding_dim: int) -> None:
+        super().__init__()
+        self.attn = QueriesKeysValues(embedding_dim)
+
+    def forward(self, image_embedding: torch.Tensor, image_pe: torch.Tensor, point_embedding: torch.Tensor) -> torch.Tensor:
+        """
+        Args:
+          image_embedding (torch.Tensor): image to attend to. Should be shape
+            B x embedding_dim x h x w for any h and w.
+          image_pe (torch.Tensor): the positional encoding to add to the image. Must
+            have the same shape as image_embedding.
+          point_embedding (torch.Tensor): the embedding to add to the query points.
+            Must have shape B x N_points x embedding_dim for any N_points.
+        """
+        bs, c, h, w = image_embedding.shape
+        bs, n, c = point_embedding.shape
+        keys = (image_embedding + image_pe).flatten(2).permute(0, 2, 1)
+        return self.attn(point_embedding, keys, keys)
+
+
+class QueriesKeysValues(nn.Module):
+    def __init__(self, embedding_dim: int) -> None:
+        super().__init__()
+        self.q_proj, self.k_proj = nn.Linear(embedding_dim, embedding_dim), nn.Linear(embedding_dim, embedding_dim)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.q_proj(q) @ self.k_proj(k).transpose(1, 2), -1) @ v
+
+
+def test_shapes_written_without_brackets_and_keys_beside_queries() -> None:
+    from nnrag.validator.probing.documented import Documented, documented_inputs
+    from nnrag.validator.probing.probe import _Budget, _forward
+
+    image = Documented(("B", "embedding_dim", "h", "w"))
+    assert documented_inputs(AttendsToImage(16)) == {
+        "image_embedding": image, "image_pe": image, "point_embedding": Documented(("B", "N_points", "embedding_dim"))}
+    found, error = _forward(AttendsToImage(16), {"embedding_dim": 16}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    embedding, pe, points = found[0]
+    assert embedding.shape == pe.shape and embedding.dim() == 4 and points.dim() == 3, [t.shape for t in found[0]]
+    found, error = _forward(QueriesKeysValues(16), {"embedding_dim": 16}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None and all(t.is_floating_point() for t in found[0])
+
+
+def test_constructors_left_off_the_gpu_passed_through_and_inputs_split_only_sometimes(tmp_path: Path) -> None:
+    """A device that defaults to a GPU at construction is the CPU; a subclass that passes
+    ``*args, **kwargs`` to its base is built with the base's arguments; the layer a forward hands
+    its input to decides its kind also where a branch renames it first."""
+    source = """
+        import torch
+        from torch import nn
+
+        class OnDeviceAtInit(nn.Module):
+            def __init__(self, n_state: int, device: torch.device = torch.device("cuda")) -> None:
+                super().__init__()
+                self.g = nn.Parameter(torch.ones((n_state,), device=device))
+
+            def forward(self, x):
+                return x * self.g
+
+        class Base(nn.Module):
+            def __init__(self, in_channels, model_channels, out_channels=None):
+                super().__init__()
+                self.conv = nn.Conv2d(in_channels, model_channels, 3, padding=1)
+
+            def forward(self, x):
+                return self.conv(x)
+
+        class Doubled(Base):
+            def __init__(self, *args, **kwargs):
+                if "in_channels" in kwargs:
+                    kwargs = dict(kwargs)
+                    kwargs["in_channels"] = kwargs["in_channels"] * 2
+                else:
+                    args = list(args)
+                    args[1] = args[1] * 2
+                super().__init__(*args, **kwargs)
+
+        class Generator(nn.Module):  # its class embedding registered before the layer z meets
+            def __init__(self, dim_z: int = 12, n_classes: int = 10, hier: bool = False) -> None:
+                super().__init__()
+                self.hier = hier
+                self.shared = nn.Embedding(n_classes, 8)
+                self.linear = nn.Linear(dim_z, 32)
+
+            def forward(self, z, y):
+                if self.hier:
+                    z = torch.split(z, 4, 1)[0]
+                return self.linear(z) + y.float().mean()
+    """
+    assert _probed(tmp_path, source, "OnDeviceAtInit")["init_args"]["device"] == "'cpu'"
+    doubled = _probed(tmp_path, source, "Doubled")
+    assert doubled["backward"] and {"in_channels", "model_channels"} <= set(doubled["init_args"]), doubled
+    generator = _probed(tmp_path, source, "Generator")
+    assert generator["backward"] and generator["input_dtypes"][0] == "float32", generator

@@ -499,6 +499,34 @@ class OwnDownloader(nn.Module):
         return self.proj(x)
 
 
+class LocalCheckpoint(nn.Module):
+    """Loads the weights its README says to download to ``checkpoints/`` unless told otherwise;
+    and a second one that opens its checkpoint itself, where None means no weights."""
+
+    def __init__(self, model_type="vit_b"):
+        super().__init__()
+        import torch
+        self.proj = nn.Linear(4, 4)
+        paths = {"vit_b": "pretrained_checkpoint/decoder_vit_b.pth"}
+        self.load_state_dict(torch.load(paths[model_type]))
+
+    def forward(self, x):
+        return self.proj(x)
+
+
+class OpensCheckpoint(nn.Module):
+    def __init__(self, checkpoint="./checkpoints/scaled_offline.pth", window_len=60):
+        super().__init__()
+        import torch
+        self.proj = nn.Linear(4, 4)
+        if checkpoint is not None:
+            with open(checkpoint, "rb") as f:
+                self.load_state_dict(torch.load(f, map_location="cpu"))
+
+    def forward(self, x):
+        return self.proj(x)
+
+
 class Fetches(nn.Module):
     def __init__(self):
         super().__init__()
@@ -517,6 +545,7 @@ def test_pretrained_weights_a_block_always_loads_are_not_fetched_and_it_is_check
         pretrained, fetches = gate.check_code(PRETRAINED, "Pretrained"), gate.check_code(PRETRAINED, "Fetches")
         backbone = gate.check_code(PRETRAINED, "Backbone")
         own = gate.check_code(PRETRAINED, "OwnDownloader")
+        local, opens = gate.check_code(PRETRAINED, "LocalCheckpoint"), gate.check_code(PRETRAINED, "OpensCheckpoint")
     assert pretrained.ok, pretrained.message
     assert own.ok and own.weights_not_fetched == ["https://203.0.113.1/own.pth",
                                                   "https://203.0.113.1/files/head.safetensors?download=1"], own
@@ -524,6 +553,10 @@ def test_pretrained_weights_a_block_always_loads_are_not_fetched_and_it_is_check
     assert backbone.ok and backbone.weights_not_fetched == ["https://download.pytorch.org/models/resnet18-f37072fd.pth"], backbone
     # any other request is still refused
     assert (fetches.ok, fetches.code) == (False, "sandbox-violation") and "203.0.113.1" in fetches.message
+    # a checkpoint file the source does not hold is not there to load either: no weights, or the
+    # path left unset where the constructor reads None as no weights
+    assert local.ok and local.weights_not_fetched == ["pretrained_checkpoint/decoder_vit_b.pth"], local
+    assert opens.ok and opens.init_args["checkpoint"] == "None", opens
 
 
 GRAPH_BATCH = '''

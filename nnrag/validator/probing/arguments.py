@@ -248,6 +248,13 @@ def _parameters(cls: type) -> tuple[inspect.Signature, list[inspect.Parameter], 
         return None
     hints = init_hints(cls)
     usable = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not usable and any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+        # ``def __init__(self, *args, **kwargs): ...; super().__init__(*args, **kwargs)``: a
+        # subclass that names nothing itself takes what its bases take
+        usable = passed_through(cls, sig)
+        for base in reversed(cls.__mro__[1:]):
+            if base is not nn.Module and inspect.isfunction(vars(base).get("__init__")):
+                hints = {**hints, **init_hints(base)}
     return sig, usable, hints
 
 

@@ -26,6 +26,12 @@ _SHAPE = re.compile(r"(?::math:`|\bshape\b(?:\s+of)?:?|\bsize\b:?|\bdim(?:ension
 # "(B, C, H, W)", and "[batch_size x 2]", "B × C" as papers write them
 _DIM_SEPARATOR = re.compile(r",|\s[x×]\s")
 _TYPED = re.compile(r"Tensor\[([^()\[\]]{1,80})\]")
+# unbracketed, as papers write them: "Should be shape B x embedding_dim x h x w", "of size
+# batch_size x num_features x height x width", "has shape KxHxW" (one-letter symbols run together)
+_SYMBOL = r"(?:[A-Za-z_]\w*|\d+)"
+_BARE = re.compile(rf"\b(?:shape|size)\b(?:\s+of)?:?\s+({_SYMBOL}(?:\s+[x×]\s+{_SYMBOL}){{1,5}}|[A-Z0-9](?:x[A-Z0-9]){{1,5}})\b")
+# "positional encoding with the same shape as image_embedding", "the shape of image_embeddings"
+_SAME = re.compile(r"\b(?:same\s+(?:shape|size)\s+as|(?:shape|size)\s+of)\s+(?:the\s+)?`{0,2}(\w+)")
 # an argument's entry: ``name (type): text`` (Google) or ``name : type`` (numpy), at the start of a line
 _ENTRY = re.compile(r"^(\s*)\*{0,2}(\w+)\s*(?:\(([^)]*)\))?\s*:(?!:)\s*(.*)$")
 _BATCH = {"b", "bs", "batch", "batch_size", "n_batch", "num_imgs", "num_images", "b1", "b2"}
@@ -94,15 +100,30 @@ def _documented(cls: type) -> dict[str, Documented]:
     except (TypeError, ValueError):
         return {}
     out: dict[str, Documented] = {}
+    alike: dict[str, str] = {}  # an argument documented as shaped like another
     for doc in (inspect.getdoc(forward), inspect.getdoc(cls)):
         for name, (kind, text) in _entries(doc or "", names).items():
-            m = _SHAPE.search(text) or _TYPED.search(kind) or _TYPED.search(text[:40])
-            dims = dims_of(_DIM_SEPARATOR.split(m.group(1))) if m else None
+            dims = _written_shape(kind, text)
             if dims is None or name in out:
+                if (same := _SAME.search(text)) and same.group(1) in names - {name}:
+                    alike.setdefault(name, same.group(1))
                 continue
             listed = kind.lower().startswith(("list", "tuple", "sequence")) or text.lower().startswith("list of")
             out[name] = Documented(dims, listed, bool(_INTEGER_WORDS.search(f"{kind} {text[:80]}")))
+    for name, other in alike.items():
+        if name not in out and other in out:
+            out[name] = out[other]
     return out
+
+
+def _written_shape(kind: str, text: str) -> tuple[str, ...] | None:
+    """The shape an argument's entry writes, bracketed or bare, or None."""
+    if m := _SHAPE.search(text) or _TYPED.search(kind) or _TYPED.search(text[:40]):
+        return dims_of(_DIM_SEPARATOR.split(m.group(1)))
+    if m := _BARE.search(text):
+        written = m.group(1)
+        return dims_of(_DIM_SEPARATOR.split(written) if " " in written else written.split("x"), least=2)
+    return None
 
 
 def _size(symbol: str, bound: dict[str, int], channels: int, spatial: int, dims: tuple[str, ...]) -> int:

@@ -649,9 +649,20 @@ def _mask(f: Filling, p: inspect.Parameter, n: str) -> Any:
 
 def _row_index(f: Filling, p: inspect.Parameter, n: str) -> Any:
     """A graph's batch vector, a scatter's target index, DimeNet's ``i``/``idx_kj`` into the rows."""
-    if not (n in ("batch", "index", "idx") or _INDEX_NAME.fullmatch(n) or n in ("i", "j", "k") and "Tensor" in str(p.annotation)):
+    if not (n in ("batch", "index", "idx") or _INDEX_NAME.fullmatch(n) or n in ("i", "j", "k") and "Tensor" in str(p.annotation)
+            and not _attends(f.module)):
         return _NOT_MINE
     return torch.zeros(f.main.shape[0], dtype=torch.long)
+
+
+def _attends(module: nn.Module) -> bool:
+    """Whether ``forward`` takes an attention's queries, keys and values (``q, k, v``): its ``k``
+    holds keys, not indices."""
+    try:
+        names = set(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        return False
+    return {"q", "v"} <= names
 
 
 def _timestep(f: Filling, p: inspect.Parameter, n: str) -> Any:
@@ -770,7 +781,7 @@ def _layer_taking(module: nn.Module, name: str, depth: int, method: Any = None, 
     # where the argument is made into something else first (``feats = rearrange(feats, ...)``),
     # a layer called with that name after takes what it became; a method of the block that keeps
     # its kind (``labels = self.token_drop(labels)``) is no such change
-    reshaped = min((node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assign)
+    reshaped = min((node.lineno for node in _unconditional(tree) if isinstance(node, ast.Assign)
                     and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
                     and not (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
                              and isinstance(node.value.func.value, ast.Name) and node.value.func.value.id == "self")),
@@ -809,6 +820,21 @@ def _layer_taking(module: nn.Module, name: str, depth: int, method: Any = None, 
         own = isinstance(getattr(layer, "weight", None), nn.Parameter) and layer.weight.dim() == 2
         return layer if deeper is None and position == 0 and own else deeper
     return None
+
+
+def _unconditional(tree: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a function that run on every call: not inside a branch, a loop or a ``try``
+    (BigGAN's generator splits ``z`` only ``if self.hier``; its linear layer takes it either way)."""
+    function = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    pending: list[ast.stmt] = list(function.body) if function is not None else []
+    while pending:
+        stmt = pending.pop()
+        if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.FunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            pending += stmt.body
+            continue
+        yield from ast.walk(stmt)
 
 
 def _loop_layers(tree: ast.AST) -> dict[str, str]:

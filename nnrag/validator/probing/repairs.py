@@ -222,6 +222,22 @@ def _class_called(f: Failure, name: str) -> type | None:
     return found if isinstance(found, type) else None
 
 
+def _absent_file_unset(f: Failure) -> Iterator[dict[str, Any]]:
+    """A path the constructor opens by default (``checkpoint="./checkpoints/model.pth"``, weights
+    a README says to download) that the source does not hold: None, which such constructors read
+    as "no weights" (``if checkpoint is not None: load``)."""
+    missing = getattr(f.error, "filename", None) if isinstance(f.error, FileNotFoundError) else None
+    if not isinstance(missing, str):
+        return
+    try:
+        params = inspect.signature(f.cls).parameters.values()
+    except (TypeError, ValueError):
+        return
+    unset = {p.name: None for p in params if f.kwargs.get(p.name, p.default) == missing}
+    if unset:
+        yield unset
+
+
 def _parity(f: Failure) -> Iterator[dict[str, Any]]:
     """"window_length must be odd": the integers the message names, one up."""
     if m := _PARITY.search(f.text):
@@ -409,6 +425,8 @@ def _only(kinds: tuple[type[BaseException], ...], repair: Callable[[Failure], It
 # The changes a constructor's error suggests, in the order they are tried: most specific first.
 REPAIR_RULES: tuple[RepairRule, ...] = (
     RepairRule("asserted relation", _asserted),
+    RepairRule("off the GPU there is not", lambda f: [off] if _NO_GPU.search(f.text) and (off := _gpu_off(f.cls)) else ()),
+    RepairRule("path of a file not there unset", _absent_file_unset),
     RepairRule("key of the class's table", _table_key),
     RepairRule("choice the message lists", _listed_choice),
     RepairRule("missing argument", _missing_argument),

@@ -7,14 +7,15 @@ as it does with ``pretrained=False`` where a switch exists: a download of a stat
 with no weights, without any request, the load that follows keeps the random initialisation, and
 the record lists what was asked for. Libraries with downloaders of their own (a prefetch into the
 hub cache with ``urlopen``, ``torch.hub.download_url_to_file`` then ``torch.load``) are answered
-the same way where the request is opened: a checkpoint file's address gets an empty checkpoint.
-Every other request still reaches the sandbox's audit and is refused. Runs inside the sandbox
+the same way where the request is opened: a checkpoint file's address gets an empty checkpoint, and so does ``torch.load`` of a checkpoint
+file that is not there. Every other request still reaches the sandbox's audit and is refused. Runs inside the sandbox
 child, before the candidate is imported.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import struct
 import sys
 import urllib.request
@@ -77,6 +78,19 @@ def _answer_checkpoints(open_: Any) -> Any:
     return answered
 
 
+def _absent_checkpoints(load: Any) -> Any:
+    """``torch.load`` answering a checkpoint file the source does not hold (weights its README
+    says to download to ``checkpoints/model.pth``, a path a constructor loads by default) as a
+    download of it is answered: no weights, the path recorded. A file that exists loads as ever."""
+    def answered(f: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(f, (str, os.PathLike)) and str(f).lower().endswith(_CHECKPOINTS) and not os.path.exists(f):
+            _refused.append(str(f))
+            return NoWeights()
+        return load(f, *args, **kwargs)
+
+    return answered
+
+
 def install() -> None:
     """Answer downloads of state dicts with :class:`NoWeights`, also where a module bound the
     download function before (``from torch.hub import load_state_dict_from_url``), and let a load
@@ -89,6 +103,7 @@ def install() -> None:
     # a checkpoint saved from NoWeights loads as one also under torch.load(weights_only=True)
     torch.serialization.add_safe_globals([NoWeights])
     urllib.request.OpenerDirector.open = _answer_checkpoints(urllib.request.OpenerDirector.open)  # type: ignore[method-assign]
+    torch.load = _absent_checkpoints(torch.load)  # type: ignore[assignment]
     for module in list(sys.modules.values()):
         for name, value in list(getattr(module, "__dict__", {}).items()):
             if value is fetch:
