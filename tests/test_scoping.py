@@ -56,6 +56,11 @@ SCOPE_CASES: dict[str, tuple[str, bool, set[str], set[str], set[str]]] = {
         "class Boxes:\n    def to(self, device: device) -> Boxes:\n        return self\n"
         "    @property\n    def device(self) -> device:\n        return 1\n", False,
         {"device", "Boxes", "property"}, set(), set()),
+    "a class body's branch binds before it reads, statement by statement": (
+        "class Cached:\n    if path.exists():\n        try:\n            old = read(path)\n        except Empty as e:\n"
+        "            old = blank(e)\n        old = old[COLS]\n        del old\n    for i in range(2):\n        n = i\n"
+        "    k = k\n", False,
+        {"path", "read", "Empty", "blank", "COLS", "range", "k"}, set(), set()),
     "under the future import that annotation is a string": (
         "class Boxes:\n    @property\n    def device(self) -> device:\n        return 1\n", True,
         {"property"}, set(), set()),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import symtable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 _EAGER_SCOPES = {"listcomp", "setcomp", "dictcomp", "genexpr"}
@@ -66,17 +67,48 @@ def _class_reads_before_binding(tree: ast.AST, annotations_run: bool) -> set[str
     classes = [n for n in (tree.body if isinstance(tree, ast.Module) else []) if isinstance(n, ast.ClassDef)]
     while classes:
         cls = classes.pop()
-        steps = [_in_class_scope(stmt, annotations_run) for stmt in cls.body]
-        bound_here = {name for _, stores in steps for name in stores}
+        steps = [(node, _in_class_scope(node, annotations_run)) for stmt in cls.body for node in _in_order(stmt)]
+        bound_here = {name for _, (_, stores) in steps for name in stores}
         bound: set[str] = set()
-        for stmt, (loads, stores) in zip(cls.body, steps):
+        for node, (loads, stores) in steps:
             found |= (loads - bound) & bound_here
             bound |= stores
-            classes += [stmt] if isinstance(stmt, ast.ClassDef) else []
+            classes += [node] if isinstance(node, ast.ClassDef) else []
     return found
 
 
-def _in_class_scope(stmt: ast.stmt, annotations_run: bool) -> tuple[set[str], set[str]]:
+def _in_order(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """A class-body statement as the parts that run one after another: a compound statement's
+    header, then each statement of its bodies (torch-ecg's ``if cache.exists(): df_old = ...;
+    df_old = df_old[cols]; del df_old`` binds before it reads, though the ``if`` as a whole both
+    reads and binds ``df_old``)."""
+    if isinstance(stmt, ast.If | ast.While):
+        yield stmt.test
+        bodies = [stmt.body, stmt.orelse]
+    elif isinstance(stmt, ast.For | ast.AsyncFor):
+        yield stmt.iter
+        yield stmt.target
+        bodies = [stmt.body, stmt.orelse]
+    elif isinstance(stmt, ast.With | ast.AsyncWith):
+        yield from stmt.items
+        bodies = [stmt.body]
+    elif isinstance(stmt, ast.Try | ast.TryStar):
+        bodies = [stmt.body, *([h] for h in stmt.handlers), stmt.orelse, stmt.finalbody]
+    elif isinstance(stmt, ast.ExceptHandler):
+        if stmt.type is not None:
+            yield stmt.type
+        if stmt.name:
+            yield ast.Name(stmt.name, ast.Store())
+        bodies = [stmt.body]
+    else:
+        yield stmt
+        return
+    for body in bodies:
+        for inner in body:
+            yield from _in_order(inner)
+
+
+def _in_class_scope(stmt: ast.AST, annotations_run: bool) -> tuple[set[str], set[str]]:
     """The names a class-body statement reads and binds in the class's own scope as it runs: not
     inside the bodies of the functions, lambdas and classes it defines (their defaults,
     decorators, bases and, where they run, annotations do), nor inside comprehensions (scopes of
