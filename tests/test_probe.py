@@ -3071,3 +3071,52 @@ def test_constructors_left_off_the_gpu_passed_through_and_inputs_split_only_some
     assert doubled["backward"] and {"in_channels", "model_channels"} <= set(doubled["init_args"]), doubled
     generator = _probed(tmp_path, source, "Generator")
     assert generator["backward"] and generator["input_dtypes"][0] == "float32", generator
+
+
+class UpJoined(nn.Module):
+    """A UNet decoder step: the upsampled input joined with the encoder's skip (pix2pix's
+    ``UNetUp``), whose side is twice the input's."""
+
+    def __init__(self, in_size: int, out_size: int) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(in_size, out_size, 4, 2, 1)
+
+    def forward(self, x: torch.Tensor, skip_input: torch.Tensor) -> torch.Tensor:
+        return torch.cat((self.up(x), skip_input), 1)
+
+
+class EightDown(nn.Module):
+    """Eight halvings, each normalised per instance: a map must keep more than one element."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = nn.Sequential(*(nn.Sequential(nn.Conv2d(3 if i == 0 else 8, 8, 4, 2, 1), nn.InstanceNorm2d(8))
+                                    for i in range(7)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(x)
+
+
+class ProjectsByClass(nn.Module):
+    """A discriminator whose class labels default to None and are embedded all the same."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.embed = nn.Conv2d(3, 8, 3), nn.Embedding(10, 8)
+
+    def forward(self, x: torch.Tensor, y: Optional[torch.Tensor] = None) -> torch.Tensor:
+        h = self.conv(x).sum([2, 3])
+        return (h * self.embed(y)).sum(1)
+
+
+def test_a_skip_sized_as_its_join_wants_a_map_not_pooled_away_and_labels_left_at_none() -> None:
+    from nnrag.validator.probing.probe import _Budget, _forward
+
+    found, error = _forward(UpJoined(16, 16), {"in_size": 16, "out_size": 16}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    x, skip = found[0]
+    assert skip.shape[2:] == (2 * x.shape[2], 2 * x.shape[3]), (x.shape, skip.shape)
+    found, error = _forward(EightDown(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None and found[0][0].shape[-1] >= 256, found[0][0].shape
+    found, error = _forward(ProjectsByClass(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None and found[1]["y"].dtype == torch.long, found[1]

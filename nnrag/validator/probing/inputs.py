@@ -1024,7 +1024,8 @@ def forward_calls(module: nn.Module, main: torch.Tensor, init: dict[str, Any] | 
 
 
 NONE_USED = re.compile(r"'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable))"
-                        r"|unsupported operand type\(s\) for .*'NoneType'")
+                        r"|unsupported operand type\(s\) for .*'NoneType'"
+                        r"|argument '\w+' \(position \d+\) must be Tensor, not NoneType")  # torch's functions given it
 
 
 def given_for_none(module: nn.Module, args: list[Any], kwargs: dict[str, Any], error: BaseException,

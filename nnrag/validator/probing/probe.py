@@ -487,6 +487,8 @@ def _forward(model: nn.Module, kwargs: dict[str, Any], sizes: Sizes, budget: _Bu
                 pending.append((counted, kw))
             if (alike := _one_size(args, e)) is not None:
                 pending.append((alike, kw))
+            if (joined := _joined_companions(args, kw, e)) is not None:
+                pending.append(joined)
             if _sized_as_its_parent_would(model, args, e):
                 pending.append((args, kw))
             # the lines are read only for an error of a None used as a value: this runs per failed call
@@ -565,6 +567,32 @@ def _asserted_companions(model: nn.Module, args: list[Any], kw: dict[str, Any], 
         else:
             a[names.index(name)] = new
         changed = True
+    return (a, k) if changed else None
+
+
+_JOINED = re.compile(r"Sizes of tensors must match except in dimension (\d+)\. Expected size (\d+) but got size (\d+)")
+
+
+def _joined_companions(args: list[Any], kw: dict[str, Any], error: BaseException) -> tuple[list[Any], dict[str, Any]] | None:
+    """A decoder's skip connection joined to what its layers made of the main input
+    (``torch.cat((self.up(x), skip_input), 1)``: the upsampled map is twice the input's side): the
+    call again with the tensors after the main input sized as the join expects, on every axis but
+    the batch and the one joined along."""
+    m = _JOINED.search(str(error))
+    if m is None:
+        return None
+    along, expected, got = (int(g) for g in m.groups())
+
+    def resized(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor) or value.dim() <= along:
+            return value
+        shape = [expected if i not in (0, along) and d == got else d for i, d in enumerate(value.shape)]
+        if shape == list(value.shape) or math.prod(shape) > _MAX_INPUT_ELEMENTS:
+            return value
+        return torch.randn(shape, dtype=value.dtype) if value.is_floating_point() else torch.zeros(shape, dtype=value.dtype)
+
+    a, k = [*args[:1], *(resized(v) for v in args[1:])], {name: resized(v) for name, v in kw.items()}
+    changed = any(x is not y for x, y in zip(a, args)) or any(k[n] is not kw[n] for n in kw)
     return (a, k) if changed else None
 
 

@@ -20,6 +20,8 @@ from .inputs import FIELDS, GRAPH_NODES, KEYS
 # pooling or a window that leaves no output), and a library's for the same: the input, or the
 # lengths the block was built for (``repairs``), longer
 TOO_SHORT = re.compile(r"can't be greater than actual input size|Output size is too small|negative dimension"
+                       # a norm layer over a map pooled to one element (a UNet of eight downsamplings)
+                       r"|Expected more than 1 spatial element|Expected more than 1 value per channel"
                        r"|sizes should be greater than 0"
                        r"|expected 0 < \w+ < \d+|(?:requires|needs) at least \d+|shorter than"
                        # fewer points than a fixed count of neighbours or samples: ``topk`` of more than
@@ -144,8 +146,8 @@ def _longer(text: str, kind: str, shape: tuple[int, ...]) -> list[tuple[str, tup
         # pooled away by a deep stack: the sizes the architecture was designed for
         if len(shape) == 3:  # a signal or a sequence: as long as the 1-D stacks are designed for
             out += [(kind, shape[:2] + (256,)), (kind, shape[:2] + (1024,))]
-        elif len(shape) == 4:
-            out.append((kind, shape[:2] + (224, 224)))
+        elif len(shape) == 4:  # then a power of two: 224 halves to an odd side after five steps
+            out += [(kind, shape[:2] + (224, 224)), (kind, shape[:2] + (256, 256))]
         elif len(shape) == 5:
             # the sizes video models take; where a 2-D layer met frames too small (frames first,
             # ``(B, T, C, H, W)``), larger frames first
