@@ -3120,3 +3120,22 @@ def test_a_skip_sized_as_its_join_wants_a_map_not_pooled_away_and_labels_left_at
     assert error is None and found is not None and found[0][0].shape[-1] >= 256, found[0][0].shape
     found, error = _forward(ProjectsByClass(), {}, Sizes(), _Budget(40, 30.0))
     assert error is None and found is not None and found[1]["y"].dtype == torch.long, found[1]
+
+
+def test_an_activation_class_given_where_forward_calls_it_is_an_instance(tmp_path: Path) -> None:
+    """``self.conv1(self.activation(x))`` with ``activation=ReLU``: the call builds a layer, and
+    the convolution says so in its own words (``conv2d() received ... got (ReLU, Parameter, ...)``)."""
+    source = """
+        from torch import nn
+
+        class ResidualConvUnit(nn.Module):
+            def __init__(self, features, activation, bn):
+                super().__init__()
+                self.conv1 = nn.Conv2d(features, features, 3, padding=1, bias=not bn)
+                self.activation = activation
+
+            def forward(self, x):
+                return self.conv1(self.activation(x)) + x
+    """
+    unit = _probed(tmp_path, source, "ResidualConvUnit")
+    assert unit["init_args"]["activation"] == "ReLU()" and unit["backward"], unit

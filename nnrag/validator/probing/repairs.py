@@ -1142,10 +1142,11 @@ def _shaped_like_input(kwargs: dict[str, Any], error: BaseException) -> Iterator
 def _called_classes(kwargs: dict[str, Any], error: BaseException) -> Iterator[dict[str, Any]]:
     """A layer class given where forward calls a function (``act=ReLU``, then ``self.act(x)``):
     the call builds a layer, which the error then names as a value (``must be Tensor, not
-    ReLU``, ``'ReLU' and 'Tensor'``); an instance computes the activation."""
+    ReLU``, ``'ReLU' and 'Tensor'``, a torch function's ``got (ReLU, Parameter, ...)``); an
+    instance computes the activation."""
     text = str(error)
     named = {k: v for k, v in kwargs.items() if isinstance(v, type) and issubclass(v, nn.Module)
-             and re.search(rf"(?:'{re.escape(v.__name__)}'|\bnot {re.escape(v.__name__)}$)", text)}
+             and re.search(rf"(?:'{re.escape(v.__name__)}'|\bnot {re.escape(v.__name__)}$|\bgot \({re.escape(v.__name__)}[,)])", text)}
     instances: dict[str, Any] = {}
     for k, v in named.items():
         try:
