@@ -3139,3 +3139,25 @@ def test_an_activation_class_given_where_forward_calls_it_is_an_instance(tmp_pat
     """
     unit = _probed(tmp_path, source, "ResidualConvUnit")
     assert unit["init_args"]["activation"] == "ReLU()" and unit["backward"], unit
+
+
+class ConditionedByLabel(nn.Module):
+    """A conditional GAN's generator: the noise joined with a label's embedding before its first
+    linear layer, whose width counts both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.label_emb = nn.Embedding(10, 10)
+        self.fc = nn.Linear(100 + 10, 32)
+
+    def forward(self, noise: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.cat((self.label_emb(labels), noise), -1))
+
+
+def test_an_input_joined_with_a_width_of_the_blocks_own_before_a_linear_layer() -> None:
+    from nnrag.validator.probing.probe import _Budget, _forward
+
+    found, error = _forward(ConditionedByLabel(), {}, Sizes(), _Budget(40, 30.0))
+    assert error is None and found is not None
+    noise, labels = found[0]
+    assert noise.shape[-1] == 100 and labels.dtype == torch.long, (noise.shape, labels.dtype)
