@@ -1141,3 +1141,33 @@ class Stage(nn.Module):
 '''
     record = nnrag.validate(code=code, class_name="Stage")
     assert record.ok, (record.code, record.message)
+
+
+SLOW = '''
+import time
+from torch import nn
+
+time.sleep({import_s})
+
+
+class Slow(nn.Module):
+    def forward(self, x):
+        time.sleep({forward_s})
+        return x * 2
+'''
+
+
+def test_a_candidates_import_has_a_clock_of_its_own() -> None:
+    """Libraries that compile at import (numba's kernels of librosa, in every fresh process) take
+    longer than a whole check of the block may: the check's clock starts where the import ends,
+    and the import has a bound of its own."""
+    from nnrag.validator.gate import Gate
+
+    with Gate(1, Limits(timeout_s=3.0, import_s=8.0, memory_mb=1000)) as gate:
+        slow_import = gate.check_code(SLOW.format(import_s=4, forward_s=0), "Slow")
+        endless_import = gate.check_code(SLOW.format(import_s=60, forward_s=0), "Slow")
+        slow_forward = gate.check_code(SLOW.format(import_s=0, forward_s=5), "Slow")
+    assert slow_import.ok, slow_import
+    assert (endless_import.ok, endless_import.code) == (False, "timeout") and "import" in endless_import.message, endless_import
+    assert endless_import.seconds < 20, endless_import.seconds
+    assert (slow_forward.ok, slow_forward.code) == (False, "timeout"), slow_forward

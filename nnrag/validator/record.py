@@ -46,8 +46,11 @@ STAND_IN = "Passthrough"  # the class name of nnrag.validator.probing.arguments.
 
 @dataclass(frozen=True)
 class Limits:
-    timeout_s: float = 20.0  # wall clock, whole candidate
-    cpu_s: int = 40
+    timeout_s: float = 20.0  # wall clock, from the end of the candidate's import to its verdict
+    cpu_s: int = 40  # CPU seconds, beside import_s
+    # wall clock the import may take: third-party libraries compile at import in every fresh
+    # process (numba compiles librosa's kernels, 10-30 s), which is no fault of the block's
+    import_s: float = 45.0
     memory_mb: int = 6144  # growth over the warm worker
     file_mb: int = 64  # one file
     disk_mb: int = 1024  # the candidate's folder in all (a file system of its own; memory where a budget counts it)

@@ -477,7 +477,7 @@ def confine(folder: Path, limits: Limits, report_fd: int, visible: Sequence[str]
     isolation = {"process": "fork", "network": "netns" if namespaces else "audit-hook",
                  "user": "nobody" if dropped else "caller"}
     mb = 1024 * 1024
-    _limit(resource.RLIMIT_CPU, int(limits.cpu_s), slack=1)
+    _limit(resource.RLIMIT_CPU, int(limits.cpu_s + limits.import_s), slack=1)
     _limit(resource.RLIMIT_DATA, status_kb("VmData") * 1024 + limits.memory_mb * mb)
     _limit(resource.RLIMIT_FSIZE, limits.file_mb * mb)
     _limit(resource.RLIMIT_CORE, 0)

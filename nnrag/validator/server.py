@@ -465,7 +465,12 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     channel = _Channel(secrets.token_hex(16), token_write)  # made after the fork: the child never held it
     killed: str | None = None
     flooded = False
-    deadline = started + limits.timeout_s
+    # a check's clock starts where its import ends (the first stage after it), the import having
+    # up to ``import_s`` of its own; a harvest imports script after script, so it has both at once
+    task = request.get("task")
+    deadline = started + limits.timeout_s + (limits.import_s if task == "harvest" else 0.0)
+    importing = task is None
+    seen = 0
     rss_limit = base_rss_kb + limits.memory_mb * 1024
     below: list[int] = []  # the child's own processes, seen by the last look at the tree
     next_look = started + _TREE_EVERY_S
@@ -478,6 +483,10 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
                 if not data:
                     break
                 flooded = not channel.feed(data)
+                if importing and len(channel.lines) > seen:
+                    if any(x.get("progress") not in (None, "import") for x in channel.lines[seen:]):
+                        importing, deadline = False, max(deadline, time.perf_counter() + limits.timeout_s)
+                    seen = len(channel.lines)
             else:  # the child may be gone while a process it started holds the pipe open
                 done, code = os.waitpid(pid, os.WNOHANG)
                 if done:
@@ -494,7 +503,7 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
                 oom = budget is not None and budget.kills() > kills_before  # one of them was killed by the kernel
             if flooded:
                 killed = R.SANDBOX_VIOLATION
-            elif now > deadline:
+            elif now > (started + max(limits.timeout_s, limits.import_s) if importing else deadline):
                 killed = R.TIMEOUT
             elif oom or _rss_kb(pid) + sum(_pss_kb(p) for p in below) > rss_limit:
                 killed = R.MEMORY
@@ -545,6 +554,8 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     if result is None:
         result = {"ok": False, "stage": next((x["progress"] for x in reversed(lines) if "progress" in x), "import")}
         result.update(_unfinished(killed, status, limits))
+        if killed == R.TIMEOUT and importing:
+            result["message"] = f"its import did not end within {max(limits.timeout_s, limits.import_s):g} s; process group killed"
     result["isolation"] = isolation  # as the sandbox reported it before the candidate ran
     result["refused"] = [str(x["refused"]) for x in lines if "refused" in x][:20]
     if not result.get("ok") and result["refused"] and not violations \
@@ -575,7 +586,7 @@ def _verdict(records: list[dict[str, Any]], killed: str | None, status: int, lim
 def _unfinished(killed: str | None, status: int, limits: Limits) -> dict[str, Any]:
     """Code and message of a run that did not end with the harness's record."""
     if killed == R.TIMEOUT:
-        return {"code": R.TIMEOUT, "message": f"no result within {limits.timeout_s:g} s; process group killed"}
+        return {"code": R.TIMEOUT, "message": f"no result within {limits.timeout_s:g} s of its import; process group killed"}
     if killed == R.MEMORY:
         return {"code": R.MEMORY, "message": f"the memory of the candidate's processes grew past {limits.memory_mb} MB; killed"}
     if killed == R.SANDBOX_VIOLATION:
