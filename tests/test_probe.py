@@ -3161,3 +3161,28 @@ def test_an_input_joined_with_a_width_of_the_blocks_own_before_a_linear_layer() 
     assert error is None and found is not None
     noise, labels = found[0]
     assert noise.shape[-1] == 100 and labels.dtype == torch.long, (noise.shape, labels.dtype)
+
+
+def test_an_argument_read_for_several_settings_is_a_stand_in_settings_object(tmp_path: Path) -> None:
+    """``Generator(h)`` reading ``h.num_mels`` and ``h.upsample_initial_channel`` where no
+    settings file says what ``h`` is: a stand-in config answers each setting with the guess its
+    name suggests."""
+    source = """
+        from torch import nn
+
+        class Generator(nn.Module):
+            def __init__(self, h):
+                super().__init__()
+                self.h = h
+                self.conv_pre = nn.Conv1d(h.num_mels, h.upsample_initial_channel, 7, 1, padding=3)
+                self.ups = nn.ModuleList(nn.ConvTranspose1d(h.upsample_initial_channel, h.upsample_initial_channel, 4, 2, 1)
+                                         for _ in range(h.num_upsamples))
+
+            def forward(self, x):
+                x = self.conv_pre(x)
+                for up in self.ups:
+                    x = up(x)
+                return x
+    """
+    generator = _probed(tmp_path, source, "Generator")
+    assert generator["init_args"]["h"].startswith("AutoConfig(") and generator["backward"], generator

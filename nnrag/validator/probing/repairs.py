@@ -793,6 +793,19 @@ def _by_attribute(cls: type, kwargs: dict[str, Any], error: BaseException, sizes
             line = innermost_line(candidate_frames(cls, error)) if line is None else line
             if (tensor := _tensor_for(kwargs[k], attribute, line)) is not None:
                 yield {k: tensor}
+            elif _settings_read(cls, k, kwargs[k]):
+                # no layer has it and no tensor: a settings object (``h.upsample_rates``,
+                # ``args.d_model``, ``configs.seq_len``), standing in with a guess per setting
+                yield {k: AutoConfig(sizes)}
+
+
+def _settings_read(cls: type, name: str, value: Any) -> bool:
+    """Whether argument ``name``, guessed as a plain ``value``, is read as a settings object: for
+    several attributes, none of them a tensor's or a layer's."""
+    if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+        return False
+    read = _read_off(cls, name)
+    return len(read) >= 2 and not any(hasattr(torch.Tensor, a) or hasattr(nn.Module, a) for a in read)
 
 
 def _tensor_for(value: Any, attribute: str, line: str) -> torch.Tensor | None:
