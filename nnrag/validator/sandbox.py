@@ -105,8 +105,9 @@ def _drop_root(folder: Path) -> bool:
     ``/root``. The candidate's folder becomes ``nobody``'s."""
     if os.getuid() != 0:
         return False
-    for path in (folder, *folder.iterdir()):
-        os.chown(path, _NOBODY, _NOBODY)
+    for top, dirs, files in os.walk(folder):  # the given files too, the kernels' folder among them
+        for name in (".", *dirs, *files):
+            os.chown(os.path.join(top, name), _NOBODY, _NOBODY, follow_symlinks=False)
     _become_nobody()
     return True
 
@@ -392,6 +393,7 @@ def _read_only_filesystem(folder: Path, visible: Sequence[str] = (), disk_mb: in
     if libc.mount(b"tmpfs", own, b"tmpfs", 2 | 4, options) != 0:  # nosuid, nodev
         raise OSError(ctypes.get_errno(), f"sandbox setup: cannot make the folder {folder}")
     for name, data in given.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         with open(folder / name, "xb") as f:
             f.write(data)
     # the working directory still names the folder as it was before the mount: a relative write
@@ -418,14 +420,18 @@ _FOLDER_FILES = 20000  # files and folders a candidate may make: a cache of a fe
 LOG_NAME = "output.log"  # what the candidate prints: opened by the worker, never copied into the folder
 
 
-def _given_files(folder: Path) -> dict[str, bytes]:
-    """The regular files the worker wrote into the folder (the candidate file), to copy into the
-    candidate's own file system. Nothing of the candidate has run yet: these are the worker's."""
+def _given_files(folder: Path, below: str = "") -> dict[str, bytes]:
+    """The regular files the worker wrote into the folder (the candidate file, the environment's
+    compiled kernels in a folder of their own), by path inside it, to copy into the candidate's
+    own file system. Nothing of the candidate has run yet: these are the worker's."""
     given: dict[str, bytes] = {}
-    for entry in os.scandir(folder):
-        if entry.name != LOG_NAME and entry.is_file(follow_symlinks=False):
+    for entry in os.scandir(folder / below if below else folder):
+        name = f"{below}/{entry.name}" if below else entry.name
+        if entry.is_dir(follow_symlinks=False):
+            given |= _given_files(folder, name)
+        elif name != LOG_NAME and entry.is_file(follow_symlinks=False):
             with open(entry.path, "rb") as f:
-                given[entry.name] = f.read()
+                given[name] = f.read()
     return given
 
 
@@ -513,7 +519,7 @@ _OPEN_FILES = 4096
 _CANDIDATE_ENV = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                             "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES",
                             "PYTHONHASHSEED", "PYTHONIOENCODING"})
-_WORKER_ENV = _CANDIDATE_ENV | {"HOME", "TMPDIR", "LD_LIBRARY_PATH", NAMESPACES_ENV, HIDE_ENV, "NNRAG_PRELOAD", BUDGET_ENV}
+_WORKER_ENV = _CANDIDATE_ENV | {"HOME", "XDG_CACHE_HOME", "TMPDIR", "LD_LIBRARY_PATH", NAMESPACES_ENV, HIDE_ENV, "NNRAG_PRELOAD", BUDGET_ENV}
 
 
 def minimal_environment(environ: Mapping[str, str], worker: bool = False) -> dict[str, str]:

@@ -23,10 +23,12 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from types import CodeType
 from typing import Any
 
+from . import kernels
 from . import record as R
 from .record import Limits, ValidationRecord
 from .budget import MemoryBudget, remove_stale
@@ -120,7 +122,7 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
                           TRITON_CACHE_DIR=str(folder / ".triton"),
                           # numba caches what it compiles beside the module that defines it, which
                           # for a library is site-packages: a write outside the folder
-                          NUMBA_CACHE_DIR=str(folder / ".numba"))
+                          NUMBA_CACHE_DIR=str(folder / kernels.CACHE_NAME))
         import tempfile as _tempfile
 
         _tempfile.tempdir = str(folder)  # the worker cached its own; torch caches go here, not /tmp
@@ -155,6 +157,15 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
                 result["ok"] = True
             except BaseException as e:
                 result["message"] = probe.format_failure(e)
+            _finish(report_fd, token_fd, result)
+            return
+        if request.get("task") == kernels.KERNELS_TASK:
+            result["stage"] = "run"
+            try:
+                result["value"] = kernels.compile_all()
+                result["ok"] = True
+            except BaseException as e:
+                result["message"] = f"{type(e).__name__}: {e}"[:2000]
             _finish(report_fd, token_fd, result)
             return
         if request.get("task") == "run":
@@ -450,6 +461,8 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
         if isinstance(compiled, ValidationRecord):
             shutil.rmtree(folder, ignore_errors=True)
             return compiled.to_dict() | {"seconds": round(time.perf_counter() - started, 4)}
+    if _KERNELS and _KERNELS[0] is not None:
+        kernels.seed(_KERNELS[0], folder)  # numba finds the environment's kernels compiled already
     log_fd = os.open(folder / LOG_NAME, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     budget = _budget(limits.memory_mb)
     kills_before = budget.kills() if budget is not None else 0
@@ -541,7 +554,7 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     result = _verdict(records, killed, status, limits, lines)
     if result is not None and result.pop("token", None) != channel.token:
         violations.append("result: the record does not carry this run's token")
-    if request.get("task") in ("harvest", "run"):  # partial results count: factories report one by one
+    if request.get("task") in ("harvest", "run", kernels.KERNELS_TASK):  # partial results count: factories report one by one
         end = result or _unfinished(killed, status, limits)
         answer = {"ok": bool(end.get("ok")) and not violations, "violations": violations, "killed": killed,
                   "message": end.get("message"), "output": output, "seconds": round(seconds, 4),
@@ -567,6 +580,29 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     result["output"] = output
     result["seconds"] = round(seconds, 4)
     return result
+
+
+_KERNELS: list[Path | None] = []  # this environment's compiled numba kernels, once known
+
+
+def _compiled_kernels() -> Path | None:
+    """The folder of this environment's numba kernels, compiled in a confined child the first
+    time any worker of the environment needs them (see kernels.py); None where there are none."""
+    root = kernels.cache_root()
+    if root is None:
+        return None
+    limits = Limits(timeout_s=kernels._COMPILE_S + 30, cpu_s=int(kernels._COMPILE_S * 2), import_s=0.0)
+
+    from .sandbox import status_kb
+
+    def compile_in_child() -> Any:
+        answer = check({"task": kernels.KERNELS_TASK, "limits": asdict(limits)}, status_kb("VmRSS"))
+        return answer.get("value") if answer.get("ok") else None
+
+    try:
+        return root if kernels.ensure(root, compile_in_child) else None
+    except OSError:  # no cache folder to write: every check compiles for itself, as before
+        return None
 
 
 def _verdict(records: list[dict[str, Any]], killed: str | None, status: int, limits: Limits,
@@ -634,6 +670,8 @@ def main() -> None:
             _huge_pages()
         try:
             request = json.loads(line)
+            if not _KERNELS:  # on the first request, not at start: compiling may take minutes
+                _KERNELS.append(_compiled_kernels())
             result = check(request, status_kb("VmRSS"))
         except Exception as e:  # a bad request must not take the worker down
             result = {"ok": False, "stage": "import", "code": R.CRASH, "message": f"worker error: {type(e).__name__}: {e}"}
