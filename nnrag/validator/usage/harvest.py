@@ -510,10 +510,15 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
                 # the unit's module and what it imports first, on a clock of their own, as the
                 # gate times a candidate's import (numba compiles librosa's kernels at import)
                 importing = True
+                before = set(sys.modules)
                 signal.setitimer(signal.ITIMER_REAL, Limits().import_s)
                 try:
                     importlib.import_module(module_name)
                 except FactoryTimeout:
+                    # modules cut off halfway (matplotlib without its ``get_data_path``) would
+                    # fail the next units' imports in their stead: gone, they import afresh
+                    for name in set(sys.modules) - before:
+                        sys.modules.pop(name, None)
                     raise
                 except BaseException:  # the unit meets it again below and reports it as it does
                     pass
