@@ -702,3 +702,29 @@ def test_a_pass_on_a_stand_in_layer_is_judged_again_with_recorded_usage(tmp_path
     assert residual["init_args"]["fn"].startswith("Mixer(")  # type: ignore[index]
     assert entries["Gated"]["status"] == "validated" and "Passthrough" in gated["init_args"]["fn"]  # type: ignore[index]
     assert report.harvest["rescued"] == 0 and report.passed == report.tried == 4, report.harvest
+
+
+def test_a_harvest_units_import_has_its_own_clock_and_what_it_left_halfway_is_imported_afresh(tmp_path: Path) -> None:
+    """The first unit's import runs past its allowance inside a module it shares with the next
+    unit: that unit imports the module afresh rather than meet it cut off halfway."""
+    from nnrag.validator.gate import Gate
+
+    package = tmp_path / "src" / "halfpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "shared.py").write_text(
+        "import builtins, time\nFIRST = 1\n"
+        "if not getattr(builtins, '_halfpkg_seen', False):\n    builtins._halfpkg_seen = True\n    time.sleep(30)\n"
+        "SECOND = 2\n")
+    (package / "slow.py").write_text("from halfpkg.shared import FIRST\n\ndef build():\n    return None\n")
+    (package / "quick.py").write_text(
+        "from torch import nn\nfrom halfpkg.shared import SECOND\n\n"
+        "class Tiny(nn.Conv2d):\n    pass\n\ndef build():\n    return Tiny(3, SECOND, 3)\n")
+    limits = Limits(timeout_s=8.0, cpu_s=20, memory_mb=2048, import_s=3.0)
+    with Gate(1, limits) as gate:
+        result = gate.harvest([("halfpkg.slow", "build"), ("halfpkg.quick", "build")], ["halfpkg"],
+                              [str(tmp_path / "src")], timeout_s=60)
+    slow, quick = result["factories"]
+    assert not slow["ok"] and "import did not end within 3 s" in slow["message"], slow
+    assert quick["ok"], quick
+    assert quick["usage"]["halfpkg.quick.Tiny"][0]["init"]["args"] == [{"v": 3}, {"v": 2}, {"v": 3}], quick

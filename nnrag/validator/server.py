@@ -153,7 +153,8 @@ def _child(folder: Path, request: dict[str, Any], limits: Limits, report_fd: int
                 return
             try:
                 harvest(request["factories"], request["packages"], request.get("paths", []),
-                        lambda record: os.write(report_fd, (json.dumps(record, default=str) + "\n").encode()))
+                        lambda record: os.write(report_fd, (json.dumps(record, default=str) + "\n").encode()),
+                        import_s=limits.import_s)
                 result["ok"] = True
             except BaseException as e:
                 result["message"] = probe.format_failure(e)

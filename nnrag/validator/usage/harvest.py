@@ -479,7 +479,7 @@ def _on_alarm(signum: int, frame: Any) -> None:
 
 
 def harvest(factories: list[list[str]], packages: list[str], paths: list[str], emit: Callable[[dict[str, Any]], None],
-            per_factory_s: float = 60.0) -> None:
+            per_factory_s: float = 60.0, import_s: float = Limits().import_s) -> None:
     """Run ``[module, function]`` factories in turn, emitting one record per factory. A function
     named ``Class.__doc__`` stands for the examples in that class's docstrings; one named
     ``<config>`` builds the model of the config file at the path given as its module; one named
@@ -491,7 +491,7 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
     ``Class.<passed>`` runs a block that passed the gate, by the recipe (JSON) given third.
     Examples run real models at real sizes (SAM's at 1024 pixels takes 27 s on two quiet cores):
     ``per_factory_s`` leaves room for a loaded machine; what a factory recorded before its time
-    ran out is kept."""
+    ran out is kept. A unit's module is imported first, within ``import_s`` of its own."""
     sys.path[:0] = [p for p in paths if p not in sys.path]
     sys.meta_path.append(AbsentModules(paths))
     cpu.install()  # examples move models and data to a GPU (``model.cuda()``): here they stay on the CPU
@@ -511,7 +511,7 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
                 # gate times a candidate's import (numba compiles librosa's kernels at import)
                 importing = True
                 before = set(sys.modules)
-                signal.setitimer(signal.ITIMER_REAL, Limits().import_s)
+                signal.setitimer(signal.ITIMER_REAL, import_s)
                 try:
                     importlib.import_module(module_name)
                 except FactoryTimeout:
@@ -555,7 +555,7 @@ def harvest(factories: list[list[str]], packages: list[str], paths: list[str], e
                 error = _exercise(model)
             record.update(ok=error is None, message=error)
         except FactoryTimeout:
-            record["message"] = (f"its import did not end within {Limits().import_s:g} s" if importing
+            record["message"] = (f"its import did not end within {import_s:g} s" if importing
                                  else f"no result within {per_factory_s:g} s of its import")
         except BaseException as e:  # a sandbox violation ends this factory, not the harvest
             record["message"] = "".join(traceback.format_exception_only(type(e), e))[-300:].strip()
