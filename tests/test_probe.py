@@ -45,8 +45,8 @@ def test_architectures_are_tried_shallow_first_then_as_defined() -> None:
     attempts = [kwargs for _, kwargs in constructor_attempts(Deep)]
     assert attempts[0] == {"dim": 16, "depth": 1, "depths": (1, 1, 1, 1)}
     assert attempts[1] == {"dim": 16}
-    # a **kwargs pass-through is looked through to the base it feeds
-    assert next(iter(constructor_attempts(Wrapper)))[1] == {"depth": 1, "depths": (1, 1, 1, 1)}
+    # a **kwargs pass-through is looked through to the base it feeds, its required arguments too
+    assert next(iter(constructor_attempts(Wrapper)))[1] == {"dim": 16, "depth": 1, "depths": (1, 1, 1, 1)}
 
 
 def test_inputs_are_read_off_shape_errors() -> None:
@@ -159,7 +159,7 @@ def test_regions_of_interest_are_boxes_inside_the_images() -> None:
 def test_an_input_pooled_away_is_retried_at_the_designed_size() -> None:
     small = RuntimeError("Given input size: (832x4x1x1). Calculated output size: (832x2x0x0). Output size is too small")
     assert input_repairs(small, "float", (2, 3, 8, 32, 32), Sizes(), 3)[0] == ("float", (2, 3, 16, 112, 112))
-    assert input_repairs(small, "float", (2, 3, 32, 32), Sizes(), 3) == [("float", (2, 3, 224, 224))]
+    assert input_repairs(small, "float", (2, 3, 32, 32), Sizes(), 3) == [("float", (2, 3, 224, 224)), ("float", (2, 3, 256, 256))]
     short = RuntimeError("Calculated padded input size per channel: (16). Kernel size: (25). "
                          "Kernel size can't be greater than actual input size")
     assert input_repairs(short, "float", (2, 4, 16), Sizes(), 4)[:2] == [("float", (2, 4, 256)), ("float", (2, 4, 1024))]
@@ -535,8 +535,9 @@ def test_numbers_follow_their_annotations_also_when_one_cannot_be_evaluated() ->
     kwargs = next(iter(constructor_attempts(Ranged)))[1]
     assert kwargs["sign"] == (0.1, 0.5) and kwargs["factor"] == 2.0 and kwargs["missing"] == 16
     assert _instantiate(Ranged, kwargs, Sizes())[2] is None
+    # behind ``(*args, **kwargs)`` the base's parameters are guessed; and where nothing is given,
     # the arguments a TypeError says are missing get the guesses their annotations give
-    assert next(iter(constructor_attempts(HiddenRanged)))[1] == {}
+    assert next(iter(constructor_attempts(HiddenRanged)))[1] == kwargs
     _, kwargs, error = _instantiate(HiddenRanged, {}, Sizes())
     assert error is None and kwargs["sign"] == (0.1, 0.5) and kwargs["factor"] == 2.0
 
@@ -1710,6 +1711,10 @@ def test_every_argument_rule_has_a_case() -> None:
 # Each class lives in a real module, so that its frames and source read as a candidate's do.
 _REPAIR_CASES: dict[str, tuple[str, str, dict[str, Any], Any]] = {
     "asserted relation": ("assert depth > 1", "depth", {"depth": 1}, lambda c: c.get("depth", 0) > 1),
+    "off the GPU there is not": ("self.g = nn.Parameter(torch.ones(dim, device=device))", "dim, device='cuda'", {"dim": 16},
+                                 lambda c: c == {"device": "cpu"}),
+    "path of a file not there unset": ("if checkpoint is not None:\n    with open(checkpoint, 'rb') as f:\n        self.w = f.read()",
+                                       "checkpoint='./checkpoints/scaled_offline.pth'", {}, lambda c: c == {"checkpoint": None}),
     "key of the class's table": ("if depth not in self.arch_settings:\n    raise KeyError(f'invalid depth {depth}')",
                                  "depth", {"depth": 1}, lambda c: c == {"depth": 18}),
     "choice the message lists": ("if act not in ('gelu', 'relu'):\n    raise ValueError(f\"Unsupported act {act}: expected 'gelu' or 'relu'\")",
@@ -1776,6 +1781,9 @@ def test_each_repair_rule_reads_its_error(rule_name: str, tmp_path: Path) -> Non
 
 # Further cases of a rule: a form its first case does not show.
 _MORE_REPAIR_CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
+    # read for several settings no layer has: a stand-in settings object
+    ("attribute read off a guess", "self.n = h.num_mels + h.upsample_initial_channel", "h", {"h": 16},
+     lambda c: isinstance(c.get("h"), AutoConfig)),
     # a value looked up in it (``curr_res in attn_resolutions``), not a count beside it
     ("sequence the code expects", "for i in range(num_res_blocks):\n    if 16 in attn_resolutions:\n        self.n = i",
      "num_res_blocks, attn_resolutions", {"num_res_blocks": 1, "attn_resolutions": 16},
