@@ -3194,3 +3194,33 @@ def test_an_argument_read_for_several_settings_is_a_stand_in_settings_object(tmp
     """
     generator = _probed(tmp_path, source, "Generator")
     assert generator["init_args"]["h"].startswith("AutoConfig(") and generator["backward"], generator
+
+
+def test_a_pass_through_takes_its_nearest_constructors_arguments_and_a_branch_that_embeds_counts(tmp_path: Path) -> None:
+    """A subclass of torch's ``Conv1d`` that passes ``*args, **kwargs`` takes ``Conv1d``'s
+    arguments, not those ``Conv1d`` gives ``_ConvNd`` itself (``transposed``); a forward whose
+    default branch embeds its input (indices of symbols) before the convolution takes indices."""
+    source = """
+        import torch
+        from torch import nn
+
+        class Conv1d(nn.Conv1d):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+
+        class SymbolGenerator(nn.Module):
+            def __init__(self, in_channels: int = 16, num_embs: int = 10) -> None:
+                super().__init__()
+                self.num_embs = num_embs
+                self.emb = nn.Embedding(num_embs, in_channels)
+                self.input_conv = nn.Conv1d(in_channels, 8, 3, padding=1)
+
+            def forward(self, c):
+                if self.num_embs > 0:
+                    c = self.emb(c.long()).transpose(1, 2)
+                return self.input_conv(c)
+    """
+    conv = _probed(tmp_path, source, "Conv1d")
+    assert conv["backward"] and "transposed" not in conv["init_args"], conv
+    symbols = _probed(tmp_path, source, "SymbolGenerator")
+    assert symbols["backward"] and symbols["input_dtypes"][0] == "int64", symbols

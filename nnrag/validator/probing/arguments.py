@@ -250,11 +250,21 @@ def _parameters(cls: type) -> tuple[inspect.Signature, list[inspect.Parameter], 
     usable = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     if not usable and any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
         # ``def __init__(self, *args, **kwargs): ...; super().__init__(*args, **kwargs)``: a
-        # subclass that names nothing itself takes what its bases take
-        usable = passed_through(cls, sig)
-        for base in reversed(cls.__mro__[1:]):
-            if base is not nn.Module and inspect.isfunction(vars(base).get("__init__")):
-                hints = {**hints, **init_hints(base)}
+        # subclass that names nothing itself takes what its nearest constructor takes (torch's
+        # ``Conv1d``, not the ``_ConvNd`` that one calls with more), and past it only where that
+        # one passes ``**kwargs`` on too
+        for base in cls.__mro__[1:]:
+            if base is nn.Module or not inspect.isfunction(init := vars(base).get("__init__")):
+                continue
+            try:
+                more = list(inspect.signature(init).parameters.values())[1:]
+            except (TypeError, ValueError):
+                break
+            named = {p.name for p in usable}
+            usable += [p for p in more if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in named]
+            hints = {**init_hints(base), **hints}
+            if not any(p.kind == p.VAR_KEYWORD for p in more):
+                break
     return sig, usable, hints
 
 
