@@ -3071,7 +3071,8 @@ def test_constructors_left_off_the_gpu_passed_through_and_inputs_split_only_some
 
             def forward(self, z, y):
                 if self.hier:
-                    z = torch.split(z, 4, 1)[0]
+                    zs = torch.split(z, 4, 1)
+                    z = zs[0]
                 return self.linear(z) + y.float().mean()
     """
     assert _probed(tmp_path, source, "OnDeviceAtInit")["init_args"]["device"] == "'cpu'"

@@ -781,15 +781,15 @@ def _layer_taking(module: nn.Module, name: str, depth: int, method: Any = None, 
     # where the argument is made into something else first (``feats = rearrange(feats, ...)``),
     # a layer called with that name after takes what it became; a method of the block that keeps
     # its kind (``labels = self.token_drop(labels)``) is no such change. Inside a branch, only a
-    # change by a part of the block's counts (``if self.num_spk_embs: c = self.emb(c_idx)``, an
-    # embedding of what was indices); a split or a slice there (BigGAN's ``if self.hier: z = zs[0]``)
-    # leaves what the layer after it takes of the same kind
+    # value computed by a call counts (``if self.num_spk_embs: c = self.emb(c_idx)``, an embedding
+    # of what was indices; timm's ``x = torch.cat([v, h], -1)`` of twice the width); an item
+    # picked there (BigGAN's ``if self.hier: z = zs[0]``) is what the layer after it takes either way
     always = {id(node) for node in _unconditional(tree)}
     reshaped = min((node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assign)
                     and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
                     and not (isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
                              and isinstance(node.value.func.value, ast.Name) and node.value.func.value.id == "self")
-                    and (id(node) in always or _calls_a_part(node.value))),
+                    and (id(node) in always or any(isinstance(n, ast.Call) for n in ast.walk(node.value)))),
                    default=None)
     calls = [(node, i) for node in ast.walk(tree) if isinstance(node, ast.Call)
              and (reshaped is None or node.lineno <= reshaped)
@@ -825,12 +825,6 @@ def _layer_taking(module: nn.Module, name: str, depth: int, method: Any = None, 
         own = isinstance(getattr(layer, "weight", None), nn.Parameter) and layer.weight.dim() == 2
         return layer if deeper is None and position == 0 and own else deeper
     return None
-
-
-def _calls_a_part(node: ast.AST) -> bool:
-    """Whether ``node`` calls something the block holds (``self.emb(...)``)."""
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
-               and n.func.value.id == "self" for n in ast.walk(node))
 
 
 def _unconditional(tree: ast.AST) -> Iterator[ast.AST]:

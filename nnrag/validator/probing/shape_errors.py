@@ -216,10 +216,11 @@ def input_repairs(error: BaseException, kind: str, shape: tuple[int, ...], sizes
         if side and side * side * shape[1] == k:  # a map flattened into a linear layer: RoI features of 256x7x7
             out.insert(0, (kind, shape[:2] + (side, side)))
         rows, cols = int(m.group(1)), int(m.group(2))
-        if len(shape) >= 2 and rows == math.prod(shape[:-1]) and shape[-1] < cols < k:
+        if len(shape) >= 2 and rows == math.prod(shape[:-1]) and shape[-1] < cols < k and cols % shape[-1]:
             # ours joined with a fixed width of the block's own before the layer (a label's
             # embedding beside the noise, ``cat((self.label_emb(labels), noise), -1)``): ours,
-            # less what the join adds, as with channels
+            # less what the join adds, as with channels; a multiple of ours is ours joined with
+            # its like (both directions of timm's 2-D RNN), no width of the block's own
             out.insert(0, (kind, shape[:-1] + (k - (cols - shape[-1]),)))
         if rows == shape[0] and cols and k % cols == 0 and k > cols:
             # a whole sample flattened after a stack of downsamplings: the input scaled until the
