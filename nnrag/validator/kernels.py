@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 KERNELS_TASK = "kernels"
 CACHE_NAME = ".numba"  # the folder of a check that NUMBA_CACHE_DIR names (see server._child)
-_COMPILE_S = 240.0  # for all of an environment's libraries, once
+COMPILE_S = 240.0  # for all of an environment's libraries, once
 _MAX_FILES = 5000
 _MAX_BYTES = 256 << 20
 _SAFE_PART = re.compile(r"^[\w.\-]+$")
@@ -66,7 +66,7 @@ def cache_root() -> Path | None:
     return base / "nnrag" / "numba" / key
 
 
-def compile_all(deadline_s: float = _COMPILE_S) -> dict[str, str]:
+def compile_all(deadline_s: float = COMPILE_S) -> dict[str, str]:
     """In the confined child: import every module of the distributions that use numba, then
     return what numba cached, as {relative path: base64}."""
     until = time.monotonic() + deadline_s

@@ -568,8 +568,10 @@ def check(request: dict[str, Any], base_rss_kb: int) -> dict[str, Any]:
     if result is None:
         result = {"ok": False, "stage": next((x["progress"] for x in reversed(lines) if "progress" in x), "import")}
         result.update(_unfinished(killed, status, limits))
-        if killed == R.TIMEOUT and importing:
-            result["message"] = f"its import did not end within {max(limits.timeout_s, limits.import_s):g} s; process group killed"
+        if killed == R.TIMEOUT:  # which clock ran out: the import's, or the check's after it
+            result["message"] = (f"its import did not end within {max(limits.timeout_s, limits.import_s):g} s"
+                                 if importing else f"no result within {limits.timeout_s:g} s of its import") \
+                + "; process group killed"
     result["isolation"] = isolation  # as the sandbox reported it before the candidate ran
     result["refused"] = [str(x["refused"]) for x in lines if "refused" in x][:20]
     if not result.get("ok") and result["refused"] and not violations \
@@ -592,7 +594,7 @@ def _compiled_kernels() -> Path | None:
     root = kernels.cache_root()
     if root is None:
         return None
-    limits = Limits(timeout_s=kernels._COMPILE_S + 30, cpu_s=int(kernels._COMPILE_S * 2), import_s=0.0)
+    limits = Limits(timeout_s=kernels.COMPILE_S + 30, cpu_s=int(kernels.COMPILE_S * 2), import_s=0.0)
 
     from .sandbox import status_kb
 
@@ -623,7 +625,7 @@ def _verdict(records: list[dict[str, Any]], killed: str | None, status: int, lim
 def _unfinished(killed: str | None, status: int, limits: Limits) -> dict[str, Any]:
     """Code and message of a run that did not end with the harness's record."""
     if killed == R.TIMEOUT:
-        return {"code": R.TIMEOUT, "message": f"no result within {limits.timeout_s:g} s of its import; process group killed"}
+        return {"code": R.TIMEOUT, "message": f"no result within {limits.timeout_s:g} s; process group killed"}
     if killed == R.MEMORY:
         return {"code": R.MEMORY, "message": f"the memory of the candidate's processes grew past {limits.memory_mb} MB; killed"}
     if killed == R.SANDBOX_VIOLATION:
