@@ -40,15 +40,15 @@ _MAX_BYTES = 256 << 20
 _SAFE_PART = re.compile(r"^[\w.\-]+$")
 
 
-def _numba_users() -> list[str]:
+def _numba_users(dists: list[md.Distribution] | None = None) -> list[str]:
     """Top-level packages of the installed distributions that require numba, read off their
     metadata (nothing is imported)."""
-    tops = md.packages_distributions()
     users = set()
-    for dist in md.distributions():
+    for dist in md.distributions() if dists is None else dists:
         requires = dist.requires or []  # an extra's requirement (pandas's "performance") is not installed for it
         if any(re.match(r"numba\b", r.strip(), re.IGNORECASE) and "extra" not in r.partition(";")[2] for r in requires):
             users.add(dist.metadata["Name"])
+    tops = md.packages_distributions() if users else {}
     return sorted(top for top, names in tops.items() if users & set(names) and top.isidentifier())
 
 
@@ -57,10 +57,10 @@ def cache_root() -> Path | None:
     no installed distribution uses it."""
     if importlib.util.find_spec("numba") is None:
         return None
-    users = _numba_users()
-    if not users:
+    dists = list(md.distributions())
+    if not _numba_users(dists):
         return None
-    versions = sorted(f"{d.metadata['Name']}=={d.version}" for d in md.distributions())
+    versions = sorted(f"{d.metadata['Name']}=={d.version}" for d in dists)
     key = hashlib.sha1("\n".join([sys.prefix, sys.version, *versions]).encode()).hexdigest()[:16]
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "nnrag" / "numba" / key

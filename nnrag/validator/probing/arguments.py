@@ -248,23 +248,11 @@ def _parameters(cls: type) -> tuple[inspect.Signature, list[inspect.Parameter], 
         return None
     hints = init_hints(cls)
     usable = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    if not usable and any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        # ``def __init__(self, *args, **kwargs): ...; super().__init__(*args, **kwargs)``: a
-        # subclass that names nothing itself takes what its nearest constructor takes (torch's
-        # ``Conv1d``, not the ``_ConvNd`` that one calls with more), and past it only where that
-        # one passes ``**kwargs`` on too
-        for base in cls.__mro__[1:]:
-            if base is nn.Module or not inspect.isfunction(init := vars(base).get("__init__")):
-                continue
-            try:
-                more = list(inspect.signature(init).parameters.values())[1:]
-            except (TypeError, ValueError):
-                break
-            named = {p.name for p in usable}
-            usable += [p for p in more if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in named]
+    if not usable:  # ``def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs)``:
+        # a subclass that names nothing itself takes what its bases' constructors take
+        usable = passed_through(cls, sig)
+        for base, _ in _kwargs_reach(cls, sig):
             hints = {**init_hints(base), **hints}
-            if not any(p.kind == p.VAR_KEYWORD for p in more):
-                break
     return sig, usable, hints
 
 
@@ -776,21 +764,31 @@ def is_depth(name: str) -> bool:
 def passed_through(cls: type, sig: inspect.Signature) -> list[inspect.Parameter]:
     """Parameters of ``cls`` and, when it takes ``**kwargs``, of the bases it passes them to."""
     params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
-        return params
     names = {p.name for p in params}
-    for base in cls.__mro__[1:]:
-        # a builtin __init__ (object's) has nothing to pass through, and reading its signature
-        # copies sys.modules, which in a forked child copies the page of every module
-        if base is nn.Module or not inspect.isfunction(vars(base).get("__init__")):
-            continue
-        try:
-            more = inspect.signature(base.__init__).parameters.values()
-        except (TypeError, ValueError):
-            continue
-        params += [p for p in more if p.name not in names and p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for _, more in _kwargs_reach(cls, sig):
+        params += [p for p in more if p.name not in names and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         names |= {p.name for p in params}
     return params
+
+
+def _kwargs_reach(cls: type, sig: inspect.Signature) -> Iterator[tuple[type, list[inspect.Parameter]]]:
+    """The bases whose constructors ``cls``'s ``**kwargs`` reach, nearest first, with their
+    parameters: the nearest one, and past it only while each passes ``**kwargs`` on too (torch's
+    ``Conv1d`` takes ``in_channels``; the ``transposed`` it gives ``_ConvNd`` is no argument of its)."""
+    passes = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+    for base in cls.__mro__[1:]:
+        if not passes:
+            return
+        # a builtin __init__ (object's) has nothing to pass through, and reading its signature
+        # copies sys.modules, which in a forked child copies the page of every module
+        if base is nn.Module or not inspect.isfunction(init := vars(base).get("__init__")):
+            continue
+        try:
+            more = list(inspect.signature(init).parameters.values())[1:]
+        except (TypeError, ValueError):
+            return
+        yield base, more
+        passes = any(p.kind == p.VAR_KEYWORD for p in more)
 
 
 _IMAGE_SIDES = {"img_size", "image_size", "input_size", "input_resolution", "resolution", "img_res", "image_res"}

@@ -7,9 +7,10 @@ as it does with ``pretrained=False`` where a switch exists: a download of a stat
 with no weights, without any request, the load that follows keeps the random initialisation, and
 the record lists what was asked for. Libraries with downloaders of their own (a prefetch into the
 hub cache with ``urlopen``, ``torch.hub.download_url_to_file`` then ``torch.load``) are answered
-the same way where the request is opened: a checkpoint file's address gets an empty checkpoint, and so does ``torch.load`` of a checkpoint
-file that is not there. Every other request still reaches the sandbox's audit and is refused. Runs inside the sandbox
-child, before the candidate is imported.
+the same way where the request is opened: a checkpoint file's address gets an empty checkpoint,
+and so does ``torch.load`` of a checkpoint file that is not there. Every other request still
+reaches the sandbox's audit and is refused. Runs inside the sandbox child, before the candidate
+is imported.
 """
 
 from __future__ import annotations
